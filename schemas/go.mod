@@ -1,0 +1,3 @@
+module github.com/worldgate/worldgate/schemas
+
+go 1.26
