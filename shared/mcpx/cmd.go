@@ -1,0 +1,187 @@
+package mcpx
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Env returns the environment variable name, or def if it is unset.
+func Env(name, def string) string {
+	if v, ok := os.LookupEnv(name); ok {
+		return v
+	}
+	return def
+}
+
+// EnvFloat is Env for numbers (def on a parse error).
+func EnvFloat(name string, def float64) float64 {
+	if v, ok := os.LookupEnv(name); ok {
+		if f, err := strconv.ParseFloat(v, 64); err == nil {
+			return f
+		}
+	}
+	return def
+}
+
+// CommonFlags are the flags every MCP server binary shares. Each has a
+// WORLDGATE_* environment equivalent (the flag wins).
+type CommonFlags struct {
+	Listen     string  // WORLDGATE_MCP_LISTEN
+	Transport  string  // WORLDGATE_MCP_TRANSPORT: http | stdio
+	Admin      string  // WORLDGATE_ADMIN_LISTEN
+	TokenFile  string  // WORLDGATE_MCP_TOKEN_FILE
+	JWTSecret  string  // WORLDGATE_MCP_JWT_SECRET
+	NoAuth     bool    // WORLDGATE_MCP_NO_AUTH=1 (HTTP without tokens; local development only)
+	RatePerSec float64 // WORLDGATE_MCP_RATE
+	Burst      int     // WORLDGATE_MCP_BURST
+	LogLevel   string  // WORLDGATE_LOG_LEVEL
+}
+
+// Register defines the common flags on fs with defaults from the environment.
+func (c *CommonFlags) Register(fs *flag.FlagSet, defaultListen, defaultAdmin string) {
+	fs.StringVar(&c.Listen, "listen", Env("WORLDGATE_MCP_LISTEN", defaultListen), "Streamable HTTP listen address (env WORLDGATE_MCP_LISTEN)")
+	fs.StringVar(&c.Transport, "transport", Env("WORLDGATE_MCP_TRANSPORT", "http"), "transport: http or stdio; stdio is trusted local use without tokens (env WORLDGATE_MCP_TRANSPORT)")
+	fs.StringVar(&c.Admin, "admin", Env("WORLDGATE_ADMIN_LISTEN", defaultAdmin), "admin listen address for /metrics /healthz /readyz; empty disables (env WORLDGATE_ADMIN_LISTEN)")
+	fs.StringVar(&c.TokenFile, "token-file", Env("WORLDGATE_MCP_TOKEN_FILE", ""), "JSON file of static bearer tokens (env WORLDGATE_MCP_TOKEN_FILE)")
+	fs.StringVar(&c.JWTSecret, "jwt-secret", Env("WORLDGATE_MCP_JWT_SECRET", ""), "HS256 secret for bearer JWTs (env WORLDGATE_MCP_JWT_SECRET)")
+	fs.BoolVar(&c.NoAuth, "no-auth", Env("WORLDGATE_MCP_NO_AUTH", "") == "1", "serve HTTP without authentication (development only; env WORLDGATE_MCP_NO_AUTH=1)")
+	fs.Float64Var(&c.RatePerSec, "rate", EnvFloat("WORLDGATE_MCP_RATE", 50), "tool calls per second per token (0 = unlimited; env WORLDGATE_MCP_RATE)")
+	fs.IntVar(&c.Burst, "burst", int(EnvFloat("WORLDGATE_MCP_BURST", 100)), "rate-limit burst per token (env WORLDGATE_MCP_BURST)")
+	fs.StringVar(&c.LogLevel, "log-level", Env("WORLDGATE_LOG_LEVEL", "info"), "debug|info|warn|error (env WORLDGATE_LOG_LEVEL)")
+}
+
+// Logger returns a JSON slog logger writing to w at the configured level.
+func (c *CommonFlags) Logger(w io.Writer, service string) *slog.Logger {
+	var lvl slog.Level
+	_ = lvl.UnmarshalText([]byte(c.LogLevel))
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lvl})).With("service", service)
+}
+
+// AuthConfig builds the authentication configuration from the flags.
+func (c *CommonFlags) AuthConfig() (AuthConfig, error) {
+	var a AuthConfig
+	if c.NoAuth || c.Transport == "stdio" {
+		a.Disabled = true
+		return a, nil
+	}
+	if c.TokenFile != "" {
+		toks, err := LoadTokenFile(c.TokenFile)
+		if err != nil {
+			return a, err
+		}
+		a.StaticTokens = toks
+	}
+	if c.JWTSecret != "" {
+		a.JWTSecret = []byte(c.JWTSecret)
+	}
+	if len(a.StaticTokens) == 0 && len(a.JWTSecret) == 0 {
+		return a, errors.New("no credentials configured: set -token-file or -jwt-secret (or -no-auth for local development)")
+	}
+	return a, nil
+}
+
+// RateLimit returns the configured per-token limit.
+func (c *CommonFlags) RateLimit() RateLimit {
+	return RateLimit{PerSecond: c.RatePerSec, Burst: c.Burst}
+}
+
+// RunOptions drive Run.
+type RunOptions struct {
+	Flags   *CommonFlags
+	Service string
+	Logger  *slog.Logger
+	// Server is the MCP server (for stdio); Handler serves it over HTTP.
+	Server   *mcp.Server
+	Handler  http.Handler
+	Gatherer prometheus.Gatherer
+	Ready    Readiness
+	// OnListen, if set, is told the bound MCP address.
+	OnListen func(net.Addr)
+}
+
+// Run serves until ctx is done (SIGTERM/SIGINT in main), then shuts down.
+func Run(ctx context.Context, o RunOptions) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errc := make(chan error, 2)
+	running := 0
+	if o.Flags.Admin != "" && o.Gatherer != nil {
+		running++
+		go func() {
+			err := ServeHTTP(ctx, o.Flags.Admin, AdminMux(o.Gatherer, o.Ready), 2*time.Second, func(a net.Addr) {
+				o.Logger.Info("admin listening", "addr", a.String())
+			})
+			if err != nil {
+				err = fmt.Errorf("admin server: %w", err)
+			}
+			errc <- err
+		}()
+	}
+	running++
+	switch strings.ToLower(o.Flags.Transport) {
+	case "stdio":
+		go func() {
+			o.Logger.Info("serving MCP on stdio (trusted local use, no token)")
+			errc <- ServeStdio(ctx, o.Server)
+		}()
+	case "http", "":
+		go func() {
+			errc <- ServeHTTP(ctx, o.Flags.Listen, o.Handler, 5*time.Second, func(a net.Addr) {
+				o.Logger.Info("serving MCP over Streamable HTTP", "addr", a.String(), "path", "/mcp")
+				if o.OnListen != nil {
+					o.OnListen(a)
+				}
+			})
+		}()
+	default:
+		return fmt.Errorf("unknown transport %q (want http or stdio)", o.Flags.Transport)
+	}
+	var first error
+	for i := 0; i < running; i++ {
+		err := <-errc
+		if err != nil && first == nil {
+			first = err
+		}
+		cancel() // one ending (stdio peer gone, listener error) ends all
+	}
+	o.Logger.Info("stopped")
+	return first
+}
+
+// IssueTokenCommand implements "<binary> issue-token": it prints an HS256 JWT
+// signed with -jwt-secret / WORLDGATE_MCP_JWT_SECRET.
+func IssueTokenCommand(args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("issue-token", flag.ContinueOnError)
+	secret := fs.String("jwt-secret", Env("WORLDGATE_MCP_JWT_SECRET", ""), "HS256 secret (env WORLDGATE_MCP_JWT_SECRET)")
+	subject := fs.String("subject", "", "who the token is for, e.g. ai-worker")
+	scopes := fs.String("scopes", "world:read,lore:read,classify:read", "comma-separated scopes")
+	ttl := fs.Duration("ttl", 24*time.Hour, "validity")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	var sc []string
+	for _, s := range strings.Split(*scopes, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			sc = append(sc, s)
+		}
+	}
+	tok, err := IssueJWT([]byte(*secret), *subject, sc, *ttl)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintln(stdout, tok)
+	return err
+}

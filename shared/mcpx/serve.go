@@ -1,0 +1,120 @@
+package mcpx
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// HTTPOptions configure HTTPHandler.
+type HTTPOptions struct {
+	// Auth authenticates callers; Scope is the scope every request must hold.
+	Auth  AuthConfig
+	Scope string
+	// SessionTimeout closes idle sessions (default 10 minutes).
+	SessionTimeout time.Duration
+	Logger         *slog.Logger
+}
+
+// HTTPHandler serves s over Streamable HTTP behind bearer authentication.
+func HTTPHandler(s *mcp.Server, o HTTPOptions) http.Handler {
+	if o.SessionTimeout == 0 {
+		o.SessionTimeout = 10 * time.Minute
+	}
+	var h http.Handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{
+		SessionTimeout: o.SessionTimeout,
+		Logger:         o.Logger,
+	})
+	if o.Auth.Enabled() {
+		h = RequireScope(o.Auth, o.Scope, h)
+	}
+	return h
+}
+
+// ServeStdio serves s on the process's stdin/stdout until ctx is done or the
+// peer closes. stdio is for trusted local use: there is no token.
+func ServeStdio(ctx context.Context, s *mcp.Server) error {
+	err := s.Run(ctx, &mcp.StdioTransport{})
+	if errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}
+
+// Readiness is a named readiness check for /readyz.
+type Readiness func(ctx context.Context) error
+
+// AdminMux returns a mux with /metrics (from gatherer), /healthz (always ok
+// while the process serves) and /readyz (ok when ready returns nil).
+func AdminMux(gatherer prometheus.Gatherer, ready Readiness) *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		if ready != nil {
+			ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
+			defer cancel()
+			if err := ready(ctx); err != nil {
+				w.WriteHeader(http.StatusServiceUnavailable)
+				_, _ = w.Write([]byte("not ready: " + err.Error() + "\n"))
+				return
+			}
+		}
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	return mux
+}
+
+// ServeHTTP serves h on addr until ctx is done, then shuts down gracefully
+// (in-flight requests get up to grace to finish). If ln is non-nil it is used
+// instead of listening on addr. started, if non-nil, receives the bound address.
+func ServeHTTP(ctx context.Context, addr string, h http.Handler, grace time.Duration, started func(net.Addr)) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	if started != nil {
+		started(ln.Addr())
+	}
+	// Long-lived SSE streams never end on their own: their contexts derive
+	// from base, which is cancelled shortly after shutdown starts so that
+	// in-flight tool calls can still finish.
+	base, cancelBase := context.WithCancel(context.Background())
+	defer cancelBase()
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return base }}
+	var shutdownErr atomic.Value
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), grace)
+		defer cancel()
+		t := time.AfterFunc(min(grace/2, 500*time.Millisecond), cancelBase)
+		defer t.Stop()
+		if err := srv.Shutdown(sctx); err != nil {
+			shutdownErr.Store(err)
+			_ = srv.Close()
+		}
+	}()
+	err = srv.Serve(ln)
+	if errors.Is(err, http.ErrServerClosed) {
+		<-done
+		if e, ok := shutdownErr.Load().(error); ok {
+			return e
+		}
+		return nil
+	}
+	return err
+}
