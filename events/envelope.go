@@ -1,0 +1,117 @@
+package events
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// SpecVersion is the only WorldEventEnvelope version this module reads and writes.
+const SpecVersion = "1.0"
+
+// DefaultMaxBytes is the size limit of one encoded message unless a Decoder says otherwise.
+const DefaultMaxBytes = 64 << 10
+
+// Actor says who caused an event or proposal.
+type Actor struct {
+	Kind string `json:"kind"` // player | npc | system | agent | operator
+	ID   string `json:"id"`
+}
+
+// Envelope is the WorldEventEnvelope v1: one fact that happened in the game world.
+// It is published to Subject(Type) with the Nats-Msg-Id header set to IdempotencyKey, so that
+// JetStream drops a republished copy inside the stream's duplicate window.
+type Envelope struct {
+	SpecVersion    string          `json:"specVersion"`
+	EventID        string          `json:"eventId" validate:"uuidv7"`
+	Type           string          `json:"type"`
+	OccurredUTC    time.Time       `json:"occurredUtc"`
+	Source         string          `json:"source"`
+	Actor          Actor           `json:"actor"`
+	CorrelationID  string          `json:"correlationId"`
+	CausationID    string          `json:"causationId,omitempty"`
+	IdempotencyKey string          `json:"idempotencyKey"`
+	Payload        json.RawMessage `json:"payload"`
+}
+
+// NewEnvelope builds a valid envelope for an event of eventType with a fresh UUIDv7, the current
+// time, and the event id as correlation id and idempotency key. Override fields as needed (a
+// retrying publisher must reuse its idempotency key). payload is marshalled to JSON.
+func NewEnvelope(eventType, source string, actor Actor, payload any) (*Envelope, error) {
+	raw, err := json.Marshal(payload)
+	if err != nil {
+		return nil, fmt.Errorf("encode %s payload: %w", eventType, err)
+	}
+	id, err := uuid.NewV7()
+	if err != nil {
+		return nil, fmt.Errorf("new event id: %w", err)
+	}
+	return &Envelope{
+		SpecVersion:    SpecVersion,
+		EventID:        id.String(),
+		Type:           eventType,
+		OccurredUTC:    time.Now().UTC(),
+		Source:         source,
+		Actor:          actor,
+		CorrelationID:  id.String(),
+		IdempotencyKey: id.String(),
+		Payload:        raw,
+	}, nil
+}
+
+// World event types that have a payload schema. A type outside this list is rejected with
+// CodeUnknownType.
+const (
+	PlayerMoved         = "Player.Moved"
+	PlayerMoveRequested = "Player.MoveRequested"
+	PlayerSpokeToNPC    = "Player.SpokeToNPC"
+	QuestSeedRequested  = "Quest.SeedRequested"
+)
+
+// EventTypes lists every world event type this version of the contract knows.
+func EventTypes() []string {
+	return []string{PlayerMoved, PlayerMoveRequested, PlayerSpokeToNPC, QuestSeedRequested}
+}
+
+// PlayerMovedPayload is the payload of Player.Moved: the game moved a player.
+type PlayerMovedPayload struct {
+	PlayerID       string `json:"playerId"`
+	FromLocationID string `json:"fromLocationId"`
+	ToLocationID   string `json:"toLocationId" validate:"nefield=FromLocationID"`
+	Direction      string `json:"direction,omitempty"`
+}
+
+// PlayerMoveRequestedPayload is the payload of Player.MoveRequested: a player asks to move; the
+// world-rules agent checks it against the exits.
+type PlayerMoveRequestedPayload struct {
+	PlayerID       string `json:"playerId"`
+	FromLocationID string `json:"fromLocationId"`
+	Direction      string `json:"direction"`
+}
+
+// PlayerSpokeToNPCPayload is the payload of Player.SpokeToNPC. Utterance is untrusted player text.
+type PlayerSpokeToNPCPayload struct {
+	PlayerID   string `json:"playerId"`
+	NPCID      string `json:"npcId"`
+	LocationID string `json:"locationId"`
+	Utterance  string `json:"utterance"`
+}
+
+// QuestSeedRequestedPayload is the payload of Quest.SeedRequested.
+type QuestSeedRequestedPayload struct {
+	LocationID string `json:"locationId"`
+	PlayerID   string `json:"playerId,omitempty"`
+	FactionID  string `json:"factionId,omitempty"`
+	Theme      string `json:"theme,omitempty"`
+}
+
+// payloadTypes maps each event type to the Go type its payload decodes into, so the decoder can
+// apply the struct rules that JSON Schema cannot express.
+var payloadTypes = map[string]func() any{
+	PlayerMoved:         func() any { return new(PlayerMovedPayload) },
+	PlayerMoveRequested: func() any { return new(PlayerMoveRequestedPayload) },
+	PlayerSpokeToNPC:    func() any { return new(PlayerSpokeToNPCPayload) },
+	QuestSeedRequested:  func() any { return new(QuestSeedRequestedPayload) },
+}

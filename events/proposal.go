@@ -1,0 +1,155 @@
+package events
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// ProposalSchemaVersion is the proposal format version this module reads and writes.
+const ProposalSchemaVersion = "1"
+
+// Proposal is a suggested change to the world. Agents emit it; gates check it along its route;
+// only the event-processor turns a validated one into domain events.
+type Proposal struct {
+	ProposalID       string          `json:"proposalId"`
+	Kind             string          `json:"kind"`
+	SchemaVersion    string          `json:"schemaVersion"`
+	CorrelationID    string          `json:"correlationId"`
+	CausationID      string          `json:"causationId"`
+	AgentRole        string          `json:"agentRole"`
+	Actor            Actor           `json:"actor"`
+	Payload          json.RawMessage `json:"payload"`
+	Provenance       *Provenance     `json:"provenance,omitempty"`
+	Route            Route           `json:"route"`
+	Attempt          int             `json:"attempt"`
+	RequiresApproval bool            `json:"requiresApproval"`
+	CreatedUTC       time.Time       `json:"createdUtc"`
+	OriginUTC        *time.Time      `json:"originUtc,omitempty"`
+}
+
+// Provenance records everything needed to explain and regenerate an AI decision.
+type Provenance struct {
+	Provider       string       `json:"provider"`
+	Model          string       `json:"model"`
+	PromptTemplate *TemplateRef `json:"promptTemplate,omitempty"`
+	ContextHash    string       `json:"contextHash,omitempty"`
+	ToolCalls      []ToolCall   `json:"toolCalls,omitempty"`
+	Tokens         Tokens       `json:"tokens"`
+	CostUSD        float64      `json:"costUsd"`
+	Temperature    float64      `json:"temperature"`
+	Seed           int64        `json:"seed"`
+	LatencyMs      float64      `json:"latencyMs"`
+	CacheHit       bool         `json:"cacheHit,omitempty"`
+	Fallback       string       `json:"fallback,omitempty"`
+}
+
+// TemplateRef names the exact prompt template text an AI decision used.
+type TemplateRef struct {
+	ID      string `json:"id"`
+	Version string `json:"version"`
+	SHA256  string `json:"sha256"`
+}
+
+// ToolCall is one MCP tool call made while building a proposal's context. Result keeps the
+// result as the model saw it, so the replay gate can recompute the context hash.
+type ToolCall struct {
+	Server     string          `json:"server"`
+	Tool       string          `json:"tool"`
+	ArgsHash   string          `json:"argsHash"`
+	ResultHash string          `json:"resultHash"`
+	Result     json.RawMessage `json:"result,omitempty"`
+	Error      string          `json:"error,omitempty"`
+}
+
+// Tokens counts an LLM call's tokens; Cached is the part of Prompt served from the provider's cache.
+type Tokens struct {
+	Prompt     int `json:"prompt"`
+	Completion int `json:"completion"`
+	Cached     int `json:"cached"`
+}
+
+// Route is the proposal's routing slip: the gates still to pass, and what each passed gate said.
+type Route struct {
+	Pending []string `json:"pending"`
+	Trail   []Hop    `json:"trail,omitempty"`
+}
+
+// Hop outcomes.
+const (
+	OutcomePassed   = "passed"
+	OutcomeRejected = "rejected"
+	OutcomeHeld     = "held"
+	OutcomeApproved = "approved"
+)
+
+// Hop is one gate's decision on the proposal.
+type Hop struct {
+	Gate       string    `json:"gate"`
+	Outcome    string    `json:"outcome"`
+	Code       string    `json:"code,omitempty"`
+	At         time.Time `json:"at"`
+	DurationMs float64   `json:"durationMs"`
+}
+
+// Next is the subject the proposal goes to after its current gate: the next pending gate, or
+// proposals.validated when none is left.
+func (r Route) Next() string {
+	if len(r.Pending) == 0 {
+		return SubjectValidated
+	}
+	return GateSubject(r.Pending[0])
+}
+
+// Proposal kinds. Each has a payload schema at schemas/v1/proposals/<kind>.json.
+const (
+	KindAmbience        = "ambience"
+	KindNPCDialogue     = "npc_dialogue"
+	KindQuestSeed       = "quest_seed"
+	KindPlayerMoved     = "player_moved"
+	KindLocationCreated = "location_created"
+	KindExitAdded       = "exit_added"
+	KindExitRemoved     = "exit_removed"
+	KindNPCCreated      = "npc_created"
+	KindNPCRemoved      = "npc_removed"
+	KindFactionCreated  = "faction_created"
+	KindPlayerCreated   = "player_created"
+	KindItemCreated     = "item_created"
+	KindLoreFactAdded   = "lore_fact_added"
+)
+
+// KindInfo describes a proposal kind: the domain event it becomes and whether it destroys
+// something (destructive kinds wait for a person's approval).
+type KindInfo struct {
+	Kind        string
+	DomainType  string
+	Destructive bool
+}
+
+var kinds = []KindInfo{
+	{KindAmbience, "AmbienceGenerated", false},
+	{KindNPCDialogue, "NPCDialogueAccepted", false},
+	{KindQuestSeed, "QuestSeeded", false},
+	{KindPlayerMoved, "PlayerMoved", false},
+	{KindLocationCreated, "LocationCreated", false},
+	{KindExitAdded, "ExitAdded", false},
+	{KindExitRemoved, "ExitRemoved", true},
+	{KindNPCCreated, "NPCCreated", false},
+	{KindNPCRemoved, "NPCRemoved", true},
+	{KindFactionCreated, "FactionCreated", false},
+	{KindPlayerCreated, "PlayerCreated", false},
+	{KindItemCreated, "ItemCreated", false},
+	{KindLoreFactAdded, "LoreFactAdded", false},
+}
+
+// Kinds lists every proposal kind of this version of the contract.
+func Kinds() []KindInfo { return append([]KindInfo(nil), kinds...) }
+
+// LookupKind returns what is known of kind, and false for an unknown kind.
+func LookupKind(kind string) (KindInfo, bool) {
+	for _, k := range kinds {
+		if k.Kind == kind {
+			return k, true
+		}
+	}
+	return KindInfo{}, false
+}

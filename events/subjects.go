@@ -1,0 +1,66 @@
+package events
+
+import "strings"
+
+// Stream names of the JetStream topology (see shared/natsx for their configuration).
+const (
+	StreamWorld     = "WORLD"
+	StreamProposals = "PROPOSALS"
+	StreamCommitted = "COMMITTED"
+	StreamAudit     = "AUDIT"
+	StreamDLQ       = "DLQ"
+)
+
+// Subjects that are fixed rather than derived.
+const (
+	SubjectWorldAll        = "world.events.>"
+	SubjectCommittedAll    = "world.committed.>"
+	SubjectProposalsAll    = "proposals.>"
+	SubjectValidated       = "proposals.validated"
+	SubjectApproval        = "proposals.approval"
+	SubjectRejectedAll     = "proposals.rejected.>"
+	SubjectAuditAll        = "audit.>"
+	SubjectAuditProposals  = "audit.proposals"
+	SubjectDeadLetterAll   = "deadletter.>"
+	subjectGatePrefix      = "proposals.gate."
+	subjectRejectedPrefix  = "proposals.rejected."
+	subjectWorldPrefix     = "world.events."
+	subjectCommittedPrefix = "world.committed."
+)
+
+// Subject is where an envelope of eventType is published: world.events.<type lower-cased>,
+// e.g. "Player.Moved" → "world.events.player.moved".
+func Subject(eventType string) string { return subjectWorldPrefix + strings.ToLower(eventType) }
+
+// GateSubject is the input subject of a gate: proposals.gate.<gate>.
+func GateSubject(gate string) string { return subjectGatePrefix + gate }
+
+// RejectedSubject is where a gate publishes its rejections: proposals.rejected.<gate>.
+func RejectedSubject(gate string) string { return subjectRejectedPrefix + gate }
+
+// CommittedSubject is where the event-processor publishes an applied domain event:
+// world.committed.<type lower-cased>.
+func CommittedSubject(domainType string) string {
+	return subjectCommittedPrefix + strings.ToLower(domainType)
+}
+
+// DeadLetterSubject is where a stage puts a message it cannot process: deadletter.<stage>.
+func DeadLetterSubject(stage string) string { return "deadletter." + stage }
+
+// Headers carried on Worldgate messages.
+const (
+	HeaderMsgID         = "Nats-Msg-Id" // JetStream de-duplication key
+	HeaderCorrelationID = "Worldgate-Correlation-Id"
+	HeaderCausationID   = "Worldgate-Causation-Id"
+	HeaderType          = "Worldgate-Type" // event type or proposal kind
+	HeaderTraceParent   = "traceparent"    // W3C trace context
+
+	// Dead-letter headers: which stage gave up, why, after how many deliveries, and where the
+	// message came from.
+	HeaderDLQStage      = "Worldgate-Dlq-Stage"
+	HeaderDLQReason     = "Worldgate-Dlq-Reason"
+	HeaderDLQDeliveries = "Worldgate-Dlq-Deliveries"
+	HeaderDLQSubject    = "Worldgate-Dlq-Subject"
+	HeaderDLQStream     = "Worldgate-Dlq-Stream"
+	HeaderDLQSequence   = "Worldgate-Dlq-Sequence"
+)
