@@ -1,0 +1,41 @@
+package mcpx
+
+import (
+	"log/slog"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Options are the dependencies every Worldgate MCP server takes.
+type Options struct {
+	Logger     *slog.Logger
+	Registerer prometheus.Registerer // nil: metrics are not registered
+	Auth       AuthConfig            // HTTP only; stdio is trusted local use
+	RateLimit  RateLimit             // per token subject; zero: unlimited
+}
+
+// NewServer creates an instrumented MCP server named "worldgate-<label>"
+// whose tool calls all pass through Instrument.
+func NewServer(label, version, instructions string, o Options) (*mcp.Server, error) {
+	logger := o.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	m, err := NewMetrics(o.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	s := mcp.NewServer(&mcp.Implementation{Name: "worldgate-" + label, Version: version}, &mcp.ServerOptions{
+		Instructions: instructions,
+		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}},
+	})
+	Instrument(s, InstrumentOptions{Server: label, Logger: logger, Metrics: m, Limiter: NewRateLimiter(o.RateLimit)})
+	return s, nil
+}
+
+// ReadOnly returns the annotations every Worldgate tool carries.
+func ReadOnly(title string) *mcp.ToolAnnotations {
+	f := false
+	return &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: &f, Title: title}
+}
