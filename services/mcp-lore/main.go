@@ -1,0 +1,81 @@
+// Command mcp-lore serves Worldgate's read-only lore tools (search-lore,
+// get-canonical-fact) over Streamable HTTP (at /mcp, bearer token with scope
+// lore:read) or stdio (trusted local use, no token). Facts are LoreFact
+// vertices read with the graph's read-only user, and/or a JSON facts file.
+//
+//	mcp-lore -graph-url ws://127.0.0.1:8182/gremlin -graph-user reader -graph-password reader-dev -token-file tokens.json
+//	mcp-lore -transport stdio -facts facts.json
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/worldgate/worldgate/services/mcp-lore/loretools"
+	"github.com/worldgate/worldgate/shared/mcpx"
+	"github.com/worldgate/worldgate/shared/mcpx/gremlinro"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "mcp-lore:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	if len(os.Args) > 1 && os.Args[1] == "issue-token" {
+		return mcpx.IssueTokenCommand(os.Args[2:], os.Stdout)
+	}
+	var f mcpx.CommonFlags
+	fs := flag.NewFlagSet("mcp-lore", flag.ExitOnError)
+	f.Register(fs, "127.0.0.1:7402", "127.0.0.1:9402")
+	graphURL := fs.String("graph-url", mcpx.Env("WORLDGATE_GRAPH_URL", ""), "Gremlin server URL (env WORLDGATE_GRAPH_URL)")
+	graphUser := fs.String("graph-user", mcpx.Env("WORLDGATE_GRAPH_READ_USER", "reader"), "read-only graph user (env WORLDGATE_GRAPH_READ_USER)")
+	graphPass := fs.String("graph-password", mcpx.Env("WORLDGATE_GRAPH_READ_PASSWORD", ""), "read-only graph password (env WORLDGATE_GRAPH_READ_PASSWORD)")
+	factsFile := fs.String("facts", mcpx.Env("WORLDGATE_LORE_FACTS", ""), "JSON file of extra facts [{id,title,text,tags,canonical}] (env WORLDGATE_LORE_FACTS)")
+	refresh := fs.Duration("refresh", time.Minute, "reload facts from the graph this often")
+	_ = fs.Parse(os.Args[1:])
+	logger := f.Logger(os.Stderr, "mcp-lore")
+	auth, err := f.AuthConfig()
+	if err != nil {
+		return err
+	}
+	var facts []loretools.Fact
+	if *factsFile != "" {
+		data, err := os.ReadFile(*factsFile)
+		if err != nil {
+			return err
+		}
+		if err := json.Unmarshal(data, &facts); err != nil {
+			return fmt.Errorf("facts file: %w", err)
+		}
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	srv, err := loretools.New(loretools.Options{
+		Options:         mcpx.Options{Logger: logger, Registerer: reg, Auth: auth, RateLimit: f.RateLimit()},
+		Graph:           gremlinro.Config{URL: *graphURL, Username: *graphUser, Password: *graphPass},
+		Facts:           facts,
+		RefreshInterval: *refresh,
+	})
+	if err != nil {
+		return err
+	}
+	defer srv.Close()
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	go srv.Run(ctx)
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", srv.Handler())
+	return mcpx.Run(ctx, mcpx.RunOptions{Flags: &f, Service: "mcp-lore", Logger: logger, Server: srv.MCP(), Handler: mux, Gatherer: reg, Ready: srv.Ready})
+}
