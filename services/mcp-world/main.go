@@ -1,0 +1,87 @@
+// Command mcp-world serves Worldgate's read-only world tools (get-location,
+// list-exits, get-player-state, get-neighbors, list-recent-events) over
+// Streamable HTTP (at /mcp, bearer token with scope world:read) or stdio
+// (trusted local use, no token). It reads the graph as the read-only user
+// and the COMMITTED JetStream stream with direct gets.
+//
+//	mcp-world -graph-url ws://127.0.0.1:8182/gremlin -graph-user reader -graph-password reader-dev \
+//	          -nats-url nats://127.0.0.1:4222 -token-file tokens.json
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/worldgate/worldgate/services/mcp-world/worldtools"
+	"github.com/worldgate/worldgate/shared/mcpx"
+	"github.com/worldgate/worldgate/shared/mcpx/gremlinro"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "mcp-world:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	if len(os.Args) > 1 && os.Args[1] == "issue-token" {
+		return mcpx.IssueTokenCommand(os.Args[2:], os.Stdout)
+	}
+	var f mcpx.CommonFlags
+	fs := flag.NewFlagSet("mcp-world", flag.ExitOnError)
+	f.Register(fs, "127.0.0.1:7401", "127.0.0.1:9401")
+	graphURL := fs.String("graph-url", mcpx.Env("WORLDGATE_GRAPH_URL", "ws://127.0.0.1:8182/gremlin"), "Gremlin server URL (env WORLDGATE_GRAPH_URL)")
+	graphUser := fs.String("graph-user", mcpx.Env("WORLDGATE_GRAPH_READ_USER", "reader"), "read-only graph user (env WORLDGATE_GRAPH_READ_USER)")
+	graphPass := fs.String("graph-password", mcpx.Env("WORLDGATE_GRAPH_READ_PASSWORD", ""), "read-only graph password (env WORLDGATE_GRAPH_READ_PASSWORD)")
+	natsURL := fs.String("nats-url", mcpx.Env("WORLDGATE_NATS_URL", ""), "NATS URL for the COMMITTED stream; empty disables list-recent-events (env WORLDGATE_NATS_URL)")
+	natsCreds := fs.String("nats-creds", mcpx.Env("WORLDGATE_NATS_CREDS", ""), "NATS credentials file (env WORLDGATE_NATS_CREDS)")
+	stream := fs.String("stream", mcpx.Env("WORLDGATE_COMMITTED_STREAM", worldtools.DefaultStream), "committed stream name (env WORLDGATE_COMMITTED_STREAM)")
+	_ = fs.Parse(os.Args[1:])
+	logger := f.Logger(os.Stderr, "mcp-world")
+	auth, err := f.AuthConfig()
+	if err != nil {
+		return err
+	}
+	var js jetstream.JetStream
+	if *natsURL != "" {
+		opts := []nats.Option{nats.Name("mcp-world"), nats.MaxReconnects(-1)}
+		if *natsCreds != "" {
+			opts = append(opts, nats.UserCredentials(*natsCreds))
+		}
+		nc, err := nats.Connect(*natsURL, opts...)
+		if err != nil {
+			return fmt.Errorf("nats: %w", err)
+		}
+		defer nc.Drain()
+		if js, err = jetstream.New(nc); err != nil {
+			return err
+		}
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	srv, err := worldtools.New(worldtools.Options{
+		Options:   mcpx.Options{Logger: logger, Registerer: reg, Auth: auth, RateLimit: f.RateLimit()},
+		Graph:     gremlinro.Config{URL: *graphURL, Username: *graphUser, Password: *graphPass},
+		JetStream: js,
+		Stream:    *stream,
+	})
+	if err != nil {
+		return err
+	}
+	defer srv.Close()
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", srv.Handler())
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	return mcpx.Run(ctx, mcpx.RunOptions{Flags: &f, Service: "mcp-world", Logger: logger, Server: srv.MCP(), Handler: mux, Gatherer: reg, Ready: srv.Ready})
+}
