@@ -1,0 +1,630 @@
+// Package server is graphd: an embedded, Gremlin-Server-compatible graph
+// database that speaks the Gremlin Server WebSocket protocol with GraphBinary
+// v1 (as used by gremlin-go v3.7 and v3.8), interprets traversal bytecode over
+// an in-memory property graph (package traversal), and persists every
+// acknowledged mutation in a write-ahead log with snapshot compaction
+// (package store) so that it survives kill -9.
+//
+// Protocol summary: WebSocket endpoint /gremlin; ops "bytecode" (processor
+// "traversal"), "authentication" (SASL PLAIN, answered under the id of the
+// request that was challenged with 407) and "eval" (refused: scripts are not
+// supported); results in batches of batchSize as 206 partial responses
+// followed by 200, or 204 when empty.
+package server
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/gorilla/websocket"
+	gb "github.com/worldgate/worldgate/services/graphd/graphbinary"
+	"github.com/worldgate/worldgate/services/graphd/graph"
+	"github.com/worldgate/worldgate/services/graphd/store"
+	"github.com/worldgate/worldgate/services/graphd/traversal"
+)
+
+// User is a credential. ReadOnly users may not run mutating traversals.
+type User struct {
+	Name, Password string
+	ReadOnly       bool
+}
+
+// Config configures a Server.
+type Config struct {
+	Listen           string        // "127.0.0.1:8182"; ":0" allowed
+	DataDir          string        // required for durability; "" = in-memory only
+	Users            []User        // empty = no authentication
+	BatchSize        int           // default 64
+	MaxFrameBytes    int64         // default 16 MiB
+	TraversalTimeout time.Duration // default 30s
+	MaxResults       int           // default 1,000,000
+	Logger           *slog.Logger
+	// CompactBytes is the WAL size that triggers snapshot compaction (default 64 MiB).
+	CompactBytes int64
+}
+
+// Defaults.
+const (
+	DefaultBatchSize        = 64
+	DefaultMaxFrameBytes    = 16 << 20
+	DefaultTraversalTimeout = 30 * time.Second
+	DefaultMaxResults       = 1_000_000
+	maxInFlightPerConn      = 64
+)
+
+// Server is a graphd instance.
+type Server struct {
+	cfg   Config
+	log   *slog.Logger
+	store *store.Store
+	users map[string]User
+
+	mu       sync.Mutex
+	ln       net.Listener
+	http     *http.Server
+	url      string
+	conns    map[*conn]struct{}
+	closing  bool
+	closed   bool
+	inflight sync.WaitGroup
+	connWG   sync.WaitGroup
+}
+
+// New validates the configuration and opens the data directory (recovering
+// its contents). It does not listen yet.
+func New(cfg Config) (*Server, error) {
+	if cfg.Listen == "" {
+		cfg.Listen = "127.0.0.1:8182"
+	}
+	if cfg.BatchSize <= 0 {
+		cfg.BatchSize = DefaultBatchSize
+	}
+	if cfg.MaxFrameBytes <= 0 {
+		cfg.MaxFrameBytes = DefaultMaxFrameBytes
+	}
+	if cfg.TraversalTimeout <= 0 {
+		cfg.TraversalTimeout = DefaultTraversalTimeout
+	}
+	if cfg.MaxResults <= 0 {
+		cfg.MaxResults = DefaultMaxResults
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	users := map[string]User{}
+	for _, u := range cfg.Users {
+		if u.Name == "" {
+			return nil, errors.New("graphd: user with empty name")
+		}
+		users[u.Name] = u
+	}
+	st, err := store.Open(cfg.DataDir, store.Options{Logger: cfg.Logger, CompactBytes: cfg.CompactBytes})
+	if err != nil {
+		return nil, fmt.Errorf("graphd: open data directory: %w", err)
+	}
+	return &Server{cfg: cfg, log: cfg.Logger, store: st, users: users, conns: map[*conn]struct{}{}}, nil
+}
+
+// Start listens and serves in the background; it returns once the listener
+// is bound.
+func (s *Server) Start(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed || s.closing {
+		return errors.New("graphd: server closed")
+	}
+	if s.ln != nil {
+		return errors.New("graphd: already started")
+	}
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", s.cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("graphd: listen %s: %w", s.cfg.Listen, err)
+	}
+	s.ln = ln
+	mux := http.NewServeMux()
+	mux.HandleFunc("/gremlin", s.handleWS)
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
+	s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
+	host := ln.Addr().String()
+	s.url = "ws://" + host + "/gremlin"
+	go func() {
+		if err := s.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.log.Error("graphd: serve", "err", err)
+		}
+	}()
+	s.log.Info("graphd: listening", "url", s.url, "dataDir", s.cfg.DataDir, "auth", len(s.users) > 0)
+	return nil
+}
+
+// URL is ws://host:port/gremlin (empty before Start).
+func (s *Server) URL() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.url
+}
+
+// Addr is the bound host:port (empty before Start).
+func (s *Server) Addr() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ln == nil {
+		return ""
+	}
+	return s.ln.Addr().String()
+}
+
+// Close stops accepting connections, lets in-flight requests finish (until
+// ctx is done), closes connections and flushes the store.
+func (s *Server) Close(ctx context.Context) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closing = true
+	h := s.http
+	s.mu.Unlock()
+	var errs []error
+	if h != nil {
+		if err := h.Shutdown(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	done := make(chan struct{})
+	go func() { s.inflight.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		errs = append(errs, fmt.Errorf("graphd: in-flight requests did not finish: %w", ctx.Err()))
+	}
+	s.mu.Lock()
+	for c := range s.conns {
+		c.close()
+	}
+	s.mu.Unlock()
+	cdone := make(chan struct{})
+	go func() { s.connWG.Wait(); close(cdone) }()
+	select {
+	case <-cdone:
+	case <-ctx.Done():
+	}
+	if err := s.store.Close(); err != nil {
+		errs = append(errs, err)
+	}
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	s.log.Info("graphd: closed")
+	return errors.Join(errs...)
+}
+
+var upgrader = websocket.Upgrader{
+	ReadBufferSize:  64 << 10,
+	WriteBufferSize: 64 << 10,
+	CheckOrigin:     func(*http.Request) bool { return true },
+}
+
+type conn struct {
+	s     *Server
+	ws    *websocket.Conn
+	wmu   sync.Mutex
+	amu   sync.Mutex
+	user  *User
+	queue []*gb.Request // requests waiting for SASL authentication
+	once  sync.Once
+	sem   chan struct{}
+}
+
+func (c *conn) close() {
+	c.once.Do(func() {
+		c.wmu.Lock()
+		_ = c.ws.WriteControl(websocket.CloseMessage,
+			websocket.FormatCloseMessage(websocket.CloseGoingAway, "graphd shutting down"), time.Now().Add(time.Second))
+		c.wmu.Unlock()
+		_ = c.ws.Close()
+	})
+}
+
+func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
+	ws, err := upgrader.Upgrade(w, r, nil)
+	if err != nil {
+		return
+	}
+	c := &conn{s: s, ws: ws, sem: make(chan struct{}, maxInFlightPerConn)}
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		_ = ws.Close()
+		return
+	}
+	s.conns[c] = struct{}{}
+	s.connWG.Add(1)
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.conns, c)
+		s.mu.Unlock()
+		c.close()
+		s.connWG.Done()
+	}()
+	c.readLoop()
+}
+
+func (c *conn) readLoop() {
+	max := c.s.cfg.MaxFrameBytes
+	for {
+		mt, rd, err := c.ws.NextReader()
+		if err != nil {
+			return
+		}
+		if mt != websocket.BinaryMessage {
+			if mt == websocket.TextMessage {
+				_, _ = io.Copy(io.Discard, rd)
+				c.sendError(uuid.Nil, gb.StatusMalformedRequest, "graphd accepts binary GraphBinary frames only")
+			}
+			continue
+		}
+		frame, err := io.ReadAll(io.LimitReader(rd, max+1))
+		if err != nil {
+			return
+		}
+		if int64(len(frame)) > max {
+			_, _ = io.Copy(io.Discard, rd)
+			id := headerID(frame)
+			c.sendError(id, gb.StatusMalformedRequest, fmt.Sprintf("request frame exceeds the %d byte limit", max))
+			continue
+		}
+		c.s.mu.Lock()
+		closing := c.s.closing
+		if !closing {
+			c.s.inflight.Add(1)
+		}
+		c.s.mu.Unlock()
+		if closing {
+			id := headerID(frame)
+			c.sendError(id, gb.StatusServerError, "graphd is shutting down")
+			continue
+		}
+		c.sem <- struct{}{}
+		go func() {
+			defer func() { <-c.sem; c.s.inflight.Done() }()
+			c.handleFrame(frame)
+		}()
+	}
+}
+
+// headerID extracts the request id from a (possibly truncated) frame.
+func headerID(frame []byte) uuid.UUID {
+	if len(frame) < 1 {
+		return uuid.Nil
+	}
+	off := 1 + int(frame[0]) + 1
+	if len(frame) < off+16 {
+		return uuid.Nil
+	}
+	var id uuid.UUID
+	copy(id[:], frame[off:off+16])
+	return id
+}
+
+func (c *conn) handleFrame(frame []byte) {
+	var req *gb.Request
+	defer func() {
+		if p := recover(); p != nil {
+			c.s.log.Error("graphd: panic while handling request", "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+			id := uuid.Nil
+			if req != nil {
+				id = req.ID
+			}
+			c.sendError(id, gb.StatusServerError, fmt.Sprintf("internal server error: %v", p))
+		}
+	}()
+	req, err := gb.ReadRequest(frame)
+	if err != nil {
+		var idErr *gb.RequestIDError
+		id := req.ID
+		if errors.As(err, &idErr) {
+			id = headerID(frame)
+		}
+		code := int32(gb.StatusRequestSerializing)
+		var ut *gb.UnknownTypeError
+		if errors.As(err, &ut) {
+			code = gb.StatusRequestSerializing
+		} else if idErr != nil {
+			code = gb.StatusMalformedRequest
+		}
+		c.s.log.Warn("graphd: malformed request", "err", err, "requestId", id)
+		c.sendError(id, code, "malformed request: "+err.Error())
+		return
+	}
+	c.dispatch(req)
+}
+
+func (c *conn) dispatch(req *gb.Request) {
+	if req.Op == "authentication" {
+		c.authenticate(req)
+		return
+	}
+	if len(c.s.users) > 0 {
+		c.amu.Lock()
+		if c.user == nil {
+			c.queue = append(c.queue, req)
+			c.amu.Unlock()
+			c.send(&gb.Response{RequestID: req.ID, Code: gb.StatusAuthenticate,
+				HasMessage: true, Message: "authentication required"})
+			return
+		}
+		c.amu.Unlock()
+	}
+	c.process(req)
+}
+
+func (c *conn) authenticate(auth *gb.Request) {
+	c.amu.Lock()
+	var orig *gb.Request
+	if len(c.queue) > 0 {
+		orig, c.queue = c.queue[0], c.queue[1:]
+	}
+	c.amu.Unlock()
+	replyID := auth.ID
+	if orig != nil {
+		replyID = orig.ID
+	}
+	user, err := c.s.checkSASL(auth)
+	if err != nil {
+		c.s.log.Warn("graphd: authentication failed", "err", err, "remote", c.ws.RemoteAddr().String())
+		c.send(&gb.Response{RequestID: replyID, Code: gb.StatusUnauthorized, HasMessage: true,
+			Message: "Username and/or password are incorrect"})
+		return
+	}
+	c.amu.Lock()
+	c.user = user
+	c.amu.Unlock()
+	if orig == nil {
+		c.send(&gb.Response{RequestID: replyID, Code: gb.StatusNoContent})
+		return
+	}
+	c.process(orig)
+}
+
+func (s *Server) checkSASL(auth *gb.Request) (*User, error) {
+	if len(s.users) == 0 {
+		return &User{}, nil
+	}
+	if mech, ok := auth.Arg("saslMechanism"); ok && mech != "PLAIN" {
+		return nil, fmt.Errorf("unsupported SASL mechanism %v", mech)
+	}
+	v, _ := auth.Arg("sasl")
+	var raw []byte
+	switch x := v.(type) {
+	case string:
+		b, err := base64.StdEncoding.DecodeString(x)
+		if err != nil {
+			return nil, errors.New("sasl argument is not base64")
+		}
+		raw = b
+	case []byte:
+		raw = x
+	default:
+		return nil, errors.New("missing sasl argument")
+	}
+	parts := strings.Split(string(raw), "\x00")
+	if len(parts) != 3 {
+		return nil, errors.New("malformed SASL PLAIN response")
+	}
+	u, ok := s.users[parts[1]]
+	if !ok || !constantTimeEq(u.Password, parts[2]) {
+		return nil, fmt.Errorf("bad credentials for user %q", parts[1])
+	}
+	return &u, nil
+}
+
+func constantTimeEq(a, b string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	var v byte
+	for i := 0; i < len(a); i++ {
+		v |= a[i] ^ b[i]
+	}
+	return v == 0
+}
+
+func argInt(req *gb.Request, name string) (int64, bool) {
+	v, ok := req.Arg(name)
+	if !ok {
+		return 0, false
+	}
+	switch n := v.(type) {
+	case int32:
+		return int64(n), true
+	case int64:
+		return n, true
+	case int16:
+		return int64(n), true
+	}
+	return 0, false
+}
+
+func (c *conn) process(req *gb.Request) {
+	switch req.Op {
+	case "bytecode":
+	case "eval":
+		c.sendError(req.ID, gb.StatusInvalidArguments, "graphd does not evaluate Gremlin scripts (op eval): scripts are not supported; submit bytecode traversals")
+		return
+	case "close":
+		c.send(&gb.Response{RequestID: req.ID, Code: gb.StatusNoContent})
+		return
+	default:
+		c.sendError(req.ID, gb.StatusInvalidArguments, fmt.Sprintf("unknown op %q (graphd supports bytecode and authentication)", req.Op))
+		return
+	}
+	if req.Processor != "traversal" && req.Processor != "" {
+		c.sendError(req.ID, gb.StatusInvalidArguments, fmt.Sprintf("processor %q is not supported (sessions are not supported; use sessionless traversals)", req.Processor))
+		return
+	}
+	g, _ := req.Arg("gremlin")
+	bc, ok := g.(*gb.Bytecode)
+	if !ok {
+		c.sendError(req.ID, gb.StatusInvalidArguments, "bytecode op requires a gremlin argument of type Bytecode")
+		return
+	}
+	if al, ok := req.Arg("aliases"); ok {
+		m, ok := al.(*gb.Map)
+		if !ok {
+			c.sendError(req.ID, gb.StatusInvalidArguments, "aliases must be a map")
+			return
+		}
+		if src, ok := m.Get("g"); ok && src != "g" {
+			c.sendError(req.ID, gb.StatusInvalidArguments, fmt.Sprintf("the traversal source [%v] for alias [g] is not configured on the server (graphd serves only g)", src))
+			return
+		}
+	}
+	batch := c.s.cfg.BatchSize
+	if n, ok := argInt(req, "batchSize"); ok && n > 0 && n < 1<<20 {
+		batch = int(n)
+	}
+	timeout := c.s.cfg.TraversalTimeout
+	if n, ok := argInt(req, "evaluationTimeout"); ok && n > 0 {
+		if d := time.Duration(n) * time.Millisecond; d < timeout {
+			timeout = d
+		}
+	}
+	includeProps := true
+	if mp, ok := req.Arg("materializeProperties"); ok && mp == "tokens" {
+		includeProps = false
+	}
+
+	start := time.Now()
+	results, err := c.s.execute(bc, c.currentUser(), timeout, includeProps)
+	if err != nil {
+		code := gb.StatusEvaluation
+		var te *traversal.Error
+		var ae *accessError
+		switch {
+		case errors.As(err, &te):
+			code = te.Code
+		case errors.As(err, &ae):
+			code = ae.code
+		default:
+			code = gb.StatusServerError
+		}
+		c.s.log.Debug("graphd: traversal failed", "requestId", req.ID, "code", code, "err", err)
+		c.sendError(req.ID, int32(code), err.Error())
+		return
+	}
+	c.s.log.Debug("graphd: traversal", "requestId", req.ID, "results", len(results), "elapsed", time.Since(start))
+	c.sendResults(req.ID, results, batch)
+}
+
+func (c *conn) currentUser() *User {
+	c.amu.Lock()
+	defer c.amu.Unlock()
+	return c.user
+}
+
+type accessError struct {
+	code int
+	msg  string
+}
+
+func (e *accessError) Error() string { return e.msg }
+
+// execute compiles and runs one traversal atomically.
+func (s *Server) execute(bc *gb.Bytecode, user *User, timeout time.Duration, includeProps bool) ([]any, error) {
+	t, err := traversal.Compile(bc)
+	if err != nil {
+		return nil, err
+	}
+	mutating := traversal.Mutating(bc)
+	if mutating && t.ReadOnlyStrategy {
+		return nil, traversal.ErrReadOnly
+	}
+	if mutating && user != nil && user.ReadOnly {
+		return nil, &accessError{code: gb.StatusForbidden, msg: fmt.Sprintf("user %q is read-only and may not run mutating traversals", user.Name)}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	lim := traversal.Limits{MaxResults: s.cfg.MaxResults}
+	var results []any
+	if !mutating {
+		err = s.store.Read(func(g *graph.Graph) error {
+			var err error
+			results, err = t.Execute(ctx, g, nil, lim, includeProps)
+			return err
+		})
+	} else {
+		err = s.store.Write(ctx, func(g *graph.Graph, tx *graph.Tx) error {
+			var err error
+			results, err = t.Execute(ctx, g, tx, lim, includeProps)
+			return err
+		})
+	}
+	if err != nil {
+		return nil, err
+	}
+	return results, nil
+}
+
+func (c *conn) sendResults(id uuid.UUID, results []any, batch int) {
+	if len(results) == 0 {
+		c.send(&gb.Response{RequestID: id, Code: gb.StatusNoContent, Attributes: &gb.Map{}, Meta: &gb.Map{}})
+		return
+	}
+	for off := 0; off < len(results); off += batch {
+		end := min(off+batch, len(results))
+		items := make([]any, 0, end-off)
+		for _, r := range results[off:end] {
+			items = append(items, &gb.Traverser{Bulk: 1, Value: r})
+		}
+		code := int32(gb.StatusPartialContent)
+		if end == len(results) {
+			code = gb.StatusSuccess
+		}
+		buf, err := gb.WriteResponse(&gb.Response{RequestID: id, Code: code, Attributes: &gb.Map{}, Meta: &gb.Map{}, Data: items}, nil)
+		if err != nil {
+			c.sendError(id, gb.StatusSerialization, "could not serialize result: "+err.Error())
+			return
+		}
+		if !c.write(buf) {
+			return
+		}
+	}
+}
+
+func (c *conn) sendError(id uuid.UUID, code int32, msg string) {
+	c.send(&gb.Response{RequestID: id, Code: code, HasMessage: true, Message: msg,
+		Attributes: &gb.Map{Entries: []gb.MapEntry{{Key: "exceptions", Value: []any{"graphd"}}}}})
+}
+
+func (c *conn) send(resp *gb.Response) {
+	buf, err := gb.WriteResponse(resp, nil)
+	if err != nil {
+		c.s.log.Error("graphd: cannot serialize response", "err", err)
+		return
+	}
+	c.write(buf)
+}
+
+func (c *conn) write(buf []byte) bool {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	_ = c.ws.SetWriteDeadline(time.Now().Add(30 * time.Second))
+	if err := c.ws.WriteMessage(websocket.BinaryMessage, buf); err != nil {
+		c.s.log.Debug("graphd: write failed", "err", err)
+		return false
+	}
+	return true
+}

@@ -1,0 +1,629 @@
+// Package traversal interprets Gremlin bytecode (as sent by gremlin-go) over
+// graphd's in-memory graph.
+//
+// Execution is eager and step-at-a-time: each step maps the list of traversers
+// produced by the previous step to a new list. Child traversals (arguments such
+// as __.out()) run the same way, seeded with one traverser. Semantics follow
+// the TinkerPop 3.7 reference documentation; unsupported steps and strategies
+// are rejected at compile time with an error naming them.
+package traversal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	gb "github.com/worldgate/worldgate/services/graphd/graphbinary"
+	"github.com/worldgate/worldgate/services/graphd/graph"
+)
+
+// Error carries a Gremlin Server status code.
+type Error struct {
+	Code int
+	Msg  string
+}
+
+func (e *Error) Error() string { return e.Msg }
+
+func evalErr(format string, a ...any) error {
+	return &Error{Code: gb.StatusEvaluation, Msg: fmt.Sprintf(format, a...)}
+}
+
+// ErrReadOnly is returned when a read-only execution attempts a mutation.
+var ErrReadOnly = &Error{Code: gb.StatusEvaluation, Msg: "The provided traversal has a mutating step and thus is not read only"}
+
+// mutatingSteps are the steps that change the graph.
+var mutatingSteps = map[string]bool{
+	"addV": true, "addE": true, "property": true, "drop": true, "mergeV": true, "mergeE": true,
+}
+
+// Mutating reports whether bytecode (including nested traversals) contains a
+// mutating step.
+func Mutating(bc *gb.Bytecode) bool {
+	var walk func(v any, depth int) bool
+	walk = func(v any, depth int) bool {
+		if depth > 100 {
+			return true
+		}
+		switch x := v.(type) {
+		case *gb.Bytecode:
+			for _, in := range x.Steps {
+				if mutatingSteps[in.Op] {
+					return true
+				}
+				for _, a := range in.Args {
+					if walk(a, depth+1) {
+						return true
+					}
+				}
+			}
+		case []any:
+			for _, a := range x {
+				if walk(a, depth+1) {
+					return true
+				}
+			}
+		case *gb.Map:
+			for _, e := range x.Entries {
+				if walk(e.Key, depth+1) || walk(e.Value, depth+1) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	return walk(bc, 0)
+}
+
+// Traversal is compiled bytecode.
+type Traversal struct {
+	steps []*step
+	// ReadOnlyStrategy is set when the traversal carries ReadOnlyStrategy.
+	ReadOnlyStrategy bool
+	sideEffects      []gb.MapEntry
+}
+
+type stepFn func(ec *execCtx, s *step, in []*trav) ([]*trav, error)
+
+type step struct {
+	op       string
+	args     []any
+	labels   []string
+	by       []any
+	options  [][]any
+	from, to any
+	hasFrom  bool
+	hasTo    bool
+	times    int
+	hasTimes bool
+	until    *Traversal
+	emit     *Traversal
+	hasEmit  bool
+	untilPre bool
+	emitPre  bool
+	with     map[string]any
+	props    [][]any
+	hints    []hint
+	run      stepFn
+}
+
+type hint struct {
+	ids    []any
+	labels []string
+	key    string
+	values []any
+}
+
+type cardValue struct {
+	card  graph.Cardinality
+	value any
+}
+
+type pnode struct {
+	parent *pnode
+	obj    any
+	labels []string
+}
+
+type trav struct {
+	obj       any
+	path      *pnode
+	loops     int
+	loopStack []int
+}
+
+func (t *trav) split(obj any) *trav {
+	return &trav{obj: obj, path: &pnode{parent: t.path, obj: obj}, loops: t.loops, loopStack: t.loopStack}
+}
+
+func fresh(obj any) *trav { return &trav{obj: obj, path: &pnode{obj: obj}} }
+
+// Compile turns bytecode into an executable traversal.
+func Compile(bc *gb.Bytecode) (*Traversal, error) {
+	t, err := compile(bc, 0)
+	if err != nil {
+		return nil, err
+	}
+	for _, src := range bc.Sources {
+		switch src.Op {
+		case "withStrategies":
+			for _, a := range src.Args {
+				st, ok := a.(*gb.Strategy)
+				if !ok {
+					return nil, evalErr("withStrategies: unexpected argument %T", a)
+				}
+				name := st.Class[strings.LastIndex(st.Class, ".")+1:]
+				switch name {
+				case "ReadOnlyStrategy":
+					t.ReadOnlyStrategy = true
+				case "OptionsStrategy", "LambdaRestrictionStrategy", "ReservedKeysVerificationStrategy",
+					"EdgeLabelVerificationStrategy", "EarlyLimitStrategy", "CountStrategy",
+					"IncidentToAdjacentStrategy", "AdjacentToIncidentStrategy", "FilterRankingStrategy",
+					"IdentityRemovalStrategy", "InlineFilterStrategy", "LazyBarrierStrategy",
+					"MatchPredicateStrategy", "OrderLimitStrategy", "PathProcessorStrategy",
+					"PathRetractionStrategy", "RepeatUnrollStrategy", "ByModulatorOptimizationStrategy",
+					"ProductiveByStrategy", "ConnectiveStrategy":
+				default:
+					return nil, evalErr("strategy %s is not supported by graphd", name)
+				}
+			}
+		case "withoutStrategies", "with", "withBulk", "withPath":
+		case "withSideEffect":
+			if len(src.Args) < 2 {
+				return nil, evalErr("withSideEffect requires a key and a value")
+			}
+			k, _ := src.Args[0].(string)
+			t.sideEffects = append(t.sideEffects, gb.MapEntry{Key: k, Value: src.Args[1]})
+		default:
+			return nil, evalErr("source step %s is not supported by graphd", src.Op)
+		}
+	}
+	return t, nil
+}
+
+func compileArg(a any, depth int) (any, error) {
+	switch x := a.(type) {
+	case *gb.Bytecode:
+		if len(x.Steps) == 0 && len(x.Sources) == 1 && x.Sources[0].Op == "CardinalityValueTraversal" && len(x.Sources[0].Args) == 2 {
+			c, err := cardinalityOf(x.Sources[0].Args[0])
+			if err != nil {
+				return nil, err
+			}
+			return cardValue{card: c, value: x.Sources[0].Args[1]}, nil
+		}
+		return compile(x, depth+1)
+	case *gb.Lambda:
+		return nil, evalErr("lambdas are not supported by graphd")
+	case *gb.Binding:
+		return x.Value, nil
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			c, err := compileArg(e, depth+1)
+			if err != nil {
+				return nil, err
+			}
+			out[i] = c
+		}
+		return out, nil
+	case *gb.Map:
+		m := &gb.Map{Entries: make([]gb.MapEntry, len(x.Entries))}
+		for i, e := range x.Entries {
+			v, err := compileArg(e.Value, depth+1)
+			if err != nil {
+				return nil, err
+			}
+			m.Entries[i] = gb.MapEntry{Key: e.Key, Value: v}
+		}
+		return m, nil
+	}
+	return a, nil
+}
+
+func cardinalityOf(a any) (graph.Cardinality, error) {
+	e, ok := a.(gb.Enum)
+	if ok {
+		switch e.Name {
+		case "single":
+			return graph.Single, nil
+		case "list":
+			return graph.List, nil
+		case "set":
+			return graph.Set, nil
+		}
+	}
+	return 0, evalErr("unsupported cardinality %v", a)
+}
+
+func compile(bc *gb.Bytecode, depth int) (*Traversal, error) {
+	if depth > 50 {
+		return nil, evalErr("traversal nested too deeply")
+	}
+	t := &Traversal{}
+	var pendingUntil, pendingEmit *Traversal
+	var pendingEmitSet bool
+	var prev *step
+	for _, in := range bc.Steps {
+		args := make([]any, len(in.Args))
+		for i, a := range in.Args {
+			c, err := compileArg(a, depth)
+			if err != nil {
+				return nil, err
+			}
+			args[i] = c
+		}
+		switch in.Op {
+		case "as":
+			if prev == nil {
+				prev = &step{op: "identity", run: runIdentity}
+				t.steps = append(t.steps, prev)
+			}
+			for _, a := range args {
+				s, ok := a.(string)
+				if !ok {
+					return nil, evalErr("as() takes step labels (strings)")
+				}
+				prev.labels = append(prev.labels, s)
+			}
+			continue
+		case "by":
+			if prev == nil {
+				return nil, evalErr("by() must follow a step")
+			}
+			switch len(args) {
+			case 0:
+				prev.by = append(prev.by, nil)
+			case 1:
+				prev.by = append(prev.by, args[0])
+			default:
+				prev.by = append(prev.by, byPair{args[0], args[1]})
+			}
+			continue
+		case "option":
+			if prev == nil {
+				return nil, evalErr("option() must follow a step")
+			}
+			prev.options = append(prev.options, args)
+			continue
+		case "from", "to":
+			if prev == nil || len(args) != 1 {
+				return nil, evalErr("%s() must follow addE()/mergeE() with one argument", in.Op)
+			}
+			if in.Op == "from" {
+				prev.from, prev.hasFrom = args[0], true
+			} else {
+				prev.to, prev.hasTo = args[0], true
+			}
+			continue
+		case "with":
+			if prev == nil || len(args) == 0 {
+				return nil, evalErr("with() must follow a step")
+			}
+			if prev.with == nil {
+				prev.with = map[string]any{}
+			}
+			k := fmt.Sprint(args[0])
+			if len(args) > 1 {
+				prev.with[k] = args[1]
+			} else {
+				prev.with[k] = true
+			}
+			continue
+		case "times":
+			if prev == nil || prev.op != "repeat" || len(args) != 1 {
+				return nil, evalErr("times() must follow repeat() and take a number")
+			}
+			n, ok := toInt64(args[0])
+			if !ok {
+				return nil, evalErr("times() takes an integer")
+			}
+			prev.times, prev.hasTimes = int(n), true
+			continue
+		case "until", "emit":
+			var child *Traversal
+			if len(args) > 0 {
+				switch x := args[0].(type) {
+				case *Traversal:
+					child = x
+				case *gb.P:
+					child = &Traversal{steps: []*step{{op: "is", args: []any{x}, run: runIs}}}
+				default:
+					return nil, evalErr("%s() takes a traversal or predicate", in.Op)
+				}
+			}
+			if prev != nil && prev.op == "repeat" {
+				if in.Op == "until" {
+					prev.until = child
+				} else {
+					prev.emit, prev.hasEmit = child, true
+				}
+			} else if in.Op == "until" {
+				pendingUntil = child
+			} else {
+				pendingEmit, pendingEmitSet = child, true
+			}
+			continue
+		case "property":
+			if prev != nil && (prev.op == "addV" || prev.op == "addE") && len(prev.labels) == 0 {
+				prev.props = append(prev.props, args)
+				continue
+			}
+		}
+		s := &step{op: in.Op, args: args}
+		fn, ok := builders[in.Op]
+		if !ok {
+			return nil, evalErr("step %s() is not supported by graphd", in.Op)
+		}
+		s.run = fn
+		if in.Op == "repeat" {
+			if len(args) != 1 {
+				return nil, evalErr("repeat() takes one traversal")
+			}
+			if pendingUntil != nil {
+				s.until, s.untilPre = pendingUntil, true
+				pendingUntil = nil
+			}
+			if pendingEmitSet {
+				s.emit, s.hasEmit, s.emitPre = pendingEmit, true, true
+				pendingEmit, pendingEmitSet = nil, false
+			}
+		}
+		if err := validate(s); err != nil {
+			return nil, err
+		}
+		t.steps = append(t.steps, s)
+		prev = s
+	}
+	if pendingUntil != nil || pendingEmitSet {
+		return nil, evalErr("until()/emit() must be used with repeat()")
+	}
+	addHints(t)
+	return t, nil
+}
+
+type byPair struct{ key, order any }
+
+func validate(s *step) error {
+	for _, a := range s.args {
+		if _, ok := a.(*Traversal); ok {
+			continue
+		}
+	}
+	switch s.op {
+	case "coalesce", "union", "and", "or":
+		for _, a := range s.args {
+			if _, ok := a.(*Traversal); !ok {
+				return evalErr("%s() takes traversals", s.op)
+			}
+		}
+	case "local", "optional", "not", "sideEffect", "repeat", "flatMap", "map", "filter":
+		if len(s.args) != 1 {
+			return evalErr("%s() takes one traversal", s.op)
+		}
+		if _, ok := s.args[0].(*Traversal); !ok {
+			if s.op == "sideEffect" {
+				return evalErr("sideEffect() with a lambda is not supported by graphd")
+			}
+			return evalErr("%s() takes a traversal", s.op)
+		}
+	case "math":
+	}
+	return nil
+}
+
+// addHints lets a leading V() use the label/property/id indexes of the
+// has-steps that follow it.
+func addHints(t *Traversal) {
+	for i, s := range t.steps {
+		if s.op != "V" || len(s.args) != 0 {
+			continue
+		}
+		for _, n := range t.steps[i+1:] {
+			switch n.op {
+			case "hasLabel":
+				var ls []string
+				for _, a := range n.args {
+					if l, ok := a.(string); ok {
+						ls = append(ls, l)
+					} else {
+						ls = nil
+						break
+					}
+				}
+				if ls != nil {
+					s.hints = append(s.hints, hint{labels: ls})
+				}
+			case "hasId":
+				if len(n.args) == 1 {
+					if p, ok := n.args[0].(*gb.P); ok {
+						if p.Op == "within" || p.Op == "eq" {
+							s.hints = append(s.hints, hint{ids: flattenValues(p.Values)})
+						}
+						continue
+					}
+				}
+				s.hints = append(s.hints, hint{ids: flattenValues(n.args)})
+			case "has":
+				args := n.args
+				if len(args) == 3 {
+					if l, ok := args[0].(string); ok {
+						s.hints = append(s.hints, hint{labels: []string{l}})
+					}
+					args = args[1:]
+				}
+				if len(args) != 2 {
+					continue
+				}
+				var vals []any
+				switch v := args[1].(type) {
+				case *gb.P:
+					if !v.Text && (v.Op == "eq" || v.Op == "within") {
+						vals = flattenValues(v.Values)
+					}
+				case *Traversal:
+				default:
+					vals = []any{v}
+				}
+				if vals == nil {
+					continue
+				}
+				switch k := args[0].(type) {
+				case string:
+					s.hints = append(s.hints, hint{key: k, values: vals})
+				case gb.Enum:
+					if k.Name == "id" {
+						s.hints = append(s.hints, hint{ids: vals})
+					} else if k.Name == "label" {
+						var ls []string
+						for _, v := range vals {
+							if l, ok := v.(string); ok {
+								ls = append(ls, l)
+							}
+						}
+						if len(ls) == len(vals) {
+							s.hints = append(s.hints, hint{labels: ls})
+						}
+					}
+				}
+			default:
+				goto done
+			}
+		}
+	done:
+	}
+}
+
+// Limits bound one execution.
+type Limits struct {
+	MaxResults int
+}
+
+type execCtx struct {
+	ctx         context.Context
+	g           *graph.Graph
+	tx          *graph.Tx
+	sideEffects map[string]any
+	maxResults  int
+	ticks       int
+}
+
+// ErrTooManyResults is returned when a traversal exceeds MaxResults.
+var ErrTooManyResults = &Error{Code: gb.StatusEvaluation, Msg: "traversal exceeded the configured result limit"}
+
+func (ec *execCtx) tick() error {
+	ec.ticks++
+	if ec.ticks&1023 == 0 {
+		if err := ec.ctx.Err(); err != nil {
+			if errors.Is(err, context.DeadlineExceeded) {
+				return &Error{Code: gb.StatusTimeout, Msg: "traversal exceeded the evaluation timeout"}
+			}
+			return &Error{Code: gb.StatusServerError, Msg: "traversal cancelled: " + err.Error()}
+		}
+	}
+	return nil
+}
+
+func (ec *execCtx) checkSize(n int) error {
+	if ec.maxResults > 0 && n > ec.maxResults {
+		return ErrTooManyResults
+	}
+	return nil
+}
+
+// Execute runs the traversal. tx nil means read-only: any mutation fails.
+// The returned values are ready for GraphBinary (converted with ToWire).
+func (t *Traversal) Execute(ctx context.Context, g *graph.Graph, tx *graph.Tx, lim Limits, includeProperties bool) ([]any, error) {
+	ec := &execCtx{ctx: ctx, g: g, tx: tx, sideEffects: map[string]any{}, maxResults: lim.MaxResults}
+	for _, se := range t.sideEffects {
+		if k, ok := se.Key.(string); ok {
+			ec.sideEffects[k] = se.Value
+		}
+	}
+	if len(t.steps) == 0 {
+		return nil, nil
+	}
+	if !startSteps[t.steps[0].op] {
+		return nil, evalErr("a traversal must start with V(), E(), addV(), addE(), mergeV(), mergeE() or inject(), not %s()", t.steps[0].op)
+	}
+	out, err := ec.run(t, []*trav{{}})
+	if err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		if errors.Is(err, context.DeadlineExceeded) {
+			return nil, &Error{Code: gb.StatusTimeout, Msg: "traversal exceeded the evaluation timeout"}
+		}
+		return nil, err
+	}
+	res := make([]any, len(out))
+	o := wireOpts{tokensOnly: !includeProperties}
+	for i, tr := range out {
+		res[i] = toWire(tr.obj, o)
+	}
+	return res, nil
+}
+
+var startSteps = map[string]bool{"V": true, "E": true, "addV": true, "addE": true, "mergeV": true, "mergeE": true, "inject": true}
+
+func (ec *execCtx) run(t *Traversal, in []*trav) ([]*trav, error) {
+	cur := in
+	for _, s := range t.steps {
+		if err := ec.ctx.Err(); err != nil {
+			return nil, ec.tick2(err)
+		}
+		out, err := s.run(ec, s, cur)
+		if err != nil {
+			return nil, err
+		}
+		if len(s.labels) > 0 {
+			for i, tr := range out {
+				out[i] = withLabels(tr, s.labels)
+			}
+		}
+		if err := ec.checkSize(len(out)); err != nil {
+			return nil, err
+		}
+		cur = out
+	}
+	return cur, nil
+}
+
+func (ec *execCtx) tick2(err error) error {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return &Error{Code: gb.StatusTimeout, Msg: "traversal exceeded the evaluation timeout"}
+	}
+	return err
+}
+
+func withLabels(t *trav, labels []string) *trav {
+	n := *t
+	if t.path == nil {
+		n.path = &pnode{obj: t.obj, labels: labels}
+		return &n
+	}
+	ls := make([]string, 0, len(t.path.labels)+len(labels))
+	ls = append(append(ls, t.path.labels...), labels...)
+	n.path = &pnode{parent: t.path.parent, obj: t.path.obj, labels: ls}
+	return &n
+}
+
+// runChild runs child with a single traverser.
+func (ec *execCtx) runChild(child *Traversal, t *trav) ([]*trav, error) {
+	return ec.run(child, []*trav{t})
+}
+
+func (ec *execCtx) first(child *Traversal, t *trav) (any, bool, error) {
+	out, err := ec.runChild(child, t)
+	if err != nil || len(out) == 0 {
+		return nil, false, err
+	}
+	return out[0].obj, true, nil
+}
+
+func (ec *execCtx) mut() (*graph.Tx, error) {
+	if ec.tx == nil {
+		return nil, ErrReadOnly
+	}
+	return ec.tx, nil
+}
