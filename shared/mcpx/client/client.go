@@ -575,9 +575,14 @@ func (s *server) call(ctx context.Context, tool string, args any, cid string) (*
 		case errors.Is(err, mcp.ErrConnectionClosed), errors.Is(err, mcp.ErrSessionMissing):
 			s.markDown(err)
 			return nil, &Error{Kind: KindUnavailable, Server: s.cfg.Name, Tool: tool, Err: err}, true
-		case errors.As(err, &we) && we.Code == mcpx.CodeUnauthorized:
+		case isAuthRefusal(err):
 			s.markDown(err)
 			return nil, &Error{Kind: KindUnavailable, Server: s.cfg.Name, Tool: tool, Message: "server refused our credentials", Err: err}, false
+		case errors.Is(err, errRejected):
+			// The transport could not deliver the request (connection
+			// refused or reset, 5xx, 429).
+			s.markDown(err)
+			return nil, &Error{Kind: KindUnavailable, Server: s.cfg.Name, Tool: tool, Err: err}, true
 		case errors.As(err, &we):
 			// The server answered with a protocol error (unknown tool, bad params).
 			return nil, &Error{Kind: KindToolError, Server: s.cfg.Name, Tool: tool, Message: we.Message, Err: err}, false
@@ -600,6 +605,14 @@ func (s *server) call(ctx context.Context, tool string, args any, cid string) (*
 		out.Structured, _ = json.Marshal(res.StructuredContent)
 	}
 	return out, nil, false
+}
+
+// errRejected matches the SDK's "rejected by transport" error (code -32005).
+var errRejected = &jsonrpc.Error{Code: -32005}
+
+func isAuthRefusal(err error) bool {
+	m := err.Error()
+	return strings.Contains(m, http.StatusText(http.StatusUnauthorized)) || strings.Contains(m, http.StatusText(http.StatusForbidden))
 }
 
 func resultText(res *mcp.CallToolResult) string {
