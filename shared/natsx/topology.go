@@ -1,0 +1,181 @@
+package natsx
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"reflect"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/worldgate/worldgate/events"
+)
+
+// Topology is the JetStream layout Worldgate runs on: its streams and key-value buckets.
+type Topology struct {
+	Streams []jetstream.StreamConfig
+	Buckets []jetstream.KeyValueConfig
+}
+
+// KV bucket names.
+const (
+	BucketAICache   = "worldgate-ai-cache"
+	BucketDedup     = "worldgate-dedup"
+	BucketRate      = "worldgate-rate"
+	BucketApprovals = "worldgate-approvals"
+)
+
+// TopologyOptions are the knobs operators turn; the zero value is the single-node default.
+type TopologyOptions struct {
+	Replicas        int           // 1 on one node; 3 in production
+	DuplicateWindow time.Duration // WORLD's Nats-Msg-Id window; default 10m
+	Retention       time.Duration // proposals, audit and dead letters; default 7 days
+	AICacheTTL      time.Duration // default 24h
+	DedupTTL        time.Duration // how long accepted content fingerprints are remembered; default 1h
+	MaxMsgSize      int32         // default 1 MiB
+}
+
+// DefaultTopology is Worldgate's topology with opts applied.
+func DefaultTopology(opts TopologyOptions) Topology {
+	r := max(opts.Replicas, 1)
+	dup := cmpOr(opts.DuplicateWindow, 10*time.Minute)
+	keep := cmpOr(opts.Retention, 7*24*time.Hour)
+	size := opts.MaxMsgSize
+	if size == 0 {
+		size = 1 << 20
+	}
+	stream := func(name, subject, desc string, age time.Duration) jetstream.StreamConfig {
+		return jetstream.StreamConfig{
+			Name: name, Description: desc, Subjects: []string{subject},
+			Retention: jetstream.LimitsPolicy, Storage: jetstream.FileStorage, Replicas: r,
+			MaxAge: age, Duplicates: min(dup, age), MaxMsgSize: size, Discard: jetstream.DiscardOld,
+		}
+	}
+	return Topology{
+		Streams: []jetstream.StreamConfig{
+			stream(events.StreamWorld, events.SubjectWorldAll, "World events published by game backends", keep),
+			stream(events.StreamProposals, events.SubjectProposalsAll, "Proposals on their way through the gates, validated and rejected", keep),
+			stream(events.StreamCommitted, events.SubjectCommittedAll, "Canonical log of applied domain events (event-processor only)", 0),
+			stream(events.StreamAudit, events.SubjectAuditAll, "Audit records, written before persistence", 0),
+			stream(events.StreamDLQ, events.SubjectDeadLetterAll, "Messages a stage gave up on, with the reason in headers", keep),
+		},
+		Buckets: []jetstream.KeyValueConfig{
+			{Bucket: BucketAICache, Description: "AI output by context hash", TTL: cmpOr(opts.AICacheTTL, 24*time.Hour), Replicas: r, Storage: jetstream.FileStorage},
+			{Bucket: BucketDedup, Description: "Fingerprints of recently accepted content", TTL: cmpOr(opts.DedupTTL, time.Hour), Replicas: r, Storage: jetstream.FileStorage},
+			{Bucket: BucketRate, Description: "Rate windows, updated with compare-and-set", TTL: 2 * time.Hour, Replicas: r, Storage: jetstream.FileStorage},
+			{Bucket: BucketApprovals, Description: "Proposals waiting for a person, and decisions", Replicas: r, Storage: jetstream.FileStorage, History: 5},
+		},
+	}
+}
+
+func cmpOr(d, def time.Duration) time.Duration {
+	if d == 0 {
+		return def
+	}
+	return d
+}
+
+// Provision makes the server's streams and buckets match t: it creates what is missing,
+// updates what differs (logging each changed field), and leaves what matches alone, so it is
+// safe to run at every start of every worker. A difference the server cannot apply in place
+// (storage type, retention policy) is an error naming the stream and field, never ignored.
+func Provision(ctx context.Context, js jetstream.JetStream, t Topology, log *slog.Logger) error {
+	for _, want := range t.Streams {
+		if err := provisionStream(ctx, js, want, log); err != nil {
+			return err
+		}
+	}
+	for _, want := range t.Buckets {
+		if err := provisionBucket(ctx, js, want, log); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func provisionStream(ctx context.Context, js jetstream.JetStream, want jetstream.StreamConfig, log *slog.Logger) error {
+	s, err := js.Stream(ctx, want.Name)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		if _, err := js.CreateStream(ctx, want); err != nil {
+			return fmt.Errorf("create stream %s: %w", want.Name, err)
+		}
+		log.Info("stream created", "stream", want.Name, "subjects", want.Subjects, "replicas", want.Replicas)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("look up stream %s: %w", want.Name, err)
+	}
+	have := s.CachedInfo().Config
+	changed := diffStream(have, want)
+	if len(changed) == 0 {
+		return nil
+	}
+	for _, f := range []string{"Storage", "Retention"} {
+		if _, ok := changed[f]; ok {
+			return fmt.Errorf("stream %s: %s is %v on the server but configured as %v; it cannot change in place: migrate the stream or restore the setting",
+				want.Name, f, reflect.ValueOf(have).FieldByName(f).Interface(), reflect.ValueOf(want).FieldByName(f).Interface())
+		}
+	}
+	if _, err := js.UpdateStream(ctx, want); err != nil {
+		return fmt.Errorf("update stream %s (%s): %w", want.Name, fieldList(changed), err)
+	}
+	log.Info("stream updated", "stream", want.Name, "changed", changed)
+	return nil
+}
+
+// diffStream compares the fields Worldgate sets; fields it leaves to the server are ignored.
+func diffStream(have, want jetstream.StreamConfig) map[string]string {
+	out := map[string]string{}
+	cmp := func(name string, a, b any) {
+		if !reflect.DeepEqual(a, b) {
+			out[name] = fmt.Sprintf("%v → %v", a, b)
+		}
+	}
+	cmp("Subjects", have.Subjects, want.Subjects)
+	cmp("Description", have.Description, want.Description)
+	cmp("Retention", have.Retention, want.Retention)
+	cmp("Storage", have.Storage, want.Storage)
+	cmp("Replicas", have.Replicas, want.Replicas)
+	cmp("MaxAge", have.MaxAge, want.MaxAge)
+	cmp("Duplicates", have.Duplicates, want.Duplicates)
+	cmp("MaxMsgSize", have.MaxMsgSize, want.MaxMsgSize)
+	cmp("Discard", have.Discard, want.Discard)
+	return out
+}
+
+func fieldList(m map[string]string) string {
+	parts := make([]string, 0, len(m))
+	for k, v := range m {
+		parts = append(parts, k+" "+v)
+	}
+	return strings.Join(parts, ", ")
+}
+
+func provisionBucket(ctx context.Context, js jetstream.JetStream, want jetstream.KeyValueConfig, log *slog.Logger) error {
+	kv, err := js.KeyValue(ctx, want.Bucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		if _, err := js.CreateKeyValue(ctx, want); err != nil {
+			return fmt.Errorf("create bucket %s: %w", want.Bucket, err)
+		}
+		log.Info("bucket created", "bucket", want.Bucket, "ttl", want.TTL)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("look up bucket %s: %w", want.Bucket, err)
+	}
+	st, err := kv.Status(ctx)
+	if err != nil {
+		return fmt.Errorf("bucket %s status: %w", want.Bucket, err)
+	}
+	if st.TTL() == want.TTL && st.History() == max(int64(want.History), 1) && st.(*jetstream.KeyValueBucketStatus).StreamInfo().Config.Replicas == max(want.Replicas, 1) {
+		return nil
+	}
+	if _, err := js.UpdateKeyValue(ctx, want); err != nil {
+		return fmt.Errorf("update bucket %s: %w", want.Bucket, err)
+	}
+	log.Info("bucket updated", "bucket", want.Bucket, "ttl", want.TTL, "history", want.History)
+	return nil
+}

@@ -1,0 +1,318 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill"
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/worldgate/worldgate/events"
+	"github.com/worldgate/worldgate/shared/logx"
+)
+
+// Options configure an App.
+type Options struct {
+	Name        string // service name, e.g. "gate"; registered with NATS service discovery
+	Version     string
+	Description string
+	Conn        *nats.Conn
+	JetStream   jetstream.JetStream
+	Registerer  prometheus.Registerer
+	Logger      *slog.Logger
+	// Retries are in-process retries of a failing handler before the message is handed back
+	// to JetStream for a delayed redelivery. Default 2; -1 disables them.
+	Retries int
+	// CloseTimeout bounds how long a shutdown waits for in-flight messages. Default 30s.
+	CloseTimeout time.Duration
+}
+
+// App runs a worker's handlers on one Watermill router.
+type App struct {
+	opts    Options
+	router  *message.Router
+	pub     *Publisher
+	metrics *handlerMetrics
+	log     *slog.Logger
+
+	mu       sync.Mutex
+	handlers []string
+	running  atomic.Bool
+	handled  atomic.Int64
+	failed   atomic.Int64
+}
+
+// New returns an App. It refuses missing dependencies.
+func New(opts Options) (*App, error) {
+	switch {
+	case opts.Name == "":
+		return nil, errors.New("runtime: a service name is required")
+	case opts.Conn == nil || opts.JetStream == nil:
+		return nil, errors.New("runtime: a NATS connection and JetStream context are required")
+	case opts.Logger == nil:
+		return nil, errors.New("runtime: a logger is required")
+	case opts.Registerer == nil:
+		return nil, errors.New("runtime: a metrics registerer is required")
+	}
+	if opts.Retries == 0 {
+		opts.Retries = 2
+	}
+	if opts.CloseTimeout <= 0 {
+		opts.CloseTimeout = 30 * time.Second
+	}
+	if opts.Version == "" {
+		opts.Version = "0.1.0"
+	}
+	router, err := message.NewRouter(message.RouterConfig{CloseTimeout: opts.CloseTimeout},
+		watermill.NewSlogLoggerWithLevelMapping(opts.Logger.With("component", "router"),
+			map[slog.Level]slog.Level{slog.LevelInfo: slog.LevelDebug}))
+	if err != nil {
+		return nil, err
+	}
+	return &App{
+		opts:    opts,
+		router:  router,
+		pub:     NewPublisher(opts.JetStream, 10*time.Second),
+		metrics: newHandlerMetrics(opts.Registerer),
+		log:     opts.Logger,
+	}, nil
+}
+
+// Publisher is the app's JetStream publisher, for handlers that publish outside their return
+// value (rare: prefer returning messages).
+func (a *App) Publisher() *Publisher { return a.pub }
+
+// Handle registers h on the durable consumer c. h returns the messages to publish (built with
+// NewMessage); the input is acknowledged only after every one is acknowledged by JetStream.
+// Around h, once: panic recovery, in-process retries, publishing, correlation-id propagation,
+// bounded redelivery with backoff and a dead letter on deadletter.<name>, metrics and logs.
+func (a *App) Handle(name string, c Consumer, h message.HandlerFunc) {
+	c.setDefaults()
+	if c.Durable == "" {
+		c.Durable = name
+	}
+	chain := a.recoverer(h)
+	chain = a.correlate(chain)
+	chain = a.publishOutputs(chain)
+	chain = a.retry(chain)
+	chain = a.deadLetter(name, c, chain)
+	chain = a.observe(name, chain)
+	a.router.AddConsumerHandler(name, name, newSubscriber(a.opts.JetStream, c, a.log.With("handler", name)),
+		func(m *message.Message) error {
+			_, err := chain(m)
+			return err
+		})
+	a.mu.Lock()
+	a.handlers = append(a.handlers, name)
+	a.mu.Unlock()
+}
+
+// Run provisions nothing (see natsx.Provision), registers the service for discovery, runs the
+// handlers until ctx is cancelled, then drains: it stops taking messages, lets those in flight
+// finish and be acknowledged, and returns.
+func (a *App) Run(ctx context.Context) error {
+	svc, err := micro.AddService(a.opts.Conn, micro.Config{
+		Name:        "worldgate-" + a.opts.Name,
+		Version:     a.opts.Version,
+		Description: a.opts.Description,
+		Metadata:    map[string]string{"handlers": fmt.Sprint(a.handlers)},
+		StatsHandler: func(*micro.Endpoint) any {
+			return map[string]any{"handled": a.handled.Load(), "failed": a.failed.Load(), "running": a.running.Load()}
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("register %s with NATS service discovery: %w", a.opts.Name, err)
+	}
+	defer func() { _ = svc.Stop() }()
+	if err := svc.AddEndpoint("status", micro.HandlerFunc(func(r micro.Request) {
+		_ = r.RespondJSON(map[string]any{"service": a.opts.Name, "running": a.running.Load(), "handlers": a.handlers,
+			"handled": a.handled.Load(), "failed": a.failed.Load()})
+	})); err != nil {
+		return err
+	}
+	a.log.Info("worker starting", "handlers", a.handlers)
+	errc := make(chan error, 1)
+	go func() { errc <- a.router.Run(context.Background()) }()
+	select {
+	case <-a.router.Running():
+		a.running.Store(true)
+	case err := <-errc:
+		return fmt.Errorf("start %s: %w", a.opts.Name, err)
+	}
+	select {
+	case <-ctx.Done():
+	case err := <-errc:
+		a.running.Store(false)
+		return err
+	}
+	a.running.Store(false)
+	a.log.Info("worker draining")
+	if err := a.router.Close(); err != nil {
+		a.log.Warn("router close", "err", err)
+	}
+	<-errc
+	// Acks are sent asynchronously: flush them before the caller closes the connection.
+	flushCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = a.opts.Conn.FlushWithContext(flushCtx)
+	a.log.Info("worker stopped")
+	return nil
+}
+
+// Ready reports whether the handlers are consuming; use it as a readiness check.
+func (a *App) Ready(context.Context) error {
+	if !a.running.Load() {
+		return errors.New("handlers are not running")
+	}
+	if !a.opts.Conn.IsConnected() {
+		return errors.New("not connected to NATS")
+	}
+	return nil
+}
+
+type chainFunc = message.HandlerFunc
+
+func (a *App) recoverer(h chainFunc) chainFunc {
+	return func(m *message.Message) (out []*message.Message, err error) {
+		defer func() {
+			if r := recover(); r != nil {
+				err = fmt.Errorf("handler panicked: %v", r)
+				logx.From(m.Context(), a.log).Error("handler panicked", "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+			}
+		}()
+		return h(m)
+	}
+}
+
+// correlate gives every produced message the input's correlation id and the input's id as
+// causation id, unless the handler set them, and carries the trace context along.
+func (a *App) correlate(h chainFunc) chainFunc {
+	return func(m *message.Message) ([]*message.Message, error) {
+		out, err := h(m)
+		for _, o := range out {
+			for _, k := range []string{events.HeaderCorrelationID, events.HeaderTraceParent, "tracestate"} {
+				if o.Metadata.Get(k) == "" && m.Metadata.Get(k) != "" {
+					o.Metadata.Set(k, m.Metadata.Get(k))
+				}
+			}
+			if o.Metadata.Get(events.HeaderCausationID) == "" {
+				o.Metadata.Set(events.HeaderCausationID, m.UUID)
+			}
+		}
+		return out, err
+	}
+}
+
+func (a *App) publishOutputs(h chainFunc) chainFunc {
+	return func(m *message.Message) ([]*message.Message, error) {
+		out, err := h(m)
+		if err != nil || len(out) == 0 {
+			return nil, err
+		}
+		if err := a.pub.PublishContext(m.Context(), "", out...); err != nil {
+			return nil, err
+		}
+		return nil, nil
+	}
+}
+
+func (a *App) retry(h chainFunc) chainFunc {
+	if a.opts.Retries < 0 {
+		return h
+	}
+	return func(m *message.Message) ([]*message.Message, error) {
+		delay := 50 * time.Millisecond
+		for attempt := 0; ; attempt++ {
+			out, err := h(m)
+			if err == nil || IsPermanent(err) || attempt >= a.opts.Retries {
+				return out, err
+			}
+			select {
+			case <-time.After(delay):
+			case <-m.Context().Done():
+				return nil, err
+			}
+			delay *= 4
+		}
+	}
+}
+
+// deadLetter lets a failed message go back to JetStream for a delayed redelivery until its
+// delivery limit, then publishes it to deadletter.<stage> with the reason and acknowledges it.
+// A permanent error dead-letters at once. If the dead letter itself cannot be published the
+// message is redelivered later: nothing is dropped.
+func (a *App) deadLetter(stage string, c Consumer, h chainFunc) chainFunc {
+	return func(m *message.Message) ([]*message.Message, error) {
+		out, err := h(m)
+		if err == nil {
+			return out, nil
+		}
+		deliveries := Deliveries(m)
+		permanent := IsPermanent(err)
+		if !permanent && deliveries < c.MaxDeliver {
+			return nil, err
+		}
+		reason := "exhausted"
+		if permanent {
+			reason = "permanent"
+		}
+		dl := NewMessage(events.DeadLetterSubject(stage), "dlq:"+m.Metadata.Get(MetaStream)+":"+m.Metadata.Get(MetaSequence), m.Payload)
+		for k, v := range m.Metadata {
+			dl.Metadata.Set(k, v)
+		}
+		dl.Metadata.Set(MetaSubject, events.DeadLetterSubject(stage))
+		dl.Metadata.Set(events.HeaderDLQStage, stage)
+		dl.Metadata.Set(events.HeaderDLQReason, truncate(err.Error(), 1000))
+		dl.Metadata.Set(events.HeaderDLQDeliveries, strconv.Itoa(deliveries))
+		dl.Metadata.Set(events.HeaderDLQSubject, m.Metadata.Get(MetaSubject))
+		dl.Metadata.Set(events.HeaderDLQStream, m.Metadata.Get(MetaStream))
+		dl.Metadata.Set(events.HeaderDLQSequence, m.Metadata.Get(MetaSequence))
+		if perr := a.pub.PublishContext(m.Context(), "", dl); perr != nil {
+			return nil, fmt.Errorf("%w (and the dead letter could not be published: %v)", err, perr)
+		}
+		a.metrics.deadLetters.WithLabelValues(stage, reason).Inc()
+		logx.From(m.Context(), a.log).Error("message dead-lettered", "stage", stage, "reason", err.Error(),
+			"deliveries", deliveries, "subject", m.Metadata.Get(MetaSubject))
+		return nil, nil
+	}
+}
+
+func (a *App) observe(name string, h chainFunc) chainFunc {
+	handled := a.metrics.handled.WithLabelValues(name, "ok")
+	failed := a.metrics.handled.WithLabelValues(name, "error")
+	latency := a.metrics.latency.WithLabelValues(name)
+	return func(m *message.Message) ([]*message.Message, error) {
+		log := a.log.With("handler", name, "correlationId", CorrelationID(m), "msgId", m.UUID)
+		m.SetContext(logx.WithLogger(m.Context(), log))
+		start := time.Now()
+		out, err := h(m)
+		latency.Observe(time.Since(start).Seconds())
+		if err != nil {
+			failed.Inc()
+			a.failed.Add(1)
+			log.Warn("handler failed; message will be redelivered", "err", err, "deliveries", Deliveries(m))
+			return out, err
+		}
+		handled.Inc()
+		a.handled.Add(1)
+		return out, nil
+	}
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}

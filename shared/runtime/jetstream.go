@@ -1,0 +1,288 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/worldgate/worldgate/events"
+)
+
+// Consumer describes the durable pull consumer a handler reads from. Replicas of a worker
+// share it, so each message goes to one of them.
+type Consumer struct {
+	Stream   string
+	Durable  string
+	Subjects []string
+	// MaxDeliver is how many deliveries a failing message gets before it is dead-lettered.
+	// Default 5.
+	MaxDeliver int
+	// Backoff is the delay before the n-th redelivery (the last entry repeats).
+	// Default 500ms, 2s, 5s, 15s.
+	Backoff []time.Duration
+	// AckWait is how long a delivered message may stay unacknowledged before JetStream
+	// redelivers it (a crashed worker's messages come back after it). Default 30s.
+	AckWait time.Duration
+	// MaxAckPending bounds the messages in flight across every replica. Default 512.
+	MaxAckPending int
+}
+
+func (c *Consumer) setDefaults() {
+	if c.MaxDeliver <= 0 {
+		c.MaxDeliver = 5
+	}
+	if len(c.Backoff) == 0 {
+		c.Backoff = []time.Duration{500 * time.Millisecond, 2 * time.Second, 5 * time.Second, 15 * time.Second}
+	}
+	if c.AckWait <= 0 {
+		c.AckWait = 30 * time.Second
+	}
+	if c.MaxAckPending <= 0 {
+		c.MaxAckPending = 512
+	}
+}
+
+func (c *Consumer) backoff(deliveries int) time.Duration {
+	i := min(max(deliveries-1, 0), len(c.Backoff)-1)
+	return c.Backoff[i]
+}
+
+// subscriber is a watermill Subscriber over one durable JetStream pull consumer.
+type subscriber struct {
+	js   jetstream.JetStream
+	spec Consumer
+	log  *slog.Logger
+
+	closeOnce  sync.Once
+	closing    chan struct{}
+	outMu      sync.RWMutex // held while sending on the output channel, so it is closed only between sends
+	outClosed  bool
+	subscribed atomic.Bool
+	inflight   sync.WaitGroup
+	stopped    chan struct{}
+}
+
+func newSubscriber(js jetstream.JetStream, spec Consumer, log *slog.Logger) *subscriber {
+	return &subscriber{js: js, spec: spec, log: log, closing: make(chan struct{}), stopped: make(chan struct{})}
+}
+
+// ensureConsumer creates the durable consumer or updates it to spec. The delivery limit is
+// enforced by the runtime (MaxDeliver -1 on the server) so that a message is never dropped by
+// the server before it has been dead-lettered.
+func (s *subscriber) ensureConsumer(ctx context.Context) (jetstream.Consumer, error) {
+	cfg := jetstream.ConsumerConfig{
+		Durable:        s.spec.Durable,
+		FilterSubjects: s.spec.Subjects,
+		AckPolicy:      jetstream.AckExplicitPolicy,
+		AckWait:        s.spec.AckWait,
+		MaxDeliver:     -1,
+		MaxAckPending:  s.spec.MaxAckPending,
+		DeliverPolicy:  jetstream.DeliverAllPolicy,
+	}
+	c, err := s.js.CreateOrUpdateConsumer(ctx, s.spec.Stream, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("consumer %s on stream %s: %w", s.spec.Durable, s.spec.Stream, err)
+	}
+	return c, nil
+}
+
+func (s *subscriber) Subscribe(ctx context.Context, _ string) (<-chan *message.Message, error) {
+	cons, err := s.ensureConsumer(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make(chan *message.Message)
+	cc, err := cons.Consume(func(jm jetstream.Msg) { s.dispatch(jm, out) },
+		jetstream.PullMaxMessages(min(s.spec.MaxAckPending, 256)),
+		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+			if !errors.Is(err, jetstream.ErrNoHeartbeat) {
+				s.log.Debug("consume", "consumer", s.spec.Durable, "err", err)
+			}
+		}))
+	if err != nil {
+		return nil, fmt.Errorf("consume %s: %w", s.spec.Durable, err)
+	}
+	s.subscribed.Store(true)
+	go func() {
+		select {
+		case <-ctx.Done():
+		case <-s.closing:
+		}
+		s.closeOnce.Do(func() { close(s.closing) })
+		cc.Stop()
+		<-cc.Closed()
+		s.outMu.Lock()
+		s.outClosed = true
+		close(out)
+		s.outMu.Unlock()
+		close(s.stopped)
+	}()
+	return out, nil
+}
+
+// dispatch hands one JetStream message to the router and settles it in the background, so the
+// consume callback returns at once and messages are processed concurrently (bounded by
+// MaxAckPending).
+func (s *subscriber) dispatch(jm jetstream.Msg, out chan<- *message.Message) {
+	meta, err := jm.Metadata()
+	if err != nil {
+		s.log.Error("message without JetStream metadata", "subject", jm.Subject(), "err", err)
+		_ = jm.Term()
+		return
+	}
+	m := toMessage(jm, meta, s.spec.MaxDeliver)
+	s.outMu.RLock()
+	sent := false
+	if !s.outClosed {
+		s.inflight.Add(1)
+		select {
+		case <-s.closing:
+			s.inflight.Done()
+		case out <- m:
+			sent = true
+		}
+	}
+	s.outMu.RUnlock()
+	if !sent {
+		// Shutting down: give it straight back so another replica takes it now.
+		_ = jm.Nak()
+		return
+	}
+	go func() {
+		defer s.inflight.Done()
+		timer := time.NewTimer(s.spec.AckWait)
+		defer timer.Stop()
+		select {
+		case <-m.Acked():
+			if err := jm.Ack(); err != nil {
+				s.log.Warn("ack failed; the message will be redelivered", "subject", jm.Subject(), "err", err)
+			}
+		case <-m.Nacked():
+			_ = jm.NakWithDelay(s.spec.backoff(int(meta.NumDelivered)))
+		case <-timer.C:
+			// JetStream redelivers it after AckWait on its own.
+			s.log.Warn("handler exceeded the ack wait; message will be redelivered", "subject", jm.Subject(), "ackWait", s.spec.AckWait)
+		}
+	}()
+}
+
+func toMessage(jm jetstream.Msg, meta *jetstream.MsgMetadata, maxDeliver int) *message.Message {
+	id := jm.Headers().Get(events.HeaderMsgID)
+	if id == "" {
+		id = meta.Stream + ":" + strconv.FormatUint(meta.Sequence.Stream, 10)
+	}
+	m := message.NewMessage(id, jm.Data())
+	for k, v := range jm.Headers() {
+		if len(v) > 0 && k != events.HeaderMsgID {
+			m.Metadata.Set(k, v[0])
+		}
+	}
+	m.Metadata.Set(MetaSubject, jm.Subject())
+	m.Metadata.Set(MetaStream, meta.Stream)
+	m.Metadata.Set(MetaSequence, strconv.FormatUint(meta.Sequence.Stream, 10))
+	m.Metadata.Set(MetaDeliveries, strconv.FormatUint(meta.NumDelivered, 10))
+	m.Metadata.Set(MetaMaxDeliver, strconv.Itoa(maxDeliver))
+	return m
+}
+
+// Close stops taking new messages and waits (up to the ack wait) for those in flight to settle.
+func (s *subscriber) Close() error {
+	s.closeOnce.Do(func() { close(s.closing) })
+	if s.subscribed.Load() {
+		<-s.stopped // no message is handed out after this, so inflight only shrinks
+	}
+	done := make(chan struct{})
+	go func() { s.inflight.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(s.spec.AckWait):
+	}
+	return nil
+}
+
+// Publisher publishes watermill messages to JetStream and returns once JetStream has
+// acknowledged every one. The subject is the message's MetaSubject, else the topic; the
+// message UUID becomes Nats-Msg-Id.
+type Publisher struct {
+	js      jetstream.JetStream
+	timeout time.Duration
+}
+
+// NewPublisher returns a publisher that waits up to timeout (default 10s) for acks.
+func NewPublisher(js jetstream.JetStream, timeout time.Duration) *Publisher {
+	if timeout <= 0 {
+		timeout = 10 * time.Second
+	}
+	return &Publisher{js: js, timeout: timeout}
+}
+
+// Publish implements message.Publisher.
+func (p *Publisher) Publish(topic string, msgs ...*message.Message) error {
+	ctx, cancel := context.WithTimeout(context.Background(), p.timeout)
+	defer cancel()
+	return p.PublishContext(ctx, topic, msgs...)
+}
+
+// PublishContext publishes msgs concurrently and waits for every acknowledgement.
+func (p *Publisher) PublishContext(ctx context.Context, topic string, msgs ...*message.Message) error {
+	if len(msgs) == 1 {
+		_, err := p.js.PublishMsg(ctx, toNATS(topic, msgs[0]), jetstream.WithMsgID(msgs[0].UUID))
+		return wrapPublish(msgs[0], topic, err)
+	}
+	futures := make([]jetstream.PubAckFuture, 0, len(msgs))
+	for _, m := range msgs {
+		f, err := p.js.PublishMsgAsync(toNATS(topic, m), jetstream.WithMsgID(m.UUID))
+		if err != nil {
+			return wrapPublish(m, topic, err)
+		}
+		futures = append(futures, f)
+	}
+	for i, f := range futures {
+		select {
+		case <-f.Ok():
+		case err := <-f.Err():
+			return wrapPublish(msgs[i], topic, err)
+		case <-ctx.Done():
+			return wrapPublish(msgs[i], topic, ctx.Err())
+		}
+	}
+	return nil
+}
+
+// Close implements message.Publisher; the connection belongs to the caller.
+func (p *Publisher) Close() error { return nil }
+
+func toNATS(topic string, m *message.Message) *nats.Msg {
+	subject := m.Metadata.Get(MetaSubject)
+	if subject == "" {
+		subject = topic
+	}
+	nm := &nats.Msg{Subject: subject, Data: m.Payload, Header: make(nats.Header, len(m.Metadata))}
+	for k, v := range m.Metadata {
+		if !strings.HasPrefix(k, "_") && k != events.HeaderMsgID {
+			nm.Header.Set(k, v)
+		}
+	}
+	return nm
+}
+
+func wrapPublish(m *message.Message, topic string, err error) error {
+	if err == nil {
+		return nil
+	}
+	subject := m.Metadata.Get(MetaSubject)
+	if subject == "" {
+		subject = topic
+	}
+	return fmt.Errorf("publish %s to %s: %w", m.UUID, subject, err)
+}

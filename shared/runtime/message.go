@@ -1,0 +1,66 @@
+package runtime
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+
+	"github.com/worldgate/worldgate/events"
+)
+
+// Metadata keys the runtime sets on consumed messages and reads on produced ones. Keys that
+// begin with "_" stay inside the process; every other key travels as a NATS header.
+const (
+	MetaSubject    = "_subject"    // consumed: where it arrived; produced: where to publish
+	MetaStream     = "_stream"     // consumed: stream name
+	MetaSequence   = "_seq"        // consumed: stream sequence
+	MetaDeliveries = "_deliveries" // consumed: how many times JetStream has delivered it
+	MetaMaxDeliver = "_maxdeliver" // consumed: the consumer's delivery limit
+)
+
+// NewMessage builds a message to publish to subject with a deterministic id: JetStream drops a
+// second message with the same id inside the stream's duplicate window, so a handler that runs
+// twice for one input (after a crash or redelivery) publishes once. id should be derived from
+// the input (e.g. proposal id + stage), never random.
+func NewMessage(subject, id string, payload []byte) *message.Message {
+	m := message.NewMessage(id, payload)
+	m.Metadata.Set(MetaSubject, subject)
+	return m
+}
+
+// Deliveries is how many times JetStream has delivered msg (1 on the first delivery).
+func Deliveries(msg *message.Message) int {
+	n, _ := strconv.Atoi(msg.Metadata.Get(MetaDeliveries))
+	return n
+}
+
+// CorrelationID is the message's correlation id header.
+func CorrelationID(msg *message.Message) string {
+	return msg.Metadata.Get(events.HeaderCorrelationID)
+}
+
+// PermanentError marks a failure that retrying cannot fix (a malformed message, a decoding
+// error): the runtime dead-letters the message at once instead of redelivering it.
+type PermanentError struct{ Err error }
+
+func (e *PermanentError) Error() string { return e.Err.Error() }
+func (e *PermanentError) Unwrap() error { return e.Err }
+
+// Permanent wraps err so that the message is dead-lettered without retries.
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &PermanentError{Err: err}
+}
+
+// Permanentf is Permanent(fmt.Errorf(format, args...)).
+func Permanentf(format string, args ...any) error { return Permanent(fmt.Errorf(format, args...)) }
+
+// IsPermanent reports whether err (or an error it wraps) is permanent.
+func IsPermanent(err error) bool {
+	var p *PermanentError
+	return errors.As(err, &p)
+}

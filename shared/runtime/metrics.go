@@ -1,0 +1,30 @@
+package runtime
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/worldgate/worldgate/shared/metrics"
+)
+
+type handlerMetrics struct {
+	handled     *prometheus.CounterVec
+	latency     *prometheus.HistogramVec
+	deadLetters *prometheus.CounterVec
+}
+
+func newHandlerMetrics(reg prometheus.Registerer) *handlerMetrics {
+	return &handlerMetrics{
+		handled: metrics.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: metrics.Namespace, Name: "handler_messages_total",
+			Help: "Messages a handler finished, by outcome (ok, or error: handed back for redelivery).",
+		}, []string{"handler", "outcome"})),
+		latency: metrics.Register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: metrics.Namespace, Name: "handler_latency_seconds",
+			Help: "Time a handler took per message, publishing included.", Buckets: metrics.DurationBuckets,
+		}, []string{"handler"})),
+		deadLetters: metrics.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: metrics.Namespace, Name: "deadletter_total",
+			Help: "Messages put on deadletter.<stage>, by reason (permanent: retrying cannot help; exhausted: delivery limit reached).",
+		}, []string{"stage", "reason"})),
+	}
+}
