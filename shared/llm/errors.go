@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -132,18 +134,25 @@ func KindForStatus(status int) ErrorKind {
 	return KindProvider
 }
 
-// TransportError normalizes an error that came without an HTTP response:
-// context ends, timeouts and network failures.
+// TransportError normalizes an error that came without an HTTP status:
+// context ends and timeouts, network failures (unavailable), and anything
+// else, such as an undecodable answer (provider_error).
 func TransportError(provider string, err error) *Error {
-	e := &Error{Kind: KindUnavailable, Provider: provider, Message: err.Error(), Err: err}
+	e := &Error{Kind: KindProvider, Provider: provider, Message: err.Error(), Err: err}
 	var ne net.Error
 	switch {
 	case errors.Is(err, context.Canceled):
 		e.Kind = KindCanceled
 	case errors.Is(err, context.DeadlineExceeded):
 		e.Kind = KindTimeout
-	case errors.As(err, &ne) && ne.Timeout():
-		e.Kind = KindTimeout
+	case errors.As(err, &ne):
+		if ne.Timeout() {
+			e.Kind = KindTimeout
+		} else {
+			e.Kind = KindUnavailable
+		}
+	case errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET):
+		e.Kind = KindUnavailable
 	}
 	return e
 }
