@@ -233,6 +233,12 @@ func (w *Writer) Value(v any) error {
 				return err
 			}
 		}
+	case *Lambda:
+		w.u8(TypeLambda)
+		w.u8(0)
+		w.String(x.Language)
+		w.String(x.Script)
+		w.i32(x.Args)
 	case *Bytecode:
 		w.u8(TypeBytecode)
 		w.u8(0)
