@@ -1,0 +1,48 @@
+# Worldgate — two commands matter: `make run` and `make test`.
+SHELL := /bin/bash
+GO ?= go
+MODULES := events schemas shared services
+# Packages whose tests run with the race detector (the rest run without it to keep `make test`
+# within ten minutes on two cores).
+RACE_MODULES := events shared
+FUZZTIME ?= 10s
+
+.PHONY: run test vet fmt-check unit fuzz bench build clean
+
+## run: the whole stack in one process on embedded defaults (Ctrl-C stops it)
+run:
+	$(GO) run github.com/worldgate/worldgate/services/worldgate dev
+
+## build: every binary into ./bin
+build:
+	@mkdir -p bin
+	cd services && for d in worldgate graphd gate event-processor ai-worker mcp-world mcp-lore mcp-classify; do \
+		[ -f $$d/main.go ] && $(GO) build -o ../bin/$$d ./$$d || exit 1; done
+
+## test: vet, formatting, every module's tests, and a short fuzz of each decoder of outside input
+test: vet fmt-check unit fuzz
+
+vet:
+	@for m in $(MODULES); do (cd $$m && $(GO) vet ./...) || exit 1; done
+
+fmt-check:
+	@out=$$(gofmt -l $(MODULES)); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+
+unit:
+	@set -e; for m in $(MODULES); do \
+		race=""; for r in $(RACE_MODULES); do [ "$$r" = "$$m" ] && race="-race"; done; \
+		echo "== go test $$race ./... in $$m"; \
+		(cd $$m && $(GO) test $$race -count=1 -timeout 8m ./...); \
+	done
+
+fuzz:
+	cd events && $(GO) test -run '^$$' -fuzz '^FuzzDecodeEnvelope$$' -fuzztime $(FUZZTIME) .
+	@if [ -d services/graphd/graphbinary ]; then cd services && for f in $$($(GO) test -list '^Fuzz' ./graphd/graphbinary | grep '^Fuzz'); do \
+		$(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) ./graphd/graphbinary || exit 1; done; fi
+
+## bench: the benchmarks, with figures
+bench:
+	@for m in $(MODULES); do (cd $$m && $(GO) test -run '^$$' -bench . -benchmem ./...) || exit 1; done
+
+clean:
+	rm -rf bin .worldgate

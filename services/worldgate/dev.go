@@ -1,0 +1,128 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/worldgate/worldgate/shared/config"
+	"github.com/worldgate/worldgate/shared/logx"
+)
+
+type devFlags struct {
+	dataDir     string
+	host        string
+	natsPort    int
+	graphPort   int
+	adminPort   int
+	mcpPort     int
+	demoOnly    bool
+	jsonOut     bool
+	noDemo      bool
+	syncAlways  bool
+	logLevel    string
+	logFile     string
+	idleTimeout time.Duration
+}
+
+func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var f devFlags
+	fs := flag.NewFlagSet("dev", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&f.dataDir, "data-dir", ".worldgate", "where NATS, the graph and endpoints.json live; kept across runs")
+	fs.StringVar(&f.host, "host", "127.0.0.1", "interface every embedded server listens on")
+	fs.IntVar(&f.natsPort, "nats-port", 4222, "NATS port (0 picks a free one)")
+	fs.IntVar(&f.graphPort, "graph-port", 8182, "graphd (Gremlin) port (0 picks a free one)")
+	fs.IntVar(&f.adminPort, "admin-port", 9090, "port of /metrics, /healthz and /readyz for every in-process worker (0 picks a free one)")
+	fs.IntVar(&f.mcpPort, "mcp-port", 8090, "port of the MCP servers (/mcp/world, /mcp/lore, /mcp/classify; 0 picks a free one)")
+	fs.BoolVar(&f.demoOnly, "demo-only", false, "run the demo scenario, wait until the pipeline is idle, print a summary and exit")
+	fs.BoolVar(&f.jsonOut, "json", false, "print the demo summary as one JSON line (with -demo-only)")
+	fs.BoolVar(&f.noDemo, "no-demo", false, "start the stack without running the demo scenario")
+	fs.BoolVar(&f.syncAlways, "sync-always", false, "fsync every JetStream write before acknowledging it (slower; survives power loss)")
+	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&f.logFile, "log-file", "", "write JSON logs here (default <data-dir>/worldgate.log)")
+	fs.DurationVar(&f.idleTimeout, "idle-timeout", 2*time.Minute, "with -demo-only: give up waiting for the pipeline to go idle after this long")
+	if err := config.Parse(fs, args, config.Prefix); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return exitError{2}
+	}
+	if err := os.MkdirAll(f.dataDir, 0o755); err != nil {
+		return fmt.Errorf("create data directory: %w", err)
+	}
+	logPath := f.logFile
+	if logPath == "" {
+		logPath = filepath.Join(f.dataDir, "worldgate.log")
+	}
+	logOut, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("open log file: %w", err)
+	}
+	defer logOut.Close()
+	log := logx.New(logOut, "worldgate-dev", f.logLevel)
+
+	say := func(format string, a ...any) {
+		if !f.jsonOut {
+			fmt.Fprintf(stderr, format+"\n", a...)
+		}
+	}
+	st, err := startStack(ctx, f, log)
+	if err != nil {
+		return err
+	}
+	defer st.stop()
+	say("worldgate dev: data in %s, logs in %s", f.dataDir, logPath)
+	for _, k := range sortedKeys(st.endpoints) {
+		say("  %-22s %v", k, st.endpoints[k])
+	}
+	say("  (all of this is in %s)", filepath.Join(f.dataDir, "endpoints.json"))
+
+	mark, err := st.mark(ctx)
+	if err != nil {
+		return err
+	}
+	if !f.noDemo {
+		n, err := st.runDemo(ctx)
+		if err != nil {
+			return fmt.Errorf("demo: %w", err)
+		}
+		say("demo: published %d world events", n)
+	}
+	if f.demoOnly {
+		idleCtx, cancel := context.WithTimeout(ctx, f.idleTimeout)
+		defer cancel()
+		if err := st.waitIdle(idleCtx); err != nil {
+			return fmt.Errorf("the pipeline did not go idle: %w", err)
+		}
+		sum, err := st.summary(ctx, mark)
+		if err != nil {
+			return err
+		}
+		return printSummary(stdout, sum, f.jsonOut)
+	}
+	say("serving; press Ctrl-C to stop")
+	st.liveStatus(ctx, mark, stderr)
+	say("\nstopping: draining in-flight messages")
+	return nil
+}
+
+func printSummary(w io.Writer, s *Summary, asJSON bool) error {
+	if asJSON {
+		b, err := json.Marshal(s)
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintln(w, string(b))
+		return err
+	}
+	fmt.Fprintf(w, "events %d · proposals %d %v · committed %d · rejected %v · dead letters %d · tokens %d · cost $%.6f · cache hits %d\n",
+		s.Events, s.Proposals, s.ProposalsByKind, s.Committed, s.Rejected, s.DeadLetters, s.Tokens, s.CostUSD, s.CacheHits)
+	return nil
+}

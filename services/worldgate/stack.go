@@ -1,0 +1,443 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/worldgate/worldgate/events"
+	"github.com/worldgate/worldgate/services/graphd/server"
+	"github.com/worldgate/worldgate/shared/admin"
+	"github.com/worldgate/worldgate/shared/metrics"
+	"github.com/worldgate/worldgate/shared/natsx"
+)
+
+// Development credentials of the embedded graph. They guard nothing on a laptop; they exist so
+// that the writer/read-only split is exercised exactly as in production.
+const (
+	devGraphWriter         = "worldgate"
+	devGraphWriterPassword = "worldgate-dev"
+	devGraphReader         = "reader"
+	devGraphReaderPassword = "reader-dev"
+)
+
+// stack is everything `worldgate dev` runs in one process.
+type stack struct {
+	f     devFlags
+	log   *slog.Logger
+	nats  *natsx.Embedded
+	nc    *nats.Conn
+	js    jetstream.JetStream
+	reg   *prometheus.Registry
+	admin *admin.Server
+	graph *server.Server
+
+	endpoints map[string]any
+
+	workersCtx    context.Context
+	cancelWorkers context.CancelFunc
+	workers       sync.WaitGroup
+	stops         []func() // run in reverse order
+}
+
+func startStack(ctx context.Context, f devFlags, log *slog.Logger) (st *stack, err error) {
+	st = &stack{f: f, log: log, reg: metrics.NewRegistry(), endpoints: map[string]any{}}
+	defer func() {
+		if err != nil {
+			st.stop()
+		}
+	}()
+	st.workersCtx, st.cancelWorkers = context.WithCancel(context.Background())
+
+	st.nats, err = natsx.StartEmbedded(natsx.EmbeddedConfig{
+		Host: f.host, Port: portOrRandom(f.natsPort), StoreDir: filepath.Join(f.dataDir, "nats"),
+		SyncAlways: f.syncAlways, Logger: log,
+	})
+	if err != nil {
+		return nil, portHint(err, "nats-port", f.natsPort)
+	}
+	st.onStop(st.nats.Shutdown)
+	st.endpoints["nats.url"] = st.nats.ClientURL()
+
+	st.nc, st.js, err = natsx.Connect(natsx.ConnConfig{URL: st.nats.ClientURL(), Name: "worldgate-dev"}, log)
+	if err != nil {
+		return nil, err
+	}
+	st.onStop(func() { _ = st.nc.Drain() })
+	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := natsx.Provision(pctx, st.js, natsx.DefaultTopology(natsx.TopologyOptions{}), log); err != nil {
+		return nil, err
+	}
+
+	st.graph, err = server.New(server.Config{
+		Listen:  net.JoinHostPort(f.host, strconv.Itoa(f.graphPort)),
+		DataDir: filepath.Join(f.dataDir, "graph"),
+		Users: []server.User{
+			{Name: devGraphWriter, Password: devGraphWriterPassword},
+			{Name: devGraphReader, Password: devGraphReaderPassword, ReadOnly: true},
+		},
+		Logger: log.With("component", "graphd"),
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := st.graph.Start(ctx); err != nil {
+		return nil, portHint(err, "graph-port", f.graphPort)
+	}
+	st.onStop(func() {
+		c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = st.graph.Close(c)
+	})
+	st.endpoints["graph.url"] = st.graph.URL()
+	st.endpoints["graph.writer"] = map[string]string{"username": devGraphWriter, "password": devGraphWriterPassword}
+	st.endpoints["graph.reader"] = map[string]string{"username": devGraphReader, "password": devGraphReaderPassword}
+
+	st.admin = admin.New(st.reg, log)
+	st.admin.AddCheck("nats", func(context.Context) error {
+		if !st.nc.IsConnected() {
+			return errors.New("not connected to NATS")
+		}
+		return nil
+	})
+	if err := st.admin.Start(net.JoinHostPort(f.host, strconv.Itoa(f.adminPort))); err != nil {
+		return nil, portHint(err, "admin-port", f.adminPort)
+	}
+	st.onStop(func() {
+		c, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = st.admin.Close(c)
+	})
+	st.endpoints["metrics.url"] = "http://" + st.admin.Addr() + "/metrics"
+	st.endpoints["health.url"] = "http://" + st.admin.Addr() + "/readyz"
+
+	if err := st.startParts(ctx); err != nil {
+		return nil, err
+	}
+	return st, st.writeEndpoints()
+}
+
+// startParts starts the MCP servers and the workers, in the order their dependencies need.
+func (st *stack) startParts(ctx context.Context) error {
+	for _, p := range parts {
+		if err := p.start(ctx, st); err != nil {
+			return fmt.Errorf("start %s: %w", p.name, err)
+		}
+	}
+	return nil
+}
+
+// part is one component of the dev stack.
+type part struct {
+	name  string
+	start func(ctx context.Context, st *stack) error
+}
+
+// parts lists the components beyond NATS, the graph and the admin server; each file that
+// adds one appends to it in an init function.
+var parts []part
+
+// goRun runs a worker until the stack stops.
+func (st *stack) goRun(name string, run func(ctx context.Context) error) {
+	st.workers.Add(1)
+	go func() {
+		defer st.workers.Done()
+		if err := run(st.workersCtx); err != nil {
+			st.log.Error("worker stopped with an error", "worker", name, "err", err)
+		}
+	}()
+}
+
+func (st *stack) onStop(f func()) { st.stops = append(st.stops, f) }
+
+// stop drains the workers first, then closes the servers they use.
+func (st *stack) stop() {
+	if st.cancelWorkers != nil {
+		st.cancelWorkers()
+		st.workers.Wait()
+	}
+	for i := len(st.stops) - 1; i >= 0; i-- {
+		st.stops[i]()
+	}
+	st.stops = nil
+}
+
+func (st *stack) writeEndpoints() error {
+	b, err := json.MarshalIndent(st.endpoints, "", "  ")
+	if err != nil {
+		return err
+	}
+	path := filepath.Join(st.f.dataDir, "endpoints.json")
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+func portOrRandom(p int) int {
+	if p == 0 {
+		return -1
+	}
+	return p
+}
+
+func portHint(err error, flagName string, port int) error {
+	if port != 0 && strings.Contains(err.Error(), "address already in use") {
+		return fmt.Errorf("%w: port %d is taken (another worldgate dev?); pass -%s 0 to pick a free port", err, port, flagName)
+	}
+	return err
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// Summary is what one demo run did, counted from the streams (and, for AI usage, from this
+// process's metrics).
+type Summary struct {
+	Events          int            `json:"events"`
+	Proposals       int            `json:"proposals"`
+	ProposalsByKind map[string]int `json:"proposalsByKind"`
+	Committed       int            `json:"committed"`
+	Rejected        map[string]int `json:"rejected"`
+	DeadLetters     int            `json:"deadLetters"`
+	Tokens          int            `json:"tokens"`
+	CostUSD         float64        `json:"costUsd"`
+	CacheHits       int            `json:"cacheHits"`
+}
+
+// streamMark is each stream's last sequence when the run started, so a summary counts only
+// this run's messages even though the data directory keeps earlier ones.
+type streamMark map[string]uint64
+
+var summaryStreams = []string{events.StreamWorld, events.StreamProposals, events.StreamCommitted, events.StreamDLQ}
+
+func (st *stack) mark(ctx context.Context) (streamMark, error) {
+	m := streamMark{}
+	for _, name := range summaryStreams {
+		s, err := st.js.Stream(ctx, name)
+		if err != nil {
+			return nil, err
+		}
+		info, err := s.Info(ctx)
+		if err != nil {
+			return nil, err
+		}
+		m[name] = info.State.LastSeq
+	}
+	return m, nil
+}
+
+// scan calls fn for every message of stream after its mark.
+func (st *stack) scan(ctx context.Context, stream string, from uint64, fn func(subject string, data []byte)) (int, error) {
+	s, err := st.js.Stream(ctx, stream)
+	if err != nil {
+		return 0, err
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		return 0, err
+	}
+	last := info.State.LastSeq
+	if last <= from {
+		return 0, nil
+	}
+	if fn == nil {
+		return int(last - from), nil
+	}
+	c, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: from + 1})
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for seq := from; seq < last; {
+		batch, err := c.Fetch(256, jetstream.FetchMaxWait(2*time.Second))
+		if err != nil {
+			return n, err
+		}
+		got := 0
+		for msg := range batch.Messages() {
+			got++
+			meta, _ := msg.Metadata()
+			if meta != nil {
+				seq = meta.Sequence.Stream
+			}
+			n++
+			fn(msg.Subject(), msg.Data())
+		}
+		if got == 0 {
+			break
+		}
+	}
+	return n, nil
+}
+
+func (st *stack) summary(ctx context.Context, m streamMark) (*Summary, error) {
+	s := &Summary{ProposalsByKind: map[string]int{}, Rejected: map[string]int{}}
+	var err error
+	if s.Events, err = st.scan(ctx, events.StreamWorld, m[events.StreamWorld], nil); err != nil {
+		return nil, err
+	}
+	if s.Committed, err = st.scan(ctx, events.StreamCommitted, m[events.StreamCommitted], nil); err != nil {
+		return nil, err
+	}
+	if s.DeadLetters, err = st.scan(ctx, events.StreamDLQ, m[events.StreamDLQ], nil); err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	_, err = st.scan(ctx, events.StreamProposals, m[events.StreamProposals], func(subject string, data []byte) {
+		switch {
+		case strings.HasPrefix(subject, "proposals.rejected."):
+			s.Rejected[strings.TrimPrefix(subject, "proposals.rejected.")]++
+		case strings.HasPrefix(subject, "proposals.gate."):
+			var p struct{ ProposalID, Kind string }
+			if json.Unmarshal(data, &p) == nil && p.ProposalID != "" && !seen[p.ProposalID] {
+				seen[p.ProposalID] = true
+				s.Proposals++
+				s.ProposalsByKind[p.Kind]++
+			}
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.Tokens = int(sumMetric(st.reg, "worldgate_ai_tokens_total", "type", "prompt", "completion"))
+	s.CostUSD = sumMetric(st.reg, "worldgate_ai_cost_usd_total", "", "")
+	s.CacheHits = int(sumMetric(st.reg, "worldgate_ai_cache_hits_total", "", ""))
+	return s, nil
+}
+
+// sumMetric adds up every series of a counter, or only those whose label has one of values.
+func sumMetric(g prometheus.Gatherer, name, label string, values ...string) float64 {
+	mfs, err := g.Gather()
+	if err != nil {
+		return 0
+	}
+	var sum float64
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if label != "" {
+				ok := false
+				for _, lp := range m.GetLabel() {
+					if lp.GetName() == label && contains(values, lp.GetValue()) {
+						ok = true
+					}
+				}
+				if !ok {
+					continue
+				}
+			}
+			sum += m.GetCounter().GetValue()
+		}
+	}
+	return sum
+}
+
+func contains(list []string, v string) bool {
+	for _, x := range list {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// waitIdle returns once every durable consumer on WORLD and PROPOSALS has nothing pending and
+// nothing unacknowledged, three checks in a row.
+func (st *stack) waitIdle(ctx context.Context) error {
+	quiet := 0
+	for quiet < 3 {
+		busy, err := st.busyConsumers(ctx)
+		if err != nil {
+			return err
+		}
+		if len(busy) == 0 {
+			quiet++
+		} else {
+			quiet = 0
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w; still busy: %s", ctx.Err(), strings.Join(busy, ", "))
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+func (st *stack) busyConsumers(ctx context.Context) ([]string, error) {
+	var busy []string
+	for _, stream := range []string{events.StreamWorld, events.StreamProposals} {
+		s, err := st.js.Stream(ctx, stream)
+		if err != nil {
+			return nil, err
+		}
+		lister := s.ListConsumers(ctx)
+		for info := range lister.Info() {
+			if info.NumPending > 0 || info.NumAckPending > 0 {
+				busy = append(busy, fmt.Sprintf("%s (%d pending, %d unacked)", info.Name, info.NumPending, info.NumAckPending))
+			}
+		}
+		if err := lister.Err(); err != nil {
+			return nil, err
+		}
+	}
+	return busy, nil
+}
+
+// liveStatus keeps one status line up to date until ctx ends.
+func (st *stack) liveStatus(ctx context.Context, m streamMark, w io.Writer) {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		s, err := st.summary(sctx, m)
+		cancel()
+		if err != nil {
+			continue
+		}
+		rejected := 0
+		for _, n := range s.Rejected {
+			rejected += n
+		}
+		fmt.Fprintf(w, "\r\033[Kevents %d · proposals %d · committed %d · rejected %d · dead letters %d · tokens %d · $%.4f",
+			s.Events, s.Proposals, s.Committed, rejected, s.DeadLetters, s.Tokens, s.CostUSD)
+	}
+}
+
+func discardUnless(quiet bool) io.Writer {
+	if quiet {
+		return io.Discard
+	}
+	return os.Stderr
+}
