@@ -545,7 +545,9 @@ func (q *Request) Arg(name string) (any, bool) { return q.Args.Get(name) }
 // RequestIDError is returned when even the request id could not be read.
 type RequestIDError struct{ Err error }
 
-func (e *RequestIDError) Error() string { return "graphbinary: unreadable request header: " + e.Err.Error() }
+func (e *RequestIDError) Error() string {
+	return "graphbinary: unreadable request header: " + e.Err.Error()
+}
 func (e *RequestIDError) Unwrap() error { return e.Err }
 
 // ReadRequest decodes a whole request frame. If the returned error is not a

@@ -233,6 +233,16 @@ func (w *Writer) Value(v any) error {
 				return err
 			}
 		}
+	case *Strategy:
+		w.u8(TypeTraversalStrategy)
+		w.u8(0)
+		w.String(x.Class)
+		return w.mapBody(x.Config)
+	case *Binding:
+		w.u8(TypeBinding)
+		w.u8(0)
+		w.String(x.Key)
+		return w.Value(x.Value)
 	case *Lambda:
 		w.u8(TypeLambda)
 		w.u8(0)

@@ -28,8 +28,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/gorilla/websocket"
-	gb "github.com/worldgate/worldgate/services/graphd/graphbinary"
 	"github.com/worldgate/worldgate/services/graphd/graph"
+	gb "github.com/worldgate/worldgate/services/graphd/graphbinary"
 	"github.com/worldgate/worldgate/services/graphd/store"
 	"github.com/worldgate/worldgate/services/graphd/traversal"
 )

@@ -1,8 +1,8 @@
 package traversal
 
 import (
-	gb "github.com/worldgate/worldgate/services/graphd/graphbinary"
 	"github.com/worldgate/worldgate/services/graphd/graph"
+	gb "github.com/worldgate/worldgate/services/graphd/graphbinary"
 )
 
 // resolve evaluates a traversal argument against t (first result).

@@ -5,8 +5,8 @@ import (
 	"sort"
 	"strings"
 
-	gb "github.com/worldgate/worldgate/services/graphd/graphbinary"
 	"github.com/worldgate/worldgate/services/graphd/graph"
+	gb "github.com/worldgate/worldgate/services/graphd/graphbinary"
 )
 
 var builders map[string]stepFn
@@ -43,7 +43,7 @@ func init() {
 }
 
 func runIdentity(_ *execCtx, _ *step, in []*trav) ([]*trav, error) { return in, nil }
-func runNone(_ *execCtx, _ *step, _ []*trav) ([]*trav, error)     { return nil, nil }
+func runNone(_ *execCtx, _ *step, _ []*trav) ([]*trav, error)      { return nil, nil }
 
 // ---- helpers ----
 

@@ -14,8 +14,8 @@ import (
 	"fmt"
 	"strings"
 
-	gb "github.com/worldgate/worldgate/services/graphd/graphbinary"
 	"github.com/worldgate/worldgate/services/graphd/graph"
+	gb "github.com/worldgate/worldgate/services/graphd/graphbinary"
 )
 
 // Error carries a Gremlin Server status code.

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	gb "github.com/worldgate/worldgate/services/graphd/graphbinary"
 	"github.com/worldgate/worldgate/services/graphd/graph"
+	gb "github.com/worldgate/worldgate/services/graphd/graphbinary"
 )
 
 // mapEntry is a Map.Entry produced by unfolding a map.
