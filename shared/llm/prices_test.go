@@ -87,7 +87,7 @@ func TestParseRetryAfter(t *testing.T) {
 
 func TestExtractJSON(t *testing.T) {
 	for in, want := range map[string]string{
-		"```json\n{\"a\":1}\n```":      `{"a":1}`,
+		"```json\n{\"a\":1}\n```":     `{"a":1}`,
 		"Here you go: {\"a\":1} done": `{"a":1}`,
 		" [1,2] ":                     `[1,2]`,
 		"no json":                     "no json",

@@ -37,10 +37,11 @@ var (
 	npcContexts = []string{"npc", "character", "people", "resident", "speaker", "actor"}
 )
 
-func norm(k string) string {
-	k = strings.ToLower(k)
-	return strings.NewReplacer("_", "", "-", "", " ", "").Replace(k)
-}
+var normReplacer = strings.NewReplacer("_", "", "-", "", " ", "")
+
+// norm folds a key for matching: locationId, location_id and location-id
+// are all "locationid".
+func norm(k string) string { return normReplacer.Replace(strings.ToLower(k)) }
 
 func gather(req *llm.Request) *facts {
 	f := &facts{kv: map[string][]string{}}
