@@ -1,0 +1,627 @@
+// Package agent is the ai-worker's task loop: from a trigger (a world event) to a proposal.
+// For an LLM role it renders the role's prompt template, lets the model ask for MCP tools
+// within a hard per-task budget, computes the context hash the replay gate recomputes, reuses
+// a cached answer for the same context, validates the answer against the proposal kind's
+// schema, and records complete provenance. When tools or the model fail it proposes static
+// fallback content instead; it follows rejections of its proposals (reprompt, retry, fallback).
+//
+// It knows nothing of NATS subjects, acks or consumers: aiworker wires it to the runtime. It
+// never writes to the world: tools are read-only and the result is only a proposal.
+package agent
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/worldgate/worldgate/events"
+	"github.com/worldgate/worldgate/services/ai-worker/fallback"
+	"github.com/worldgate/worldgate/services/ai-worker/roles"
+	"github.com/worldgate/worldgate/services/ai-worker/templates"
+	"github.com/worldgate/worldgate/services/gate/provenance"
+	"github.com/worldgate/worldgate/shared/llm"
+	"github.com/worldgate/worldgate/shared/llm/prompt"
+	"github.com/worldgate/worldgate/shared/logx"
+	"github.com/worldgate/worldgate/shared/mcpx"
+	"github.com/worldgate/worldgate/shared/mcpx/client"
+)
+
+// Defaults.
+const (
+	// DefaultToolBudget is the hard cap of MCP tool calls per task.
+	DefaultToolBudget = 6
+	// MaxReprompts is how many times a refused proposal is regenerated before fallback content.
+	MaxReprompts = 2
+	// DefaultAmbienceFreshFor: a location whose ambience was committed more recently than this
+	// gets none.
+	DefaultAmbienceFreshFor = 10 * time.Minute
+	// maxRecordedCalls is the proposal schema's bound on provenance.toolCalls.
+	maxRecordedCalls = 16
+	// maxRounds bounds model turns per task (tool rounds plus the answer).
+	maxRounds = 8
+)
+
+// ToolSource is the MCP side an agent needs; *client.Client implements it.
+type ToolSource interface {
+	Tools(allowList []string) []client.Tool
+	Call(ctx context.Context, tool string, args any) (*client.Result, error)
+}
+
+// Routes gives a proposal kind's gates; route.Routes implements it.
+type Routes interface {
+	For(kind string) ([]string, error)
+}
+
+// Config holds an Agent's dependencies.
+type Config struct {
+	// LLM is the provider layer (an *llm.Registry). Required for LLM roles.
+	LLM llm.Provider
+	// Tools is the MCP client. Required.
+	Tools ToolSource
+	// Cache is the context-hash cache. Required.
+	Cache Cache
+	// Routes are the routes per kind. Required.
+	Routes  Routes
+	Metrics *Metrics // required
+	Logger  *slog.Logger
+	// Fallback is the fallback content table (default fallback.Default()).
+	Fallback *fallback.Table
+	// ToolBudget is the per-task tool call cap (default 6).
+	ToolBudget int
+	// AmbienceFreshFor (default 10 minutes; negative: never skip).
+	AmbienceFreshFor time.Duration
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+}
+
+// Agent runs tasks. It is safe for concurrent use.
+type Agent struct {
+	cfg Config
+	log *slog.Logger
+	m   *Metrics
+}
+
+// New returns an Agent; it refuses missing dependencies.
+func New(cfg Config) (*Agent, error) {
+	switch {
+	case cfg.Tools == nil:
+		return nil, errors.New("agent: an MCP tool source is required")
+	case cfg.Cache == nil:
+		return nil, errors.New("agent: a cache is required")
+	case cfg.Routes == nil:
+		return nil, errors.New("agent: routes are required")
+	case cfg.Metrics == nil:
+		return nil, errors.New("agent: metrics are required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Fallback == nil {
+		cfg.Fallback = fallback.Default()
+	}
+	if cfg.ToolBudget <= 0 {
+		cfg.ToolBudget = DefaultToolBudget
+	}
+	if cfg.AmbienceFreshFor == 0 {
+		cfg.AmbienceFreshFor = DefaultAmbienceFreshFor
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Agent{cfg: cfg, log: cfg.Logger, m: cfg.Metrics}, nil
+}
+
+// Result is what handling a trigger or a rejection produced.
+type Result struct {
+	// Proposal to publish to Subject with message id MsgID; nil when there is nothing to propose.
+	Proposal *events.Proposal
+	Subject  string
+	MsgID    string
+	// NotBefore: publish no earlier than this (a transient rejection's retryAfter).
+	NotBefore time.Time
+	// Note says why nothing was proposed, or what was done.
+	Note string
+}
+
+// namespace makes proposal ids Worldgate's own UUIDv5s.
+var namespace = uuid.MustParse("3b0d2c1e-8f4a-5a7b-9c6d-2e1f0a9b8c7d")
+
+// ProposalID is the deterministic id of a role's proposal for a trigger event at attempt n:
+// attempt 0 is derived from the role and event, attempt n from attempt 0's id and n, so a
+// redelivered trigger or rejection maps to the same proposal.
+func ProposalID(role, eventID string, attempt int) string {
+	root := uuid.NewSHA1(namespace, []byte("ai-worker/"+role+"/"+eventID)).String()
+	if attempt == 0 {
+		return root
+	}
+	return uuid.NewSHA1(namespace, fmt.Appendf(nil, "%s/attempt/%d", root, attempt)).String()
+}
+
+func sum(parts ...string) string {
+	h := sha256.New()
+	for _, p := range parts {
+		h.Write([]byte(p))
+		h.Write([]byte{0})
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+func taskKey(role, eventID string) string { return "task." + sum(role, eventID)[:40] }
+
+// feedback is a gate's refusal, carried into a reprompt.
+type feedback struct {
+	rej      *events.Rejection
+	previous json.RawMessage
+}
+
+// Handle runs the role's task for one trigger event (decoded with events.DecodeEnvelope).
+// An error means the trigger should be retried later (infrastructure: cache, context ended);
+// every failure of tools or model becomes fallback content instead.
+func (a *Agent) Handle(ctx context.Context, role roles.Role, env *events.Envelope) (*Result, error) {
+	in, err := role.Input(env)
+	if err != nil {
+		return nil, err
+	}
+	ctx = mcpx.WithCorrelationID(ctx, env.CorrelationID)
+	if !role.UsesLLM {
+		return a.resolveMove(ctx, role, env, in)
+	}
+	if role.Kind == events.KindAmbience {
+		if note := a.freshAmbience(ctx, role, in.LocationID); note != "" {
+			a.m.tasks.WithLabelValues(role.Name, "skipped").Inc()
+			a.logger(ctx).Info(EventSkipped, "correlationId", env.CorrelationID, DimRole, role.Name,
+				DimPurpose, string(role.Purpose), "locationId", in.LocationID, "reason", note)
+			return &Result{Note: note}, nil
+		}
+	}
+	// Keep the trigger for reprompts: a rejection carries the proposal, not the player's words.
+	raw, err := json.Marshal(env)
+	if err != nil {
+		return nil, err
+	}
+	if err := a.cfg.Cache.Put(ctx, taskKey(role.Name, env.EventID), raw); err != nil {
+		return nil, fmt.Errorf("remember the trigger for reprompts: %w", err)
+	}
+	return a.generate(ctx, role, env, in, 0, nil)
+}
+
+func (a *Agent) logger(ctx context.Context) *slog.Logger { return logx.From(ctx, a.log) }
+
+// task is the state of one generation.
+type task struct {
+	role     roles.Role
+	env      *events.Envelope
+	in       roles.Input
+	attempt  int
+	spec     templates.Spec
+	calls    []events.ToolCall
+	executed int
+	usage    llm.Usage
+	cost     float64
+	latency  time.Duration
+	budget   bool // the model asked for more calls than the budget
+	repaired bool
+}
+
+func (a *Agent) generate(ctx context.Context, role roles.Role, env *events.Envelope, in roles.Input, attempt int, fb *feedback) (*Result, error) {
+	t := &task{role: role, env: env, in: in, attempt: attempt}
+	spec, ok := templates.Get(role.Template)
+	if !ok {
+		return nil, fmt.Errorf("role %s names template %q, which is not registered", role.Name, role.Template)
+	}
+	t.spec = spec
+	if a.cfg.LLM == nil {
+		return a.fallback(ctx, t, CauseLLMError, "no LLM provider is configured")
+	}
+	schema, err := templates.OutputSchema(role.Kind)
+	if err != nil {
+		return nil, err
+	}
+	data := templates.Data{Facts: in.Facts, Untrusted: in.Untrusted}
+	if fb != nil {
+		r := prompt.Data("rejection_reason", fmt.Sprintf("%s gate, %s: %s", fb.rej.Gate, fb.rej.Code, fb.rej.Reason))
+		p := prompt.Data("previous_answer", string(fb.previous))
+		data.Rejection, data.Previous = &r, &p
+	}
+	user, err := spec.Render(data)
+	if err != nil {
+		return nil, err
+	}
+	offered := a.cfg.Tools.Tools(role.Tools)
+	if missing := missingTools(role.Required, offered); len(missing) > 0 {
+		return a.fallback(ctx, t, CauseToolsUnavailable,
+			fmt.Sprintf("MCP tools %s are unavailable (their server is down or unreachable)", strings.Join(missing, ", ")))
+	}
+	servers := map[string]string{}
+	tools := make([]llm.Tool, 0, len(offered))
+	for _, tl := range offered {
+		servers[tl.Name] = tl.Server
+		tools = append(tools, llm.Tool{Name: tl.Name, Description: tl.Description, InputSchema: tl.InputSchema})
+	}
+	temp, seed := spec.Temperature, spec.Seed
+	req := &llm.Request{
+		Purpose: role.Purpose, Tier: role.Tier,
+		Messages:    []llm.Message{{Role: llm.RoleUser, Content: user}},
+		Tools:       tools,
+		Output:      &llm.OutputSchema{Name: role.Kind, Description: "the " + role.Kind + " proposal payload", Schema: schema},
+		Temperature: &temp, Seed: &seed, MaxTokens: spec.MaxTokens,
+	}
+	planned := a.plannedModel(req)
+	inputDigest := sum(user)
+
+	var (
+		final    *turn
+		fromHit  bool
+		turnKey  string
+		liveTurn bool
+	)
+	for round := 0; round < maxRounds; round++ {
+		if t.executed >= a.cfg.ToolBudget || round == maxRounds-1 {
+			req.Tools = nil // nothing left to spend: the model must answer
+		}
+		ch, err := provenance.ContextHash(string(role.Purpose), spec.SHA256, provenance.ToolResults(t.calls), planned)
+		if err != nil {
+			return nil, err
+		}
+		turnKey = "out." + sum(ch, inputDigest, fmt.Sprint(req.Tools != nil))[:48]
+		tr, hit, err := a.cachedTurn(ctx, turnKey)
+		if err != nil {
+			return nil, err
+		}
+		if !hit {
+			resp, err := a.cfg.LLM.Complete(ctx, req)
+			if err != nil {
+				if ctx.Err() != nil {
+					return nil, ctx.Err() // shutting down: the trigger is redelivered
+				}
+				return a.fallback(ctx, t, CauseLLMError, "the model failed after the provider layer's retries: "+err.Error())
+			}
+			t.usage = t.usage.Add(resp.Usage)
+			t.cost += resp.CostUSD
+			t.latency += resp.Latency
+			t.repaired = t.repaired || resp.Repaired
+			tr = &turn{Text: resp.Text, ToolCalls: resp.ToolCalls, Provider: resp.Provider, Model: resp.Model}
+			if len(tr.ToolCalls) > 0 && req.Tools != nil {
+				// Tool requests are a function of the conversation so far: cache them too, so
+				// that a task served from the cache spends no tokens at all.
+				if err := a.putTurn(ctx, turnKey, tr); err != nil {
+					return nil, err
+				}
+			}
+			liveTurn = true
+		}
+		if len(tr.ToolCalls) == 0 || req.Tools == nil {
+			final, fromHit = tr, hit
+			break
+		}
+		req.Messages = append(req.Messages, llm.Message{Role: llm.RoleAssistant, Content: tr.Text, ToolCalls: tr.ToolCalls})
+		down, err := a.runTools(ctx, t, tr.ToolCalls, servers, req)
+		if err != nil {
+			return nil, err
+		}
+		if down != "" {
+			return a.fallback(ctx, t, CauseToolsUnavailable, down)
+		}
+	}
+	if final == nil || len(final.ToolCalls) > 0 && final.Text == "" {
+		return a.fallback(ctx, t, CauseInvalidOutput, "the model kept asking for tools and never answered")
+	}
+	payload, verr := a.validate(final.Text, role, in)
+	if verr != nil && !fromHit && !t.repaired {
+		// One repair reprompt carrying the validation error (the provider layer makes its own
+		// against the output schema; this one also covers what only the contract checks).
+		rep := req.Clone()
+		rep.Tools = nil
+		rep.Messages = append(rep.Messages, llm.Message{Role: llm.RoleAssistant, Content: final.Text},
+			llm.Message{Role: llm.RoleUser, Content: llm.RepairPrompt(role.Kind, verr)})
+		resp, err := a.cfg.LLM.Complete(ctx, rep)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			return a.fallback(ctx, t, CauseLLMError, "the repair reprompt failed: "+err.Error())
+		}
+		t.usage = t.usage.Add(resp.Usage)
+		t.cost += resp.CostUSD
+		t.latency += resp.Latency
+		t.repaired = true
+		final = &turn{Text: resp.Text, Provider: resp.Provider, Model: resp.Model}
+		payload, verr = a.validate(final.Text, role, in)
+	}
+	if verr != nil {
+		return a.fallback(ctx, t, CauseInvalidOutput, "the answer does not match the "+role.Kind+" schema: "+verr.Error())
+	}
+	if !fromHit {
+		if err := a.putTurn(ctx, turnKey, final); err != nil {
+			return nil, err
+		}
+	}
+	purpose := string(role.Purpose)
+	if fromHit && !liveTurn {
+		a.m.cacheHits.WithLabelValues(purpose).Inc()
+	} else {
+		a.m.cacheMiss.WithLabelValues(purpose).Inc()
+	}
+	a.m.toolCalls.WithLabelValues(purpose).Observe(float64(t.executed))
+	ch, err := provenance.ContextHash(purpose, spec.SHA256, provenance.ToolResults(t.calls), final.Model)
+	if err != nil {
+		return nil, err
+	}
+	ref := spec.Ref()
+	prov := &events.Provenance{
+		Provider: final.Provider, Model: final.Model,
+		PromptTemplate: &events.TemplateRef{ID: ref.ID, Version: ref.Version, SHA256: ref.SHA256},
+		ContextHash:    ch, ToolCalls: t.calls,
+		Tokens:      events.Tokens{Prompt: t.usage.PromptTokens, Completion: t.usage.CompletionTokens, Cached: t.usage.CachedPromptTokens},
+		CostUSD:     t.cost,
+		Temperature: temp, Seed: seed,
+		LatencyMs: float64(t.latency.Microseconds()) / 1000,
+		CacheHit:  fromHit && !liveTurn,
+	}
+	res, err := a.propose(t, payload, prov)
+	if err != nil {
+		return nil, err
+	}
+	outcome := OutcomeAccepted
+	if t.repaired {
+		outcome = OutcomeModified
+	}
+	a.m.tasks.WithLabelValues(role.Name, "proposed").Inc()
+	a.logger(ctx).Info(EventIssued, a.dims(t, res.Proposal, outcome)...)
+	return res, nil
+}
+
+// turn is one model answer as cached.
+type turn struct {
+	Text      string         `json:"text,omitempty"`
+	ToolCalls []llm.ToolCall `json:"toolCalls,omitempty"`
+	Provider  string         `json:"provider"`
+	Model     string         `json:"model"`
+}
+
+func (a *Agent) cachedTurn(ctx context.Context, key string) (*turn, bool, error) {
+	raw, err := a.cfg.Cache.Get(ctx, key)
+	if errors.Is(err, ErrMiss) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("AI cache lookup: %w", err)
+	}
+	var tr turn
+	if err := json.Unmarshal(raw, &tr); err != nil {
+		return nil, false, nil // an unreadable entry is a miss; the fresh answer overwrites it
+	}
+	return &tr, true, nil
+}
+
+func (a *Agent) putTurn(ctx context.Context, key string, tr *turn) error {
+	raw, err := json.Marshal(tr)
+	if err != nil {
+		return err
+	}
+	if err := a.cfg.Cache.Put(ctx, key, raw); err != nil {
+		return fmt.Errorf("AI cache store: %w", err)
+	}
+	return nil
+}
+
+// plannedModel is the target the request goes to first: part of the cache key, so answers of
+// different models are never mixed up.
+func (a *Agent) plannedModel(req *llm.Request) string {
+	if r, ok := a.cfg.LLM.(interface {
+		Targets(*llm.Request) ([]llm.Target, error)
+	}); ok {
+		if ts, err := r.Targets(req); err == nil && len(ts) > 0 {
+			return ts[0].String()
+		}
+	}
+	return a.cfg.LLM.Name() + ":" + req.Tier
+}
+
+func missingTools(required []string, offered []client.Tool) []string {
+	var missing []string
+	for _, r := range required {
+		if !slices.ContainsFunc(offered, func(t client.Tool) bool { return t.Name == r }) {
+			missing = append(missing, r)
+		}
+	}
+	return missing
+}
+
+// budgetMessage is what the model is told for a call over the budget.
+func budgetMessage(budget int) string {
+	return fmt.Sprintf("not run: the budget of %d tool calls per task is spent; answer with what you have", budget)
+}
+
+// runTools executes the model's tool calls within the budget and appends the results to the
+// conversation. It returns a reason when a server is down (the task must fall back).
+func (a *Agent) runTools(ctx context.Context, t *task, calls []llm.ToolCall, servers map[string]string, req *llm.Request) (string, error) {
+	budget := a.cfg.ToolBudget
+	var down string
+	for _, c := range calls {
+		rec := events.ToolCall{Server: servers[c.Name], Tool: c.Name}
+		args := c.Args
+		if len(args) == 0 || !json.Valid(args) {
+			args = json.RawMessage(`{}`)
+		}
+		ah, err := provenance.ArgsHash(args)
+		if err != nil {
+			return "", err
+		}
+		rec.ArgsHash = ah
+		var content string
+		isErr := false
+		switch {
+		case t.executed >= budget:
+			if !t.budget {
+				t.budget = true
+				a.m.budgetHits.WithLabelValues(string(t.role.Purpose)).Inc()
+				a.logger(ctx).Warn(EventToolBudget, "correlationId", t.env.CorrelationID, DimRole, t.role.Name,
+					DimPurpose, string(t.role.Purpose), "budget", budget, "requestedThisTurn", len(calls),
+					"reason", fmt.Sprintf("the model asked for more than %d tool calls; calls beyond the budget were not run", budget))
+			}
+			rec.Error = budgetMessage(budget)
+			content, isErr = rec.Error, true
+		case rec.Server == "" || !t.role.Allows(c.Name):
+			rec.Server = "none"
+			rec.Error = fmt.Sprintf("tool %q is not available to this task", c.Name)
+			content, isErr = rec.Error, true
+		default:
+			t.executed++
+			var argv any
+			_ = json.Unmarshal(args, &argv)
+			res, err := a.cfg.Tools.Call(ctx, c.Name, argv)
+			if err != nil {
+				if ctx.Err() != nil {
+					return "", ctx.Err()
+				}
+				a.logger(ctx).Warn(EventToolFailed, "correlationId", t.env.CorrelationID, DimRole, t.role.Name,
+					"server", rec.Server, "tool", c.Name, "kind", string(client.KindOf(err)), "error", err.Error())
+				switch client.KindOf(err) {
+				case client.KindUnavailable, client.KindTimeout, client.KindClosed:
+					if down == "" {
+						down = fmt.Sprintf("MCP server %s is unavailable (%s failed: %v)", rec.Server, c.Name, err)
+					}
+				}
+				rec.Error = toolErrorText(err)
+				content, isErr = rec.Error, true
+			} else {
+				result := res.Structured
+				if len(result) == 0 || !json.Valid(result) {
+					result, _ = json.Marshal(res.Text) // text-only tools: the text as a JSON string
+				}
+				rh, err := provenance.ResultHash(result)
+				if err != nil {
+					return "", err
+				}
+				rec.Result, rec.ResultHash = result, rh
+				content = string(result)
+			}
+		}
+		if rec.ResultHash == "" {
+			eh, _ := provenance.ResultHash(mustString(rec.Error))
+			rec.ResultHash = eh
+		}
+		if len(t.calls) < maxRecordedCalls {
+			t.calls = append(t.calls, rec)
+		}
+		req.Messages = append(req.Messages, llm.Message{Role: llm.RoleTool, ToolCallID: c.ID, Name: c.Name, Content: content, IsError: isErr})
+	}
+	return down, nil
+}
+
+func mustString(s string) json.RawMessage {
+	b, _ := json.Marshal(s)
+	return b
+}
+
+func toolErrorText(err error) string {
+	var ce *client.Error
+	if errors.As(err, &ce) && ce.Kind == client.KindToolError && ce.Message != "" {
+		return ce.Message
+	}
+	return err.Error()
+}
+
+// validate extracts the JSON answer, binds the trigger's ids over it and checks it against the
+// kind's schema.
+func (a *Agent) validate(text string, role roles.Role, in roles.Input) (json.RawMessage, error) {
+	payload, err := roles.Bind([]byte(llm.ExtractJSON(text)), in.Bind)
+	if err != nil {
+		return nil, err
+	}
+	if err := events.ValidatePayload(role.Kind, payload); err != nil {
+		return nil, err
+	}
+	return payload, nil
+}
+
+// propose builds the proposal and checks it as the schema gate will.
+func (a *Agent) propose(t *task, payload json.RawMessage, prov *events.Provenance) (*Result, error) {
+	pending, err := a.cfg.Routes.For(t.role.Kind)
+	if err != nil {
+		return nil, err
+	}
+	info, _ := events.LookupKind(t.role.Kind)
+	origin := t.env.OccurredUTC
+	p := &events.Proposal{
+		ProposalID:    ProposalID(t.role.Name, t.env.EventID, t.attempt),
+		Kind:          t.role.Kind,
+		SchemaVersion: events.ProposalSchemaVersion,
+		CorrelationID: t.env.CorrelationID,
+		CausationID:   t.env.EventID,
+		AgentRole:     t.role.Name,
+		Actor:         t.env.Actor,
+		Payload:       payload,
+		Provenance:    prov,
+		Route:         events.Route{Pending: pending},
+		Attempt:       t.attempt,
+		// The route decides approval for destructive kinds; agents never emit those.
+		RequiresApproval: info.Destructive,
+		CreatedUTC:       a.cfg.Now().UTC(),
+		OriginUTC:        &origin,
+	}
+	raw, err := json.Marshal(p)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := events.DecodeProposal(raw); err != nil {
+		return nil, fmt.Errorf("built an invalid %s proposal: %w", t.role.Kind, err)
+	}
+	return &Result{Proposal: p, Subject: p.Route.Next(), MsgID: p.ProposalID + ":gate:" + pending[0]}, nil
+}
+
+// fallback proposes static content, recording why.
+func (a *Agent) fallback(ctx context.Context, t *task, cause, reason string) (*Result, error) {
+	tbl := a.cfg.Fallback
+	payload, err := tbl.Payload(t.role.Kind, t.in.Bind)
+	if err != nil {
+		return nil, err
+	}
+	ref := tbl.Ref()
+	ch, err := provenance.ContextHash(string(t.role.Purpose), ref.SHA256, provenance.ToolResults(t.calls), fallback.Model)
+	if err != nil {
+		return nil, err
+	}
+	if len(reason) > 480 {
+		reason = reason[:480] + "…"
+	}
+	prov := &events.Provenance{
+		Provider: fallback.Provider, Model: fallback.Model, PromptTemplate: &ref, ContextHash: ch, ToolCalls: t.calls,
+		Tokens:  events.Tokens{Prompt: t.usage.PromptTokens, Completion: t.usage.CompletionTokens, Cached: t.usage.CachedPromptTokens},
+		CostUSD: t.cost, LatencyMs: float64(t.latency.Microseconds()) / 1000, Fallback: reason,
+	}
+	res, err := a.propose(t, payload, prov)
+	if err != nil {
+		return nil, err
+	}
+	a.m.fallbacks.WithLabelValues(string(t.role.Purpose), cause).Inc()
+	a.m.toolCalls.WithLabelValues(string(t.role.Purpose)).Observe(float64(t.executed))
+	a.m.tasks.WithLabelValues(t.role.Name, "fallback").Inc()
+	a.logger(ctx).Warn(EventFallback, append(a.dims(t, res.Proposal, OutcomeModified), DimFallback, reason, "cause", cause)...)
+	return res, nil
+}
+
+func (a *Agent) dims(t *task, p *events.Proposal, outcome string) []any {
+	pv := p.Provenance
+	version := ""
+	if pv.PromptTemplate != nil {
+		version = pv.PromptTemplate.ID + "@" + pv.PromptTemplate.Version
+	}
+	return []any{
+		"correlationId", p.CorrelationID, "proposalId", p.ProposalID, "kind", p.Kind,
+		DimRole, t.role.Name, DimPurpose, string(t.role.Purpose), DimProvider, pv.Provider, DimModel, pv.Model,
+		DimTokensPrompt, pv.Tokens.Prompt, DimTokensComp, pv.Tokens.Completion, DimCostUSD, pv.CostUSD,
+		DimLatencyMs, pv.LatencyMs, DimToolCalls, t.executed, DimValidation, outcome, DimCacheHit, pv.CacheHit,
+		DimRetryCount, p.Attempt, DimTemplateVersion, version, "contextHash", pv.ContextHash,
+	}
+}

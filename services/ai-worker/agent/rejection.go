@@ -1,0 +1,151 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/worldgate/worldgate/events"
+	"github.com/worldgate/worldgate/services/ai-worker/roles"
+	"github.com/worldgate/worldgate/shared/mcpx"
+)
+
+// MaxTransientRetries bounds how often one proposal is sent again after transient refusals
+// at the same gate (counted from its trail, when gates record rejected hops there).
+const MaxTransientRetries = 5
+
+// Rejected follows a gate's refusal of one of our proposals.
+//
+//   - Transient (RATE_LIMITED, AUDIT_UNAVAILABLE, …): the same proposal goes back to the gate
+//     that refused it, no earlier than RejectedUTC + RetryAfter (Result.NotBefore; the caller
+//     waits), with a message id derived from the rejection so JetStream does not drop it as a
+//     duplicate of the first send.
+//   - Otherwise, for an LLM role: regenerate with the reason (attempt+1, new deterministic
+//     proposal id) up to MaxReprompts times, then propose fallback content; a refused fallback
+//     is abandoned (logged), since there is nothing safer to offer.
+//
+// Rejections of other roles' proposals are not ours (Result with a Note, nothing to publish).
+func (a *Agent) Rejected(ctx context.Context, rej *events.Rejection, mine []roles.Role) (*Result, error) {
+	p := rej.Proposal
+	roleName := rej.AgentRole
+	if p != nil {
+		roleName = p.AgentRole
+	}
+	i := slices.IndexFunc(mine, func(r roles.Role) bool { return r.Name == roleName })
+	if i < 0 {
+		return &Result{Note: "not one of this worker's roles"}, nil
+	}
+	role := mine[i]
+	ctx = mcpx.WithCorrelationID(ctx, rej.CorrelationID)
+	log := a.logger(ctx).With("correlationId", rej.CorrelationID, "proposalId", rej.ProposalID, DimRole, role.Name,
+		DimPurpose, string(role.Purpose), "gate", rej.Gate, "code", string(rej.Code))
+	log.Info(EventRejected, "reason", rej.Reason, "transient", rej.Transient, DimRetryCount, rej.Attempt, DimValidation, OutcomeRejected)
+	if p == nil {
+		log.Error(EventAbandoned, "reason", "the rejection does not carry the proposal, so it cannot be retried or regenerated")
+		return &Result{Note: "rejection without proposal"}, nil
+	}
+	if rej.Transient {
+		return a.retry(rej, role, log)
+	}
+	if !role.UsesLLM {
+		log.Info(EventAbandoned, "reason", "deterministic proposals are not regenerated: "+rej.Reason)
+		return &Result{Note: "deterministic proposal refused"}, nil
+	}
+	if p.Provenance != nil && p.Provenance.Fallback != "" {
+		a.m.tasks.WithLabelValues(role.Name, "abandoned").Inc()
+		log.Error(EventAbandoned, "reason", "the fallback content was refused too: "+rej.Reason)
+		return &Result{Note: "fallback refused"}, nil
+	}
+	var env *events.Envelope
+	raw, err := a.cfg.Cache.Get(ctx, taskKey(role.Name, p.CausationID))
+	switch {
+	case errors.Is(err, ErrMiss):
+	case err != nil:
+		return nil, fmt.Errorf("look up the trigger of %s: %w", p.ProposalID, err)
+	default:
+		if env, err = events.DecodeEnvelope(raw); err != nil {
+			env = nil // unreadable: treated as expired
+		}
+	}
+	next := p.Attempt + 1
+	if env == nil {
+		// The trigger outlived the cache: fall back, built from what the proposal carries.
+		return a.fallbackFor(ctx, role, p, next, CauseTaskExpired,
+			fmt.Sprintf("refused by the %s gate (%s: %s) and the trigger is no longer cached for a reprompt", rej.Gate, rej.Code, rej.Reason))
+	}
+	in, err := role.Input(env)
+	if err != nil {
+		return nil, err
+	}
+	if p.Attempt >= MaxReprompts {
+		t := &task{role: role, env: env, in: in, attempt: next}
+		return a.fallback(ctx, t, CauseRejected,
+			fmt.Sprintf("refused after %d reprompts; last by the %s gate (%s): %s", MaxReprompts, rej.Gate, rej.Code, rej.Reason))
+	}
+	a.m.reprompts.WithLabelValues(string(role.Purpose)).Inc()
+	log.Info(EventReprompted, DimRetryCount, next, "reason", rej.Reason)
+	return a.generate(ctx, role, env, in, next, &feedback{rej: rej, previous: p.Payload})
+}
+
+// fallbackFor builds fallback content for a refused proposal without its trigger: the ids the
+// trigger fixed are read back from the refused payload.
+func (a *Agent) fallbackFor(ctx context.Context, role roles.Role, p *events.Proposal, attempt int, cause, reason string) (*Result, error) {
+	var fields map[string]any
+	if err := json.Unmarshal(p.Payload, &fields); err != nil {
+		return nil, err
+	}
+	bind := map[string]string{}
+	for _, k := range []string{"locationId", "npcId", "playerId", "questId"} {
+		if s, ok := fields[k].(string); ok {
+			bind[k] = s
+		}
+	}
+	env := &events.Envelope{EventID: p.CausationID, CorrelationID: p.CorrelationID, Actor: p.Actor}
+	if p.OriginUTC != nil {
+		env.OccurredUTC = *p.OriginUTC
+	}
+	t := &task{role: role, env: env, in: roles.Input{Bind: bind}, attempt: attempt}
+	return a.fallback(ctx, t, cause, reason)
+}
+
+func (a *Agent) retry(rej *events.Rejection, role roles.Role, log interface {
+	Info(string, ...any)
+	Error(string, ...any)
+}) (*Result, error) {
+	p := *rej.Proposal
+	full, err := a.cfg.Routes.For(p.Kind)
+	if err != nil {
+		return nil, err
+	}
+	// Resume at the gate that refused it: the gates before it have passed it already.
+	pending := full
+	if i := slices.Index(full, rej.Gate); i >= 0 {
+		pending = full[i:]
+	}
+	tries := 0
+	for _, h := range p.Route.Trail {
+		if h.Gate == rej.Gate && h.Outcome == events.OutcomeRejected {
+			tries++
+		}
+	}
+	if tries > MaxTransientRetries {
+		a.m.tasks.WithLabelValues(role.Name, "abandoned").Inc()
+		log.Error(EventAbandoned, "reason", fmt.Sprintf("refused transiently %d times by the %s gate: %s", tries, rej.Gate, rej.Reason))
+		return &Result{Note: "too many transient refusals"}, nil
+	}
+	p.Route = events.Route{Pending: pending, Trail: p.Route.Trail}
+	after := time.Duration(rej.RetryAfter * float64(time.Second))
+	at := rej.RejectedUTC
+	if at.IsZero() {
+		at = a.cfg.Now()
+	}
+	a.m.retries.WithLabelValues(string(role.Purpose)).Inc()
+	log.Info(EventRetried, "retryAfterSeconds", rej.RetryAfter, "to", pending[0])
+	return &Result{Proposal: &p, Subject: events.GateSubject(pending[0]),
+		MsgID:     p.ProposalID + ":retry:" + rej.Gate + ":" + strconv.FormatInt(at.UnixNano(), 36),
+		NotBefore: at.Add(after)}, nil
+}

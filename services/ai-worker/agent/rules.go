@@ -1,0 +1,140 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/worldgate/worldgate/events"
+	"github.com/worldgate/worldgate/services/ai-worker/roles"
+	"github.com/worldgate/worldgate/services/gate/provenance"
+	"github.com/worldgate/worldgate/shared/mcpx/client"
+)
+
+// Rules provenance: the deterministic world-rules agent has no model; it records itself.
+const (
+	RulesProvider = "rules"
+	RulesModel    = "world-rules@1.0.0"
+)
+
+type exitsResult struct {
+	LocationID string `json:"locationId"`
+	Exits      []struct {
+		Direction string `json:"direction"`
+		To        string `json:"to"`
+	} `json:"exits"`
+}
+
+// resolveMove is the world-rules policy: a move request becomes a player_moved proposal when
+// the origin has an exit in that direction. When it has none (or the location is unknown, or
+// the direction is not one the contract knows) nothing is proposed: the move did not happen,
+// which the game sees as the absence of a committed PlayerMoved; the refusal is logged with
+// its reason (World.Move.Refused). When the world server cannot be reached the trigger is
+// handed back for redelivery: a move is not content that can fall back to a static default.
+func (a *Agent) resolveMove(ctx context.Context, role roles.Role, env *events.Envelope, in roles.Input) (*Result, error) {
+	mv := in.Move
+	refuse := func(reason string) (*Result, error) {
+		a.m.tasks.WithLabelValues(role.Name, "refused").Inc()
+		a.logger(ctx).Info(EventMoveRefused, "correlationId", env.CorrelationID, DimRole, role.Name,
+			"playerId", mv.PlayerID, "fromLocationId", mv.FromLocationID, "direction", mv.Direction, "reason", reason)
+		return &Result{Note: reason}, nil
+	}
+	dir := strings.ToLower(strings.TrimSpace(mv.Direction))
+	if !roles.IsDirection(dir) {
+		return refuse(fmt.Sprintf("%q is not a direction; use one of %s", mv.Direction, strings.Join(roles.Directions, ", ")))
+	}
+	start := time.Now()
+	args := map[string]any{"locationId": mv.FromLocationID}
+	res, err := a.cfg.Tools.Call(ctx, "list-exits", args)
+	if err != nil {
+		if client.KindOf(err) == client.KindToolError {
+			return refuse("the origin location cannot be read: " + toolErrorText(err))
+		}
+		return nil, fmt.Errorf("list the exits of %s: %w", mv.FromLocationID, err)
+	}
+	var out exitsResult
+	if err := res.Decode(&out); err != nil {
+		return nil, fmt.Errorf("list-exits answered something unreadable: %w", err)
+	}
+	ah, err := provenance.ArgsHash(args)
+	if err != nil {
+		return nil, err
+	}
+	rh, err := provenance.ResultHash(res.Structured)
+	if err != nil {
+		return nil, err
+	}
+	t := &task{role: role, env: env, in: in, executed: 1, latency: time.Since(start),
+		calls: []events.ToolCall{{Server: res.Server, Tool: "list-exits", ArgsHash: ah, ResultHash: rh, Result: res.Structured}}}
+	to := ""
+	for _, e := range out.Exits {
+		if strings.EqualFold(e.Direction, dir) {
+			to = e.To
+			break
+		}
+	}
+	if to == "" {
+		return refuse(fmt.Sprintf("%s has no exit %s", mv.FromLocationID, dir))
+	}
+	payload, err := json.Marshal(map[string]string{"playerId": mv.PlayerID, "fromLocationId": mv.FromLocationID, "toLocationId": to, "direction": dir})
+	if err != nil {
+		return nil, err
+	}
+	if err := events.ValidatePayload(role.Kind, payload); err != nil {
+		return refuse("the resolved move is not a valid player_moved: " + err.Error())
+	}
+	ch, err := provenance.ContextHash(string(role.Purpose), "", provenance.ToolResults(t.calls), RulesModel)
+	if err != nil {
+		return nil, err
+	}
+	prov := &events.Provenance{Provider: RulesProvider, Model: RulesModel, ContextHash: ch, ToolCalls: t.calls,
+		LatencyMs: float64(t.latency.Microseconds()) / 1000}
+	r, err := a.propose(t, payload, prov)
+	if err != nil {
+		return nil, err
+	}
+	a.m.toolCalls.WithLabelValues(string(role.Purpose)).Observe(1)
+	a.m.tasks.WithLabelValues(role.Name, "proposed").Inc()
+	a.logger(ctx).Info(EventMoveProposed, "correlationId", env.CorrelationID, "proposalId", r.Proposal.ProposalID,
+		DimRole, role.Name, "playerId", mv.PlayerID, "fromLocationId", mv.FromLocationID, "toLocationId", to, "direction", dir)
+	return r, nil
+}
+
+type recentEvents struct {
+	Events []struct {
+		Type         string `json:"type"`
+		CommittedUtc string `json:"committedUtc"`
+	} `json:"events"`
+}
+
+// freshAmbience reports (as a reason) that the location's ambience was committed recently
+// enough that it needs none; "" means generate. It is one policy read before the task, not a
+// call on the model's behalf; if it fails, ambience is generated (the dedup gate still stops
+// a near-copy).
+func (a *Agent) freshAmbience(ctx context.Context, role roles.Role, locationID string) string {
+	if a.cfg.AmbienceFreshFor < 0 || !role.Allows("list-recent-events") {
+		return ""
+	}
+	res, err := a.cfg.Tools.Call(ctx, "list-recent-events", map[string]any{"entityId": locationID, "limit": 20})
+	if err != nil {
+		a.logger(ctx).Debug("ambience freshness check failed; generating", "locationId", locationID, "error", err.Error())
+		return ""
+	}
+	var out recentEvents
+	if err := res.Decode(&out); err != nil {
+		return ""
+	}
+	now := a.cfg.Now()
+	for _, e := range out.Events {
+		if e.Type != "AmbienceGenerated" {
+			continue
+		}
+		at, err := time.Parse(time.RFC3339Nano, e.CommittedUtc)
+		if err == nil && now.Sub(at) < a.cfg.AmbienceFreshFor {
+			return fmt.Sprintf("%s has ambience committed %s ago (fresh for %s)", locationID, now.Sub(at).Round(time.Second), a.cfg.AmbienceFreshFor)
+		}
+	}
+	return ""
+}
