@@ -1,0 +1,402 @@
+package apply
+
+import (
+	gremlingo "github.com/apache/tinkerpop/gremlin-go/v3/driver"
+
+	"github.com/worldgate/worldgate/events"
+)
+
+// Ordering. Each command's guards and writes run in one transaction, so a command sees a
+// consistent graph and either applies whole or not at all. Across commands:
+//   - Creations (location, exit, NPC, faction, player, item, lore fact, quest) depend only on
+//     the entities they reference existing; a creation that arrives before what it references
+//     is a COMMIT_CONFLICT, never a half-applied change. The processor consumes in stream order
+//     (see processor.Deps.MaxInFlight), so a world file's proposals apply in file order.
+//   - Generated content (ambience, dialogue) only adds vertices linked to existing entities:
+//     order-independent.
+//   - Player moves are order-dependent: a move applies only if the player is still at its
+//     fromLocationId and the exit exists (a compare-and-set on the player's position), and it
+//     bumps the player's version, so a stale or reordered move is refused, never applied out
+//     of order.
+//   - Removals (exit, NPC) apply only if what they remove exists.
+
+type mapper func(c *Command, p *events.Proposal) error
+
+var mappers = map[string]mapper{
+	events.KindLocationCreated: locationCreated,
+	events.KindExitAdded:       exitAdded,
+	events.KindExitRemoved:     exitRemoved,
+	events.KindNPCCreated:      npcCreated,
+	events.KindNPCRemoved:      npcRemoved,
+	events.KindFactionCreated:  factionCreated,
+	events.KindPlayerCreated:   playerCreated,
+	events.KindItemCreated:     itemCreated,
+	events.KindLoreFactAdded:   loreFactAdded,
+	events.KindAmbience:        ambience,
+	events.KindNPCDialogue:     npcDialogue,
+	events.KindQuestSeed:       questSeed,
+	events.KindPlayerMoved:     playerMoved,
+}
+
+// ---- guards ----
+
+func (c *Command) refuseIf(reason string, violated func() *gremlingo.GraphTraversal) {
+	c.guards = append(c.guards, guard{violated: violated, reason: reason})
+}
+
+// requireVertex refuses the command unless vertex id with label exists.
+func (c *Command) requireVertex(label, id, what string) {
+	c.refuseIf(what+" "+id+" does not exist", func() *gremlingo.GraphTraversal {
+		return __.Not(__.V(id).HasLabel(label))
+	})
+}
+
+// requireAbsent refuses the command if vertex id exists.
+func (c *Command) requireAbsent(id, what string) {
+	c.refuseIf(what+" "+id+" already exists", func() *gremlingo.GraphTraversal {
+		return __.Filter(__.V(id))
+	})
+}
+
+func (c *Command) write(w func() *gremlingo.GraphTraversal) { c.writes = append(c.writes, w) }
+
+// requireEntity refuses unless an entity with a prefixed id (loc:, npc:, …) exists.
+func (c *Command) requireEntity(id string) {
+	c.requireVertex(labelOf(id), id, "entity")
+}
+
+func labelOf(id string) string {
+	for i := 0; i < len(id); i++ {
+		if id[i] == ':' {
+			switch id[:i] {
+			case "loc":
+				return "Location"
+			case "npc":
+				return "NPC"
+			case "player":
+				return "Player"
+			case "faction":
+				return "Faction"
+			case "item":
+				return "Item"
+			case "lore":
+				return "LoreFact"
+			case "quest":
+				return "QuestSeed"
+			}
+		}
+	}
+	return ""
+}
+
+// ---- write helpers ----
+
+type props = map[any]any
+
+// createVertex merges the vertex by id and label, setting props when it is created (the
+// guards have already refused an existing id, so onCreate always runs; mergeV keeps the write
+// itself idempotent). Set-valued properties are added with set cardinality.
+func createVertex(id, label string, p props, sets map[string][]string) func() *gremlingo.GraphTraversal {
+	return func() *gremlingo.GraphTraversal {
+		t := __.MergeV(props{gremlingo.T.Id: id, gremlingo.T.Label: label}).Option(gremlingo.Merge.OnCreate, p)
+		for k, vs := range sets {
+			for _, v := range vs {
+				t = t.Property(gremlingo.Cardinality.Set, k, v)
+			}
+		}
+		return t
+	}
+}
+
+// edge merges an edge from → to with label and, on creation, props.
+func edge(from, label, to string, p props) func() *gremlingo.GraphTraversal {
+	return func() *gremlingo.GraphTraversal {
+		t := __.MergeE(props{gremlingo.Direction.Out: from, gremlingo.Direction.In: to, gremlingo.T.Label: label})
+		if len(p) > 0 {
+			t = t.Option(gremlingo.Merge.OnCreate, p)
+		}
+		return t
+	}
+}
+
+func orEmpty(s string) string { return s }
+
+// ---- kinds ----
+
+func locationCreated(c *Command, p *events.Proposal) error {
+	var v struct {
+		LocationID  string   `json:"locationId"`
+		Name        string   `json:"name"`
+		Description string   `json:"description"`
+		Region      string   `json:"region"`
+		Tags        []string `json:"tags"`
+	}
+	if err := decode(p.Payload, &v); err != nil {
+		return err
+	}
+	c.requireAbsent(v.LocationID, "location")
+	c.write(createVertex(v.LocationID, "Location",
+		props{"name": v.Name, "description": v.Description, "region": orEmpty(v.Region), "version": int64(1)},
+		map[string][]string{"tags": v.Tags}))
+	return nil
+}
+
+func exitAdded(c *Command, p *events.Proposal) error {
+	var v struct {
+		From        string `json:"fromLocationId"`
+		To          string `json:"toLocationId"`
+		Direction   string `json:"direction"`
+		Description string `json:"description"`
+	}
+	if err := decode(p.Payload, &v); err != nil {
+		return err
+	}
+	c.requireVertex("Location", v.From, "location")
+	c.requireVertex("Location", v.To, "location")
+	from, to, dir := v.From, v.To, v.Direction
+	c.refuseIf(from+" already has an exit "+dir+" to another location", func() *gremlingo.GraphTraversal {
+		return __.Filter(__.V(from).OutE("exit").Has("direction", dir).InV().Not(__.HasId(to)))
+	})
+	// Exits do not bump the location's version (graph model).
+	c.write(edge(from, "exit", to, props{"direction": dir, "description": v.Description}))
+	return nil
+}
+
+func exitRemoved(c *Command, p *events.Proposal) error {
+	var v struct {
+		From      string `json:"fromLocationId"`
+		Direction string `json:"direction"`
+		Reason    string `json:"reason"`
+	}
+	if err := decode(p.Payload, &v); err != nil {
+		return err
+	}
+	from, dir := v.From, v.Direction
+	c.refuseIf(from+" has no exit "+dir, func() *gremlingo.GraphTraversal {
+		return __.Not(__.V(from).OutE("exit").Has("direction", dir))
+	})
+	c.write(func() *gremlingo.GraphTraversal { return __.V(from).OutE("exit").Has("direction", dir).Drop() })
+	return nil
+}
+
+func npcCreated(c *Command, p *events.Proposal) error {
+	var v struct {
+		NPCID      string `json:"npcId"`
+		Name       string `json:"name"`
+		Persona    string `json:"persona"`
+		Mood       string `json:"mood"`
+		LocationID string `json:"locationId"`
+		FactionID  string `json:"factionId"`
+		Rank       string `json:"rank"`
+	}
+	if err := decode(p.Payload, &v); err != nil {
+		return err
+	}
+	c.requireAbsent(v.NPCID, "NPC")
+	c.requireVertex("Location", v.LocationID, "location")
+	if v.FactionID != "" {
+		c.requireVertex("Faction", v.FactionID, "faction")
+	}
+	c.write(createVertex(v.NPCID, "NPC", props{"name": v.Name, "persona": v.Persona, "mood": v.Mood, "version": int64(1)}, nil))
+	c.write(edge(v.NPCID, "at", v.LocationID, nil))
+	if v.FactionID != "" {
+		c.write(edge(v.NPCID, "member_of", v.FactionID, props{"rank": v.Rank}))
+	}
+	return nil
+}
+
+func npcRemoved(c *Command, p *events.Proposal) error {
+	var v struct {
+		NPCID  string `json:"npcId"`
+		Reason string `json:"reason"`
+	}
+	if err := decode(p.Payload, &v); err != nil {
+		return err
+	}
+	id := v.NPCID
+	c.requireVertex("NPC", id, "NPC")
+	// Dropping the vertex drops its edges; dialogue it spoke stays, unlinked from it.
+	c.write(func() *gremlingo.GraphTraversal { return __.V(id).Drop() })
+	return nil
+}
+
+func factionCreated(c *Command, p *events.Proposal) error {
+	var v struct {
+		FactionID   string `json:"factionId"`
+		Name        string `json:"name"`
+		Description string `json:"description"`
+	}
+	if err := decode(p.Payload, &v); err != nil {
+		return err
+	}
+	c.requireAbsent(v.FactionID, "faction")
+	c.write(createVertex(v.FactionID, "Faction", props{"name": v.Name, "description": v.Description}, nil))
+	return nil
+}
+
+func playerCreated(c *Command, p *events.Proposal) error {
+	var v struct {
+		PlayerID   string `json:"playerId"`
+		Name       string `json:"name"`
+		LocationID string `json:"locationId"`
+	}
+	if err := decode(p.Payload, &v); err != nil {
+		return err
+	}
+	c.requireAbsent(v.PlayerID, "player")
+	c.requireVertex("Location", v.LocationID, "location")
+	c.write(createVertex(v.PlayerID, "Player", props{"name": v.Name, "version": int64(0)}, nil))
+	c.write(edge(v.PlayerID, "at", v.LocationID, nil))
+	return nil
+}
+
+func itemCreated(c *Command, p *events.Proposal) error {
+	var v struct {
+		ItemID      string `json:"itemId"`
+		Name        string `json:"name"`
+		Description string `json:"description"`
+		LocationID  string `json:"locationId"`
+		HolderID    string `json:"holderId"`
+	}
+	if err := decode(p.Payload, &v); err != nil {
+		return err
+	}
+	c.requireAbsent(v.ItemID, "item")
+	if v.LocationID != "" {
+		c.requireVertex("Location", v.LocationID, "location")
+	}
+	if v.HolderID != "" {
+		c.requireEntity(v.HolderID)
+	}
+	c.write(createVertex(v.ItemID, "Item", props{"name": v.Name, "description": v.Description}, nil))
+	if v.LocationID != "" {
+		c.write(edge(v.ItemID, "at", v.LocationID, nil))
+	}
+	if v.HolderID != "" {
+		c.write(edge(v.HolderID, "holds", v.ItemID, nil))
+	}
+	return nil
+}
+
+func loreFactAdded(c *Command, p *events.Proposal) error {
+	var v struct {
+		LoreID    string   `json:"loreId"`
+		Title     string   `json:"title"`
+		Text      string   `json:"text"`
+		Tags      []string `json:"tags"`
+		Canonical bool     `json:"canonical"`
+		About     []string `json:"about"`
+	}
+	if err := decode(p.Payload, &v); err != nil {
+		return err
+	}
+	c.requireAbsent(v.LoreID, "lore fact")
+	for _, a := range v.About {
+		c.requireEntity(a)
+	}
+	c.write(createVertex(v.LoreID, "LoreFact", props{"title": v.Title, "text": v.Text, "canonical": v.Canonical},
+		map[string][]string{"tags": v.Tags}))
+	for _, a := range v.About {
+		c.write(edge(v.LoreID, "about", a, nil))
+	}
+	return nil
+}
+
+// contentID is the id of a generated-content vertex: one per event.
+func contentID(prefix string, c *Command) string { return prefix + c.EventID }
+
+func ambience(c *Command, p *events.Proposal) error {
+	var v struct {
+		LocationID string `json:"locationId"`
+		Text       string `json:"text"`
+		Mood       string `json:"mood"`
+	}
+	if err := decode(p.Payload, &v); err != nil {
+		return err
+	}
+	c.requireVertex("Location", v.LocationID, "location")
+	id := contentID("amb:", c)
+	c.write(createVertex(id, "Ambience", props{"text": v.Text, "mood": v.Mood, "proposalId": p.ProposalID, "createdUtc": utc(p)}, nil))
+	c.write(edge(id, "describes", v.LocationID, nil))
+	return nil
+}
+
+func npcDialogue(c *Command, p *events.Proposal) error {
+	var v struct {
+		NPCID      string `json:"npcId"`
+		PlayerID   string `json:"playerId"`
+		LocationID string `json:"locationId"`
+		Line       string `json:"line"`
+		Intent     string `json:"intent"`
+	}
+	if err := decode(p.Payload, &v); err != nil {
+		return err
+	}
+	c.requireVertex("NPC", v.NPCID, "NPC")
+	c.requireVertex("Player", v.PlayerID, "player")
+	id := contentID("dlg:", c)
+	c.write(createVertex(id, "Dialogue", props{"line": v.Line, "intent": v.Intent, "proposalId": p.ProposalID, "createdUtc": utc(p)}, nil))
+	c.write(edge(id, "spoken_by", v.NPCID, nil))
+	c.write(edge(id, "spoken_to", v.PlayerID, nil))
+	return nil
+}
+
+func questSeed(c *Command, p *events.Proposal) error {
+	var v struct {
+		QuestID    string   `json:"questId"`
+		LocationID string   `json:"locationId"`
+		Title      string   `json:"title"`
+		Hook       string   `json:"hook"`
+		Objectives []string `json:"objectives"`
+		Involves   []string `json:"involves"`
+	}
+	if err := decode(p.Payload, &v); err != nil {
+		return err
+	}
+	c.requireAbsent(v.QuestID, "quest")
+	c.requireVertex("Location", v.LocationID, "location")
+	for _, e := range v.Involves {
+		c.requireEntity(e)
+	}
+	c.write(createVertex(v.QuestID, "QuestSeed", props{"title": v.Title, "hook": v.Hook, "proposalId": p.ProposalID, "createdUtc": utc(p)},
+		map[string][]string{"objectives": v.Objectives}))
+	c.write(edge(v.QuestID, "set_in", v.LocationID, nil))
+	for _, e := range v.Involves {
+		c.write(edge(v.QuestID, "involves", e, nil))
+	}
+	return nil
+}
+
+func playerMoved(c *Command, p *events.Proposal) error {
+	var v struct {
+		PlayerID  string `json:"playerId"`
+		From      string `json:"fromLocationId"`
+		To        string `json:"toLocationId"`
+		Direction string `json:"direction"`
+	}
+	if err := decode(p.Payload, &v); err != nil {
+		return err
+	}
+	player, from, to, dir := v.PlayerID, v.From, v.To, v.Direction
+	c.requireVertex("Player", player, "player")
+	c.refuseIf("player "+player+" is not at "+from+" (moved since the move was proposed)", func() *gremlingo.GraphTraversal {
+		return __.Not(__.V(player).Out("at").HasId(from))
+	})
+	c.refuseIf(from+" has no exit "+dir+" to "+to, func() *gremlingo.GraphTraversal {
+		return __.Not(__.V(from).OutE("exit").Has("direction", dir).InV().HasId(to))
+	})
+	c.write(func() *gremlingo.GraphTraversal { return __.V(player).OutE("at").Drop() })
+	c.write(edge(player, "at", to, nil))
+	// version := version + 1, as a long on every server (math() would make it a double).
+	c.write(func() *gremlingo.GraphTraversal {
+		return __.V(player).Property("version", __.Union(__.Values("version"), __.Constant(int64(1))).Sum())
+	})
+	return nil
+}
+
+func utc(p *events.Proposal) string {
+	if p.OriginUTC != nil {
+		return p.OriginUTC.UTC().Format("2006-01-02T15:04:05.000Z07:00")
+	}
+	return p.CreatedUTC.UTC().Format("2006-01-02T15:04:05.000Z07:00")
+}

@@ -1,0 +1,100 @@
+// Command event-processor turns validated proposals into domain events, applies each to the
+// world graph exactly once and publishes it on world.committed.<type>. It is the only
+// component configured with the graph's write credentials.
+//
+//	event-processor -nats-url nats://127.0.0.1:4222 -graph-url ws://127.0.0.1:8182/gremlin \
+//	    -graph-username worldgate -admin 127.0.0.1:9105
+//
+// Every flag has a WORLDGATE_* environment equivalent (WORLDGATE_GRAPH_PASSWORD, …).
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/worldgate/worldgate/services/event-processor/processor"
+	"github.com/worldgate/worldgate/shared/admin"
+	"github.com/worldgate/worldgate/shared/config"
+	"github.com/worldgate/worldgate/shared/graphx"
+	"github.com/worldgate/worldgate/shared/logx"
+	"github.com/worldgate/worldgate/shared/metrics"
+	"github.com/worldgate/worldgate/shared/natsx"
+	"github.com/worldgate/worldgate/shared/runtime"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "event-processor:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	fs := flag.NewFlagSet("event-processor", flag.ContinueOnError)
+	var nc natsx.ConnConfig
+	fs.StringVar(&nc.URL, "nats-url", "nats://127.0.0.1:4222", "NATS server URL")
+	fs.StringVar(&nc.User, "nats-user", "", "NATS user")
+	fs.StringVar(&nc.Password, "nats-password", "", "NATS password")
+	fs.StringVar(&nc.Creds, "nats-creds", "", "NATS .creds file")
+	gs := graphx.Settings{URL: "ws://127.0.0.1:8182/gremlin", Username: "worldgate"}
+	gs.RegisterFlags(fs, "graph-")
+	adminAddr := fs.String("admin", "127.0.0.1:9105", "admin address for /metrics, /healthz, /readyz")
+	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	replicas := fs.Int("replicas", 1, "JetStream stream replicas when provisioning")
+	inFlight := fs.Int("max-in-flight", 1, "proposals applied at once (1 keeps stream order)")
+	ackWait := fs.Duration("ack-wait", 30*time.Second, "how long a crashed processor's message waits before redelivery")
+	if err := config.Parse(fs, os.Args[1:], config.Prefix); err != nil {
+		return err
+	}
+	log := logx.New(os.Stderr, processor.Name, *logLevel)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+
+	nc.Name = processor.Name
+	conn, js, err := natsx.Connect(nc, log)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	err = natsx.Provision(pctx, js, natsx.DefaultTopology(natsx.TopologyOptions{Replicas: *replicas}), log)
+	cancel()
+	if err != nil {
+		return err
+	}
+	graph, err := graphx.Open(gs)
+	if err != nil {
+		return err
+	}
+	defer graph.Close()
+
+	reg := metrics.NewRegistry()
+	app, err := runtime.New(runtime.Options{Name: processor.Name, Description: "applies validated proposals to the world graph",
+		Conn: conn, JetStream: js, Registerer: reg, Logger: log})
+	if err != nil {
+		return err
+	}
+	p, err := processor.Register(app, processor.Deps{Graph: graph, Registerer: reg, Logger: log,
+		MaxInFlight: *inFlight, AckWait: *ackWait})
+	if err != nil {
+		return err
+	}
+	adm := admin.New(reg, log)
+	adm.AddCheck("graph", p.Ready)
+	adm.AddCheck("handlers", app.Ready)
+	if err := adm.Start(*adminAddr); err != nil {
+		return fmt.Errorf("admin listener: %w", err)
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = adm.Close(sctx)
+	}()
+	log.Info("event-processor started", "admin", adm.Addr(), "graph", gs.URL, "maxInFlight", *inFlight)
+	return app.Run(ctx)
+}

@@ -1,0 +1,219 @@
+package processor_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	gremlingo "github.com/apache/tinkerpop/gremlin-go/v3/driver"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/worldgate/worldgate/events"
+	"github.com/worldgate/worldgate/services/event-processor/processor"
+	"github.com/worldgate/worldgate/services/graphd/graphdtest"
+	"github.com/worldgate/worldgate/services/graphd/server"
+	"github.com/worldgate/worldgate/shared/graphx"
+	"github.com/worldgate/worldgate/shared/logx"
+	"github.com/worldgate/worldgate/shared/natsx/natstest"
+	"github.com/worldgate/worldgate/shared/runtime"
+)
+
+func writer(t testing.TB, url string) *graphx.Conn {
+	t.Helper()
+	c, err := graphx.Open(graphx.Settings{URL: url, Username: graphdtest.WriterUser, Password: graphdtest.WriterPassword,
+		ReadTimeout: 5 * time.Second, ConnectionTimeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+func reader(t testing.TB, url string) *graphx.Conn {
+	t.Helper()
+	c, err := graphx.Open(graphx.Settings{URL: url, Username: graphdtest.ReaderUser, Password: graphdtest.ReaderPassword, ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// runProcessor runs the processor in this process on e, writing through g.
+func runProcessor(t testing.TB, e *natstest.Env, g processor.Graph, reg *prometheus.Registry) *processor.Processor {
+	t.Helper()
+	app, err := runtime.New(runtime.Options{Name: processor.Name, Conn: e.Conn, JetStream: e.JS, Registerer: reg,
+		Logger: logx.Discard(), CloseTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := processor.Register(app, processor.Deps{Graph: g, Registerer: reg, Logger: logx.Discard(),
+		AckWait: 5 * time.Second, Backoff: []time.Duration{50 * time.Millisecond, 100 * time.Millisecond, 200 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- app.Run(ctx) }()
+	natstest.WaitFor(t, 5*time.Second, "processor running", func() bool { return app.Ready(ctx) == nil })
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	return p
+}
+
+func proposal(kind, id string, payload any) *events.Proposal {
+	raw, err := json.Marshal(payload)
+	if err != nil {
+		panic(err) // test data
+	}
+	return &events.Proposal{
+		ProposalID: id, Kind: kind, SchemaVersion: events.ProposalSchemaVersion, CorrelationID: "corr-" + id,
+		CausationID: "cause-" + id, AgentRole: "world-loader", Actor: events.Actor{Kind: "operator", ID: "test"},
+		Payload: raw, Route: events.Route{Pending: []string{}}, CreatedUTC: time.Now().UTC(),
+	}
+}
+
+func publish(t testing.TB, js jetstream.JetStream, p *events.Proposal, msgID string) {
+	t.Helper()
+	data, err := json.Marshal(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := &nats.Msg{Subject: events.SubjectValidated, Data: data, Header: nats.Header{}}
+	msg.Header.Set(events.HeaderCorrelationID, p.CorrelationID)
+	if _, err := js.PublishMsg(context.Background(), msg, jetstream.WithMsgID(msgID)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// publishAsync publishes many proposals quickly and waits for every ack.
+func publishAsync(t testing.TB, js jetstream.JetStream, ps []*events.Proposal, msgID func(i int) string) {
+	t.Helper()
+	var futures []jetstream.PubAckFuture
+	for i, p := range ps {
+		data, err := json.Marshal(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := js.PublishMsgAsync(&nats.Msg{Subject: events.SubjectValidated, Data: data}, jetstream.WithMsgID(msgID(i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		futures = append(futures, f)
+	}
+	for _, f := range futures {
+		select {
+		case <-f.Ok():
+		case err := <-f.Err():
+			t.Fatal(err)
+		case <-time.After(10 * time.Second):
+			t.Fatal("publish ack timed out")
+		}
+	}
+}
+
+func committed(t testing.TB, e *natstest.Env) uint64 {
+	return natstest.StreamMsgs(t, e.JS, events.StreamCommitted, "")
+}
+
+func rejected(t testing.TB, e *natstest.Env) uint64 {
+	return natstest.StreamMsgs(t, e.JS, events.StreamProposals, events.RejectedSubject(processor.Gate))
+}
+
+func settled(t testing.TB, e *natstest.Env) bool {
+	c, err := e.JS.Consumer(context.Background(), events.StreamProposals, processor.Name)
+	if err != nil {
+		return false
+	}
+	info, err := c.Info(context.Background())
+	return err == nil && info.NumPending == 0 && info.NumAckPending == 0
+}
+
+// counts returns vertex and edge counts by label.
+func counts(t testing.TB, g *graphx.Conn) (map[string]int64, map[string]int64) {
+	t.Helper()
+	group := func(build func(g *gremlingo.GraphTraversalSource) *gremlingo.GraphTraversal) map[string]int64 {
+		res, err := g.Submit(context.Background(), build)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]int64{}
+		if len(res) == 1 {
+			if m, ok := res[0].(map[any]any); ok {
+				for k, v := range m {
+					out[fmt.Sprint(k)] = v.(int64)
+				}
+			}
+		}
+		return out
+	}
+	v := group(func(g *gremlingo.GraphTraversalSource) *gremlingo.GraphTraversal { return g.V().GroupCount().By(gremlingo.T.Label) })
+	e := group(func(g *gremlingo.GraphTraversalSource) *gremlingo.GraphTraversal { return g.E().GroupCount().By(gremlingo.T.Label) })
+	return v, e
+}
+
+func values(t testing.TB, g *graphx.Conn, build func(g *gremlingo.GraphTraversalSource) *gremlingo.GraphTraversal) []any {
+	t.Helper()
+	res, err := g.Submit(context.Background(), build)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+func equalCounts(got, want map[string]int64) bool {
+	if len(got) != len(want) {
+		return false
+	}
+	for k, v := range want {
+		if got[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// restartGraphd starts graphd again on the same address and data directory.
+func restartGraphd(t testing.TB, addr, dir string) *server.Server {
+	t.Helper()
+	return graphdtest.Start(t, graphdtest.WithDataDir(dir), graphdtest.WithConfig(func(c *server.Config) { c.Listen = addr }))
+}
+
+// readAll returns the data of every message on subject, in stream order.
+func readAll(t testing.TB, e *natstest.Env, subject string) [][]byte {
+	t.Helper()
+	stream := events.StreamProposals
+	if strings.HasPrefix(subject, "world.committed.") {
+		stream = events.StreamCommitted
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	want := natstest.StreamMsgs(t, e.JS, stream, subject)
+	c, err := e.JS.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out [][]byte
+	for uint64(len(out)) < want {
+		batch, err := c.Fetch(500, jetstream.FetchMaxWait(2*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for m := range batch.Messages() {
+			out = append(out, m.Data())
+		}
+		if batch.Error() != nil {
+			t.Fatal(batch.Error())
+		}
+	}
+	return out
+}

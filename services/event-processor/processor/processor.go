@@ -1,0 +1,307 @@
+// Package processor is the event-processor's use case: it consumes validated proposals, applies
+// each one's domain event to the world graph exactly once (package apply builds the
+// traversal), and returns the committed event — or, when a commit-time rule fails, a
+// structured rejection — for the worker runtime to publish before it acknowledges the input.
+//
+// It is the only writer of the graph. It knows nothing of acks, retries or dead letters (the
+// runtime wraps it), and nothing of how the graph connection is configured (shared/graphx).
+//
+// Exactly once: the traversal writes the event's marker in the same transaction as the change
+// and records which input message (stream and sequence) decided it. A redelivered message
+// finds its own marker, writes nothing and publishes the same event again under the same
+// Nats-Msg-Id (JetStream drops the copy). A duplicate proposal — the same proposal in another
+// message — finds a marker another message wrote and is acknowledged without publishing: that
+// other message publishes (it is redelivered until it has).
+package processor
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+	gremlingo "github.com/apache/tinkerpop/gremlin-go/v3/driver"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/worldgate/worldgate/events"
+	"github.com/worldgate/worldgate/services/event-processor/apply"
+	"github.com/worldgate/worldgate/shared/graphx"
+	"github.com/worldgate/worldgate/shared/logx"
+	"github.com/worldgate/worldgate/shared/metrics"
+	"github.com/worldgate/worldgate/shared/runtime"
+)
+
+// Name is the handler name and the durable consumer on PROPOSALS; also the gate name on
+// rejections (proposals.rejected.processor) and the dead-letter stage.
+const Name = "event-processor"
+
+// Gate is the gate name the processor's rejections carry.
+const Gate = "processor"
+
+// Graph is what the processor needs of the graph connection (*graphx.Conn, with write
+// credentials).
+type Graph interface {
+	Submit(ctx context.Context, build func(g *gremlingo.GraphTraversalSource) *gremlingo.GraphTraversal) ([]any, error)
+	Ping(ctx context.Context) error
+}
+
+// Deps are the processor's dependencies and knobs.
+type Deps struct {
+	Graph      Graph
+	Registerer prometheus.Registerer
+	Logger     *slog.Logger
+
+	// MaxInFlight is how many proposals are applied at once (the consumer's MaxAckPending).
+	// Default 1: proposals apply in stream order, so a world file's entities exist before the
+	// exits and NPCs that reference them, and a player's moves apply in the order proposed.
+	// Higher values trade that order for throughput; no event is then applied out of order
+	// (moves compare-and-set the player's position) but an early arrival is refused with
+	// COMMIT_CONFLICT instead of waiting.
+	MaxInFlight int
+	// AckWait is how long a crashed processor's message stays invisible before redelivery.
+	// Default 30s. Keep it well above the graph's read timeout.
+	AckWait time.Duration
+	// Backoff between redeliveries while the graph is unavailable. Default 500ms, 1s, 2s, 5s,
+	// then 10s repeating.
+	Backoff []time.Duration
+	// ServerErrorLimit is how many deliveries a proposal the graph server refuses (an error
+	// response, not an outage) gets before it is dead-lettered. Default 20. Transport failures
+	// (graph down, timeouts) are retried without limit: an outage must not dead-letter good
+	// proposals.
+	ServerErrorLimit int
+}
+
+// Processor applies validated proposals. Build it with New.
+type Processor struct {
+	d   Deps
+	log *slog.Logger
+	m   *procMetrics
+}
+
+// New returns a Processor; it refuses missing dependencies.
+func New(d Deps) (*Processor, error) {
+	switch {
+	case d.Graph == nil:
+		return nil, errors.New("event-processor: a graph connection is required")
+	case d.Registerer == nil:
+		return nil, errors.New("event-processor: a metrics registerer is required")
+	case d.Logger == nil:
+		return nil, errors.New("event-processor: a logger is required")
+	}
+	if d.MaxInFlight <= 0 {
+		d.MaxInFlight = 1
+	}
+	if d.AckWait <= 0 {
+		d.AckWait = 30 * time.Second
+	}
+	if len(d.Backoff) == 0 {
+		d.Backoff = []time.Duration{500 * time.Millisecond, time.Second, 2 * time.Second, 5 * time.Second, 10 * time.Second}
+	}
+	if d.ServerErrorLimit <= 0 {
+		d.ServerErrorLimit = 20
+	}
+	return &Processor{d: d, log: d.Logger, m: newMetrics(d.Registerer)}, nil
+}
+
+// Register builds a Processor from d and registers its handler on app. Add p.Ready to the
+// admin server's readiness checks: it fails while the graph is unreachable.
+func Register(app *runtime.App, d Deps) (*Processor, error) {
+	p, err := New(d)
+	if err != nil {
+		return nil, err
+	}
+	if app == nil {
+		return nil, errors.New("event-processor: a runtime app is required")
+	}
+	app.Handle(Name, p.Consumer(), p.Handle)
+	return p, nil
+}
+
+// Consumer is the durable consumer the processor reads: proposals.validated on PROPOSALS.
+// MaxDeliver is effectively unlimited because the runtime dead-letters at MaxDeliver whatever
+// the cause: the processor bounds server-refused proposals itself (ServerErrorLimit) and lets
+// outages retry until the graph is back.
+func (p *Processor) Consumer() runtime.Consumer {
+	return runtime.Consumer{
+		Stream:        events.StreamProposals,
+		Durable:       Name,
+		Subjects:      []string{events.SubjectValidated},
+		MaxDeliver:    math.MaxInt32,
+		Backoff:       p.d.Backoff,
+		AckWait:       p.d.AckWait,
+		MaxAckPending: p.d.MaxInFlight,
+	}
+}
+
+// Ready reports whether the graph answers; use it as the /readyz check "graph".
+func (p *Processor) Ready(ctx context.Context) error {
+	if err := p.d.Graph.Ping(ctx); err != nil {
+		return fmt.Errorf("graph: %w", err)
+	}
+	return nil
+}
+
+// Handle applies one validated proposal and returns the messages to publish before the input
+// is acknowledged. It returns an ordinary error to have the proposal redelivered later (the
+// graph is unavailable) and a runtime.Permanent error for a message no retry can fix.
+func (p *Processor) Handle(msg *message.Message) ([]*message.Message, error) {
+	ctx := msg.Context()
+	log := logx.From(ctx, p.log)
+	prop, err := events.Decoder{}.Proposal(msg.Payload)
+	if err != nil {
+		return nil, runtime.Permanentf("not a valid proposal: %w", err)
+	}
+	log = log.With("proposalId", prop.ProposalID, "kind", prop.Kind, "correlationId", prop.CorrelationID)
+	source := msg.Metadata.Get(runtime.MetaStream) + ":" + msg.Metadata.Get(runtime.MetaSequence)
+	if len(prop.Route.Pending) > 0 {
+		// Not a graph decision, so nothing to record: the same input always gets the same answer.
+		rej := p.rejection(prop, events.CodeRouteInvalid,
+			fmt.Sprintf("the proposal reached proposals.validated with gates still pending (%v); it must pass them first", prop.Route.Pending), nil)
+		p.m.rejected.WithLabelValues(prop.Kind, string(events.CodeRouteInvalid)).Inc()
+		return []*message.Message{rej}, nil
+	}
+	cmds, err := apply.Build(prop)
+	if err != nil {
+		return nil, runtime.Permanentf("proposal %s cannot be applied: %w", prop.ProposalID, err)
+	}
+	now := time.Now().UTC()
+	stamp := now.Format(time.RFC3339Nano)
+	var out []*message.Message
+	for _, c := range cmds {
+		meta := apply.Meta{ProposalID: prop.ProposalID, CorrelationID: prop.CorrelationID, CommittedUTC: stamp, Source: source}
+		start := time.Now()
+		res, err := p.d.Graph.Submit(ctx, func(g *gremlingo.GraphTraversalSource) *gremlingo.GraphTraversal {
+			return c.Traversal(g, meta)
+		})
+		if err != nil {
+			p.m.graphErrors.WithLabelValues(errClass(err)).Inc()
+			if graphx.IsServer(err) && runtime.Deliveries(msg) >= p.d.ServerErrorLimit {
+				return nil, runtime.Permanentf("the graph refused %s %s %d times: %w", c.Type, c.EventID, runtime.Deliveries(msg), err)
+			}
+			return nil, fmt.Errorf("apply %s %s: %w", c.Type, c.EventID, err)
+		}
+		d, err := apply.ReadDecision(res)
+		if err != nil {
+			return nil, runtime.Permanentf("apply %s %s: %w", c.Type, c.EventID, err)
+		}
+		fresh := d.CommittedUTC == stamp && d.Source == source
+		if fresh {
+			p.m.commitLatency.WithLabelValues(prop.Kind).Observe(time.Since(start).Seconds())
+		}
+		if source != ":" && d.Source != source {
+			// Another message carrying the same proposal decided this event; it publishes.
+			p.m.duplicates.WithLabelValues(prop.Kind).Inc()
+			log.Info("duplicate proposal: event already decided by another message", "eventId", c.EventID, "decidedBy", d.Source)
+			continue
+		}
+		if !d.Applied {
+			if fresh {
+				p.m.rejected.WithLabelValues(prop.Kind, string(events.CodeCommitConflict)).Inc()
+				log.Warn("proposal refused at commit", "eventId", c.EventID, "reason", d.Reason)
+			}
+			out = append(out, p.rejection(prop, events.CodeCommitConflict, d.Reason, map[string]any{"eventId": c.EventID, "type": c.Type}))
+			continue
+		}
+		committed, err := time.Parse(time.RFC3339Nano, d.CommittedUTC)
+		if err != nil {
+			committed = now
+		}
+		evt := events.DomainEvent{
+			EventID: c.EventID, Type: c.Type, ProposalID: prop.ProposalID, Kind: prop.Kind,
+			CorrelationID: prop.CorrelationID, CausationID: prop.ProposalID,
+			OccurredUTC: occurred(prop), CommittedUTC: committed, Payload: c.Payload,
+		}
+		body, err := json.Marshal(evt)
+		if err != nil {
+			return nil, runtime.Permanentf("encode %s: %w", c.Type, err)
+		}
+		m := runtime.NewMessage(events.CommittedSubject(c.Type), c.EventID, body)
+		m.Metadata.Set(events.HeaderCorrelationID, prop.CorrelationID)
+		m.Metadata.Set(events.HeaderCausationID, prop.ProposalID)
+		m.Metadata.Set(events.HeaderType, c.Type)
+		out = append(out, m)
+		if fresh {
+			p.m.committed.WithLabelValues(prop.Kind).Inc()
+			p.m.pipeline.WithLabelValues(prop.Kind).Observe(now.Sub(occurred(prop)).Seconds())
+			log.Debug("event committed", "eventId", c.EventID, "type", c.Type)
+		} else {
+			log.Info("event already applied by this message before; publishing it again", "eventId", c.EventID)
+		}
+	}
+	return out, nil
+}
+
+// occurred is when the world event behind the proposal happened (else when it was proposed).
+func occurred(p *events.Proposal) time.Time {
+	if p.OriginUTC != nil {
+		return p.OriginUTC.UTC()
+	}
+	return p.CreatedUTC.UTC()
+}
+
+func (p *Processor) rejection(prop *events.Proposal, code events.Code, reason string, details map[string]any) *message.Message {
+	r := events.Rejection{
+		ProposalID: prop.ProposalID, Kind: prop.Kind, Gate: Gate, Code: code, Reason: reason, Details: details,
+		CorrelationID: prop.CorrelationID, AgentRole: prop.AgentRole, Attempt: prop.Attempt,
+		RejectedUTC: time.Now().UTC(), Proposal: prop,
+	}
+	body, _ := json.Marshal(r) // plain structs: cannot fail
+	m := runtime.NewMessage(events.RejectedSubject(Gate), prop.ProposalID+":"+Gate+":rejected", body)
+	m.Metadata.Set(events.HeaderCorrelationID, prop.CorrelationID)
+	m.Metadata.Set(events.HeaderCausationID, prop.ProposalID)
+	m.Metadata.Set(events.HeaderType, prop.Kind)
+	return m
+}
+
+func errClass(err error) string {
+	switch {
+	case graphx.IsServer(err):
+		return "server"
+	case graphx.IsTransport(err):
+		return "transport"
+	}
+	return "other"
+}
+
+type procMetrics struct {
+	committed     *prometheus.CounterVec
+	pipeline      *prometheus.HistogramVec
+	commitLatency *prometheus.HistogramVec
+	rejected      *prometheus.CounterVec
+	duplicates    *prometheus.CounterVec
+	graphErrors   *prometheus.CounterVec
+}
+
+func newMetrics(reg prometheus.Registerer) *procMetrics {
+	return &procMetrics{
+		committed: metrics.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: metrics.Namespace, Name: "proposals_committed_total",
+			Help: "Proposals whose domain event was applied to the graph, by proposal kind.",
+		}, []string{"kind"})),
+		pipeline: metrics.Register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: metrics.Namespace, Name: "pipeline_latency_seconds",
+			Help:    "From the world event (proposal originUtc, else createdUtc) to its commit in the graph, by proposal kind.",
+			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300},
+		}, []string{"kind"})),
+		commitLatency: metrics.Register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: metrics.Namespace, Name: "commit_latency_seconds",
+			Help: "Time of the apply traversal (one graph transaction), by proposal kind.", Buckets: metrics.DurationBuckets,
+		}, []string{"kind"})),
+		rejected: metrics.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: metrics.Namespace, Name: "commit_rejections_total",
+			Help: "Proposals refused by the event-processor at commit time, by kind and code.",
+		}, []string{"kind", "code"})),
+		duplicates: metrics.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: metrics.Namespace, Name: "commit_duplicates_total",
+			Help: "Proposals that arrived again in another message after their event was decided, by kind.",
+		}, []string{"kind"})),
+		graphErrors: metrics.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: metrics.Namespace, Name: "graph_errors_total",
+			Help: "Failed graph requests of the event-processor, by class (transport: unreachable/timeout, retried without limit; server: refused).",
+		}, []string{"class"})),
+	}
+}

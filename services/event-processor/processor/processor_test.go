@@ -1,0 +1,151 @@
+package processor_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	gremlingo "github.com/apache/tinkerpop/gremlin-go/v3/driver"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/worldgate/worldgate/events"
+	"github.com/worldgate/worldgate/services/graphd/graphdtest"
+	"github.com/worldgate/worldgate/shared/natsx/natstest"
+)
+
+type obj = map[string]any
+
+// Every kind applies, and each commit-time rule refuses with a COMMIT_CONFLICT that says why.
+func TestEveryKindAppliesAndConflictsAreRejected(t *testing.T) {
+	e := natstest.Start(t)
+	gd := graphdtest.Start(t)
+	reg := prometheus.NewRegistry()
+	runProcessor(t, e, writer(t, gd.URL()), reg)
+	ro := reader(t, gd.URL())
+
+	good := []*events.Proposal{
+		proposal(events.KindLocationCreated, "p01", obj{"locationId": "loc:gate", "name": "Gate", "description": "A gate.", "region": "ashfall", "tags": []string{"city", "wall"}}),
+		proposal(events.KindLocationCreated, "p02", obj{"locationId": "loc:well", "name": "Well", "description": "A well."}),
+		proposal(events.KindExitAdded, "p03", obj{"fromLocationId": "loc:gate", "toLocationId": "loc:well", "direction": "north"}),
+		proposal(events.KindExitAdded, "p04", obj{"fromLocationId": "loc:well", "toLocationId": "loc:gate", "direction": "south", "description": "back to the gate"}),
+		proposal(events.KindFactionCreated, "p05", obj{"factionId": "faction:ash", "name": "Ash Wardens"}),
+		proposal(events.KindNPCCreated, "p06", obj{"npcId": "npc:mara", "name": "Mara", "persona": "gruff", "locationId": "loc:gate", "factionId": "faction:ash", "rank": "captain"}),
+		proposal(events.KindPlayerCreated, "p07", obj{"playerId": "player:ana", "name": "Ana", "locationId": "loc:gate"}),
+		proposal(events.KindItemCreated, "p08", obj{"itemId": "item:key", "name": "Key", "holderId": "npc:mara"}),
+		proposal(events.KindLoreFactAdded, "p09", obj{"loreId": "lore:wall", "title": "The wall", "text": "Built in ash.", "canonical": true, "tags": []string{"history"}, "about": []string{"loc:gate", "faction:ash"}}),
+		proposal(events.KindAmbience, "p10", obj{"locationId": "loc:gate", "text": "Ash falls.", "mood": "grim"}),
+		proposal(events.KindNPCDialogue, "p11", obj{"npcId": "npc:mara", "playerId": "player:ana", "locationId": "loc:gate", "line": "Halt.", "intent": "greet"}),
+		proposal(events.KindQuestSeed, "p12", obj{"questId": "quest:ember", "locationId": "loc:well", "title": "Ember", "hook": "A glow below.", "objectives": []string{"descend", "return"}, "involves": []string{"npc:mara"}}),
+		proposal(events.KindPlayerMoved, "p13", obj{"playerId": "player:ana", "fromLocationId": "loc:gate", "toLocationId": "loc:well", "direction": "north"}),
+		proposal(events.KindExitRemoved, "p14", obj{"fromLocationId": "loc:well", "direction": "south", "reason": "collapsed"}),
+		proposal(events.KindNPCRemoved, "p15", obj{"npcId": "npc:mara", "reason": "retired"}),
+	}
+	bad := []struct {
+		p      *events.Proposal
+		reason string
+	}{
+		{proposal(events.KindPlayerMoved, "b1", obj{"playerId": "player:ana", "fromLocationId": "loc:gate", "toLocationId": "loc:well", "direction": "north"}), "is not at loc:gate"},
+		{proposal(events.KindExitAdded, "b2", obj{"fromLocationId": "loc:gate", "toLocationId": "loc:nowhere", "direction": "east"}), "loc:nowhere does not exist"},
+		{proposal(events.KindExitAdded, "b3", obj{"fromLocationId": "loc:gate", "toLocationId": "loc:gate", "direction": "north"}), "already has an exit north"},
+		{proposal(events.KindLocationCreated, "b4", obj{"locationId": "loc:gate", "name": "Again", "description": "x"}), "already exists"},
+		{proposal(events.KindPlayerMoved, "b5", obj{"playerId": "player:ana", "fromLocationId": "loc:well", "toLocationId": "loc:gate", "direction": "south"}), "no exit south"},
+		{proposal(events.KindNPCRemoved, "b6", obj{"npcId": "npc:mara", "reason": "twice"}), "does not exist"},
+	}
+	for _, p := range good {
+		publish(t, e.JS, p, p.ProposalID)
+	}
+	for _, b := range bad {
+		publish(t, e.JS, b.p, b.p.ProposalID)
+	}
+	natstest.WaitFor(t, 15*time.Second, "all decided", func() bool {
+		return committed(t, e) == uint64(len(good)) && rejected(t, e) == uint64(len(bad)) && settled(t, e)
+	})
+
+	v, ed := counts(t, ro)
+	wantV := map[string]int64{"Location": 2, "Faction": 1, "Player": 1, "Item": 1, "LoreFact": 1, "Ambience": 1, "Dialogue": 1,
+		"QuestSeed": 1, "AppliedEvent": int64(len(good)), "CommitConflict": int64(len(bad))}
+	// Mara was removed with her edges (at, member_of, holds, spoken_by, involves).
+	wantE := map[string]int64{"exit": 1, "at": 1, "about": 2, "describes": 1, "spoken_to": 1, "set_in": 1}
+	if !equalCounts(v, wantV) || !equalCounts(ed, wantE) {
+		t.Fatalf("vertices %v edges %v\nwant %v %v", v, ed, wantV, wantE)
+	}
+	if got := values(t, ro, func(g *gremlingo.GraphTraversalSource) *gremlingo.GraphTraversal {
+		return g.V("player:ana").Out("at").Id()
+	}); len(got) != 1 || got[0] != "loc:well" {
+		t.Fatalf("ana is at %v", got)
+	}
+	if got := values(t, ro, func(g *gremlingo.GraphTraversalSource) *gremlingo.GraphTraversal {
+		return g.V("player:ana").Values("version")
+	}); len(got) != 1 || got[0] != int64(1) {
+		t.Fatalf("ana's version is %#v, want int64 1", got)
+	}
+	if got := values(t, ro, func(g *gremlingo.GraphTraversalSource) *gremlingo.GraphTraversal {
+		return g.V("loc:gate").Values("tags").Order()
+	}); len(got) != 2 || got[0] != "city" || got[1] != "wall" {
+		t.Fatalf("gate tags %v", got)
+	}
+
+	// The committed events are well formed, on the right subjects, with the deterministic id.
+	s, err := e.JS.Stream(context.Background(), events.StreamCommitted)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := s.GetLastMsgForSubject(context.Background(), events.CommittedSubject("PlayerMoved"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var evt events.DomainEvent
+	if err := json.Unmarshal(m.Data, &evt); err != nil {
+		t.Fatal(err)
+	}
+	if evt.EventID != events.DomainEventID("p13", 0) || m.Header.Get(events.HeaderMsgID) != evt.EventID || evt.ProposalID != "p13" ||
+		evt.CorrelationID != "corr-p13" || evt.CommittedUTC.IsZero() || !strings.Contains(string(evt.Payload), "loc:well") {
+		t.Fatalf("committed event %+v headers %v", evt, m.Header)
+	}
+	// Rejections are structured and say why.
+	rs := readAll(t, e, events.RejectedSubject("processor"))
+	byID := map[string]events.Rejection{}
+	for _, raw := range rs {
+		var r events.Rejection
+		if err := json.Unmarshal(raw, &r); err != nil {
+			t.Fatal(err)
+		}
+		byID[r.ProposalID] = r
+	}
+	for _, b := range bad {
+		r := byID[b.p.ProposalID]
+		if r.Gate != "processor" || r.Code != events.CodeCommitConflict || !strings.Contains(r.Reason, b.reason) || r.Transient {
+			t.Errorf("rejection of %s: %+v (want reason containing %q)", b.p.ProposalID, r, b.reason)
+		}
+	}
+	if got := testutil.ToFloat64(counter(t, reg, "worldgate_proposals_committed_total")); got != float64(len(good)) {
+		t.Fatalf("proposals_committed_total = %v", got)
+	}
+	if got := testutil.ToFloat64(counter(t, reg, "worldgate_commit_rejections_total")); got != float64(len(bad)) {
+		t.Fatalf("commit_rejections_total = %v", got)
+	}
+}
+
+func counter(t *testing.T, reg *prometheus.Registry, name string) prometheus.Collector {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			var sum float64
+			for _, m := range mf.GetMetric() {
+				sum += m.GetCounter().GetValue()
+			}
+			c := prometheus.NewCounter(prometheus.CounterOpts{Name: "sum"})
+			c.Add(sum)
+			return c
+		}
+	}
+	t.Fatalf("metric %s not found", name)
+	return nil
+}
