@@ -1,0 +1,315 @@
+// Package approval keeps destructive proposals waiting for a person and carries out that
+// person's decision. Held proposals live in the KV bucket natsx.BucketApprovals, so they survive
+// restarts of every process; a decision is a compare-and-set on the record, so two people (or
+// an approval racing an expiry) cannot both decide.
+//
+//	store, err := approval.Open(ctx, js)
+//	pending, err := store.List(ctx, approval.StatusPending)
+//	rec, err := store.Show(ctx, proposalID)
+//	rec, err = store.Approve(ctx, proposalID, "ops:ada")          // forwards to its next hop
+//	rec, err = store.Reject(ctx, proposalID, "ops:ada", "keep it") // publishes APPROVAL_DENIED
+//
+// The approval gate calls Hold; the worldgate CLI calls the rest.
+package approval
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/worldgate/worldgate/events"
+	"github.com/worldgate/worldgate/services/gate/slip"
+	"github.com/worldgate/worldgate/shared/natsx"
+)
+
+// Gate is the gate name decisions are recorded under.
+const Gate = "approval"
+
+// Status of a held proposal.
+type Status string
+
+// Statuses. Only pending records can be decided.
+const (
+	StatusPending  Status = "pending"
+	StatusApproved Status = "approved"
+	StatusRejected Status = "rejected"
+	StatusExpired  Status = "expired"
+)
+
+// Record is one held proposal and, once decided, the decision.
+type Record struct {
+	ProposalID    string           `json:"proposalId"`
+	Kind          string           `json:"kind"`
+	CorrelationID string           `json:"correlationId"`
+	Attempt       int              `json:"attempt"`
+	Status        Status           `json:"status"`
+	HeldUTC       time.Time        `json:"heldUtc"`
+	ExpiresUTC    *time.Time       `json:"expiresUtc,omitempty"`
+	DecidedBy     string           `json:"decidedBy,omitempty"`
+	DecidedUTC    *time.Time       `json:"decidedUtc,omitempty"`
+	Reason        string           `json:"reason,omitempty"`
+	Published     bool             `json:"published"` // the decision's message is on the bus
+	Proposal      *events.Proposal `json:"proposal"`
+}
+
+// Errors.
+var (
+	ErrNotFound       = errors.New("no held proposal with that id")
+	ErrAlreadyDecided = errors.New("the proposal was already decided")
+)
+
+// Store is the approvals bucket plus the JetStream context decisions are published with.
+type Store struct {
+	kv  jetstream.KeyValue
+	js  jetstream.JetStream
+	now func() time.Time
+}
+
+// Open binds to the approvals bucket (provisioned by natsx.Provision).
+func Open(ctx context.Context, js jetstream.JetStream) (*Store, error) {
+	if js == nil {
+		return nil, errors.New("approval: a JetStream context is required")
+	}
+	kv, err := js.KeyValue(ctx, natsx.BucketApprovals)
+	if err != nil {
+		return nil, fmt.Errorf("approvals bucket %s: %w (provision the topology first)", natsx.BucketApprovals, err)
+	}
+	return &Store{kv: kv, js: js, now: time.Now}, nil
+}
+
+// WithClock returns a copy of s that reads time from now (tests of expiry).
+func (s *Store) WithClock(now func() time.Time) *Store {
+	c := *s
+	c.now = now
+	return &c
+}
+
+// Key is the KV key of a proposal id: KV keys cannot hold ':' and treat '.' as a separator, so
+// both are escaped (the proposal id alphabet has no '=').
+func Key(proposalID string) string {
+	return strings.NewReplacer(":", "=3A", ".", "=2E").Replace(proposalID)
+}
+
+// Hold stores p (its trail already carrying the held hop) as pending. Holding the same attempt
+// again (a redelivery) changes nothing; a newer attempt replaces a decided record.
+func (s *Store) Hold(ctx context.Context, p *events.Proposal, expiry time.Duration) error {
+	now := s.now().UTC()
+	rec := Record{ProposalID: p.ProposalID, Kind: p.Kind, CorrelationID: p.CorrelationID, Attempt: p.Attempt,
+		Status: StatusPending, HeldUTC: now, Proposal: p}
+	if expiry > 0 {
+		exp := now.Add(expiry)
+		rec.ExpiresUTC = &exp
+	}
+	data, err := json.Marshal(rec)
+	if err != nil {
+		return fmt.Errorf("encode held proposal %s: %w", p.ProposalID, err)
+	}
+	key := Key(p.ProposalID)
+	if _, err := s.kv.Create(ctx, key, data); err == nil {
+		return nil
+	} else if !errors.Is(err, jetstream.ErrKeyExists) {
+		return fmt.Errorf("hold proposal %s in %s: %w", p.ProposalID, natsx.BucketApprovals, err)
+	}
+	old, rev, err := s.get(ctx, p.ProposalID)
+	if err != nil {
+		return err
+	}
+	if old.Attempt >= p.Attempt || old.Status == StatusPending {
+		return nil // already held (a redelivery), or an older attempt still waiting for its decision
+	}
+	if _, err := s.kv.Update(ctx, key, data, rev); err != nil {
+		return fmt.Errorf("hold proposal %s (attempt %d): %w", p.ProposalID, p.Attempt, err)
+	}
+	return nil
+}
+
+func (s *Store) get(ctx context.Context, id string) (Record, uint64, error) {
+	e, err := s.kv.Get(ctx, Key(id))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return Record{}, 0, fmt.Errorf("proposal %s: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return Record{}, 0, fmt.Errorf("read held proposal %s: %w", id, err)
+	}
+	var r Record
+	if err := json.Unmarshal(e.Value(), &r); err != nil {
+		return Record{}, 0, fmt.Errorf("held proposal %s is not readable: %w", id, err)
+	}
+	return r, e.Revision(), nil
+}
+
+// Show returns the record of one held (or decided) proposal.
+func (s *Store) Show(ctx context.Context, proposalID string) (Record, error) {
+	r, _, err := s.get(ctx, proposalID)
+	return r, err
+}
+
+// List returns the records with one of statuses (every record when none is given), oldest first.
+func (s *Store) List(ctx context.Context, statuses ...Status) ([]Record, error) {
+	lister, err := s.kv.ListKeys(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", natsx.BucketApprovals, err)
+	}
+	var keys []string
+	for k := range lister.Keys() {
+		keys = append(keys, k)
+	}
+	out := []Record{}
+	for _, k := range keys {
+		e, err := s.kv.Get(ctx, k)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read %s: %w", k, err)
+		}
+		var r Record
+		if err := json.Unmarshal(e.Value(), &r); err != nil {
+			return nil, fmt.Errorf("held proposal under key %s is not readable: %w", k, err)
+		}
+		if len(statuses) == 0 || contains(statuses, r.Status) {
+			out = append(out, r)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].HeldUTC.Before(out[j].HeldUTC) })
+	return out, nil
+}
+
+func contains(ss []Status, s Status) bool {
+	for _, x := range ss {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// Approve lets the proposal continue: an "approved" hop is added and it is published to its
+// next hop. Approving an approved proposal again re-publishes idempotently (same message id).
+func (s *Store) Approve(ctx context.Context, proposalID, by string) (Record, error) {
+	return s.decide(ctx, proposalID, StatusApproved, by, "")
+}
+
+// Reject refuses the proposal: an APPROVAL_DENIED rejection carrying reason is published to
+// proposals.rejected.approval.
+func (s *Store) Reject(ctx context.Context, proposalID, by, reason string) (Record, error) {
+	if strings.TrimSpace(reason) == "" {
+		return Record{}, errors.New("a reason is required to reject a proposal: say why, so its author can act on it")
+	}
+	return s.decide(ctx, proposalID, StatusRejected, by, reason)
+}
+
+// ExpireDue rejects every pending proposal whose expiry has passed with APPROVAL_EXPIRED and
+// returns how many it expired.
+func (s *Store) ExpireDue(ctx context.Context) (int, error) {
+	pending, err := s.List(ctx, StatusPending)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, r := range pending {
+		if r.ExpiresUTC == nil || s.now().Before(*r.ExpiresUTC) {
+			continue
+		}
+		if _, err := s.decide(ctx, r.ProposalID, StatusExpired, "system:expiry", ""); err != nil && !errors.Is(err, ErrAlreadyDecided) {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
+}
+
+func (s *Store) decide(ctx context.Context, id string, want Status, by, reason string) (Record, error) {
+	if strings.TrimSpace(by) == "" {
+		return Record{}, errors.New("say who decides: a person's id is required")
+	}
+	for range 10 {
+		r, rev, err := s.get(ctx, id)
+		if err != nil {
+			return Record{}, err
+		}
+		if r.Status == StatusPending {
+			now := s.now().UTC()
+			status, decider, why := want, by, reason
+			if r.ExpiresUTC != nil && !now.Before(*r.ExpiresUTC) {
+				status, decider, why = StatusExpired, "system:expiry", "" // too late: it expires instead
+			}
+			r.Status, r.DecidedBy, r.DecidedUTC, r.Reason = status, decider, &now, why
+			data, err := json.Marshal(r)
+			if err != nil {
+				return Record{}, err
+			}
+			if _, err := s.kv.Update(ctx, Key(id), data, rev); err != nil {
+				continue // someone else decided (or expired it) first: read again
+			}
+			rev++
+		}
+		if r.Status != want {
+			if !r.Published && r.Status != StatusPending {
+				if err := s.publish(ctx, r); err != nil {
+					return r, err
+				}
+			}
+			return r, fmt.Errorf("proposal %s was already %s by %s: %w", id, r.Status, r.DecidedBy, ErrAlreadyDecided)
+		}
+		if !r.Published {
+			if err := s.publish(ctx, r); err != nil {
+				return r, err
+			}
+			r.Published = true
+			if data, err := json.Marshal(r); err == nil {
+				_, _ = s.kv.Update(ctx, Key(id), data, rev) // best effort: a re-publish is idempotent
+			}
+		}
+		return r, nil
+	}
+	return Record{}, fmt.Errorf("proposal %s: too many concurrent decisions; try again", id)
+}
+
+// publish puts the decision on the bus: the proposal to its next hop, or a rejection.
+func (s *Store) publish(ctx context.Context, r Record) error {
+	if r.Proposal == nil {
+		return fmt.Errorf("held proposal %s has no proposal body", r.ProposalID)
+	}
+	p := *r.Proposal
+	p.Route.Pending = append([]string(nil), p.Route.Pending...)
+	p.Route.Trail = append([]events.Hop(nil), p.Route.Trail...)
+	at := *r.DecidedUTC
+	waited := at.Sub(r.HeldUTC)
+	var m slip.Message
+	var err error
+	switch r.Status {
+	case StatusApproved:
+		slip.Record(&p, Gate, events.OutcomeApproved, "", at, waited, true)
+		m, err = slip.Forward(&p, Gate)
+	case StatusRejected:
+		slip.Record(&p, Gate, events.OutcomeRejected, events.CodeApprovalDenied, at, waited, true)
+		m, err = slip.Rejected(slip.Rejection(&p, Gate, slip.Verdict{Code: events.CodeApprovalDenied,
+			Reason:  fmt.Sprintf("%s rejected this %s proposal: %s", r.DecidedBy, p.Kind, r.Reason),
+			Details: map[string]any{"decidedBy": r.DecidedBy, "reason": r.Reason}}, at))
+	case StatusExpired:
+		slip.Record(&p, Gate, events.OutcomeRejected, events.CodeApprovalExpired, at, waited, true)
+		m, err = slip.Rejected(slip.Rejection(&p, Gate, slip.Verdict{Code: events.CodeApprovalExpired,
+			Reason:  fmt.Sprintf("No one approved this %s proposal within %s; propose it again if it is still wanted.", p.Kind, r.ExpiresUTC.Sub(r.HeldUTC).Round(time.Second)),
+			Details: map[string]any{"heldUtc": r.HeldUTC, "expiresUtc": r.ExpiresUTC}}, at))
+	default:
+		return fmt.Errorf("proposal %s is %s, not decided", r.ProposalID, r.Status)
+	}
+	if err != nil {
+		return err
+	}
+	msg := &nats.Msg{Subject: m.Subject, Data: m.Data, Header: nats.Header{}}
+	msg.Header.Set(events.HeaderCorrelationID, m.CorrelationID)
+	msg.Header.Set(events.HeaderType, m.Kind)
+	if _, err := s.js.PublishMsg(ctx, msg, jetstream.WithMsgID(m.ID)); err != nil {
+		return fmt.Errorf("publish the %s decision on %s to %s: %w (the decision is recorded; run the same command again to publish it)", r.Status, r.ProposalID, m.Subject, err)
+	}
+	return nil
+}

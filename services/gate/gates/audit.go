@@ -1,0 +1,93 @@
+package gates
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/worldgate/worldgate/events"
+	"github.com/worldgate/worldgate/services/gate/provenance"
+	"github.com/worldgate/worldgate/services/gate/route"
+)
+
+// audit writes the audit record of a proposal to audit.proposals and lets the proposal go on
+// only after JetStream has acknowledged the record: nothing is persisted without its audit
+// trail.
+//
+// When the record cannot be written, the failure is first treated as an infrastructure error
+// (redelivered with backoff, like every other gate's), because most such failures are brief. On
+// the last delivery the gate rejects with AUDIT_UNAVAILABLE (transient, retryAfter) instead of
+// dead-lettering: the proposal does not proceed, and its author learns why.
+type audit struct {
+	js  jetstream.JetStream
+	now func() time.Time
+}
+
+func newAudit(d Deps) (Gate, error) {
+	if d.JetStream == nil {
+		return nil, errors.New("the audit gate needs JetStream (stream " + events.StreamAudit + ")")
+	}
+	return &audit{js: d.JetStream, now: d.Now}, nil
+}
+
+func (*audit) Name() string { return route.Audit }
+
+// AuditRecord is what audit.proposals carries per proposal attempt.
+type AuditRecord struct {
+	ProposalID    string             `json:"proposalId"`
+	Kind          string             `json:"kind"`
+	CorrelationID string             `json:"correlationId"`
+	CausationID   string             `json:"causationId"`
+	AgentRole     string             `json:"agentRole"`
+	Actor         events.Actor       `json:"actor"`
+	Attempt       int                `json:"attempt"`
+	Digest        string             `json:"digest"` // SHA-256 of the canonical proposal as audited
+	Trail         []events.Hop       `json:"trail"`
+	Provenance    *events.Provenance `json:"provenance,omitempty"`
+	AuditedUTC    time.Time          `json:"auditedUtc"`
+}
+
+// auditRecord is the pure part: the record of p.
+func auditRecord(p *events.Proposal, at time.Time) (AuditRecord, error) {
+	c, err := provenance.CanonicalValue(p)
+	if err != nil {
+		return AuditRecord{}, err
+	}
+	return AuditRecord{
+		ProposalID: p.ProposalID, Kind: p.Kind, CorrelationID: p.CorrelationID, CausationID: p.CausationID,
+		AgentRole: p.AgentRole, Actor: p.Actor, Attempt: p.Attempt, Digest: provenance.Sum(c),
+		Trail: p.Route.Trail, Provenance: p.Provenance, AuditedUTC: at.UTC(),
+	}, nil
+}
+
+func (g *audit) Check(ctx context.Context, p *events.Proposal) (Decision, error) {
+	rec, err := auditRecord(p, g.now())
+	if err != nil {
+		return Decision{}, err
+	}
+	data, err := json.Marshal(rec)
+	if err != nil {
+		return Decision{}, err
+	}
+	msg := &nats.Msg{Subject: events.SubjectAuditProposals, Data: data, Header: nats.Header{}}
+	msg.Header.Set(events.HeaderCorrelationID, p.CorrelationID)
+	msg.Header.Set(events.HeaderType, p.Kind)
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	_, err = g.js.PublishMsg(pctx, msg, jetstream.WithMsgID("audit:"+p.ProposalID+":"+strconv.Itoa(p.Attempt)))
+	if err == nil {
+		return Pass(), nil
+	}
+	if n, limit := Delivery(ctx); n < limit {
+		return Decision{}, fmt.Errorf("audit record not written: %w", err)
+	}
+	return RejectTransient(events.CodeAuditUnavailable,
+		fmt.Sprintf("The audit record could not be written (%v), so the proposal was stopped before persistence: propose it again later.", err),
+		map[string]any{"error": err.Error()}, 30), nil
+}

@@ -1,0 +1,133 @@
+package gates
+
+import (
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/worldgate/worldgate/events"
+	"github.com/worldgate/worldgate/services/gate/slip"
+	"github.com/worldgate/worldgate/shared/logx"
+	"github.com/worldgate/worldgate/shared/metrics"
+	"github.com/worldgate/worldgate/shared/runtime"
+)
+
+// chainMetrics are shared by every gate of a process (metrics.Register returns the existing
+// collectors to the second gate).
+type chainMetrics struct {
+	decisions *prometheus.CounterVec
+	latency   *prometheus.HistogramVec
+}
+
+func newChainMetrics(reg prometheus.Registerer) *chainMetrics {
+	return &chainMetrics{
+		decisions: metrics.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: metrics.Namespace, Name: "gate_decisions_total",
+			Help: "Gate decisions by gate, proposal kind, outcome (passed, rejected, held) and rejection code.",
+		}, []string{"gate", "kind", "outcome", "code"})),
+		latency: metrics.Register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: metrics.Namespace, Name: "gate_latency_seconds",
+			Help: "Time a gate took to decide on a proposal, from decoding to the outgoing message being built.", Buckets: metrics.DurationBuckets,
+		}, []string{"gate"})),
+	}
+}
+
+var proposalIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9:._-]{0,127}$`)
+
+// chain turns a Gate into a runtime handler.
+type chain struct {
+	m          *chainMetrics
+	log        *slog.Logger
+	now        func() time.Time
+	maxDeliver int
+}
+
+func (c *chain) handler(g Gate) message.HandlerFunc {
+	name := g.Name()
+	latency := c.m.latency.WithLabelValues(name)
+	return func(m *message.Message) ([]*message.Message, error) {
+		start := c.now()
+		var p events.Proposal
+		if err := json.Unmarshal(m.Payload, &p); err != nil {
+			return nil, runtime.Permanentf("gate %s: the message is not a decodable proposal: %v", name, err)
+		}
+		if !proposalIDPattern.MatchString(p.ProposalID) {
+			return nil, runtime.Permanentf("gate %s: the message has no usable proposalId (%q), so it can be neither routed nor rejected", name, p.ProposalID)
+		}
+		ctx := withDelivery(m.Context(), runtime.Deliveries(m), c.maxDeliver)
+		var d Decision
+		var err error
+		switch {
+		case len(p.Route.Pending) == 0 || p.Route.Pending[0] != name:
+			next := "none"
+			if len(p.Route.Pending) > 0 {
+				next = p.Route.Pending[0]
+			}
+			d = Reject(events.CodeRouteInvalid, fmt.Sprintf("The proposal reached the %s gate but its route says the next gate is %s: fill Route.Pending from the kind's configured route and publish to the subject of its first gate.", name, next),
+				map[string]any{"pending": p.Route.Pending})
+		default:
+			if rg, ok := g.(RawGate); ok {
+				d, err = rg.CheckRaw(ctx, m.Payload, &p)
+				break
+			}
+			strict, derr := events.Decoder{}.Proposal(m.Payload)
+			if derr != nil {
+				return nil, runtime.Permanentf("gate %s: proposal %s is not valid (the schema gate should have stopped it): %v", name, p.ProposalID, derr)
+			}
+			p = *strict
+			d, err = g.Check(ctx, &p)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("gate %s: proposal %s: %w", name, p.ProposalID, err)
+		}
+		now := c.now()
+		took := now.Sub(start)
+		var out slip.Message
+		switch d.Outcome {
+		case Passed:
+			slip.Record(&p, name, events.OutcomePassed, "", now, took, true)
+			out, err = slip.Forward(&p, name)
+		case Held:
+			h, ok := g.(Holder)
+			if !ok {
+				return nil, runtime.Permanentf("gate %s held a proposal but cannot hold (a defect in the gate)", name)
+			}
+			slip.Record(&p, name, events.OutcomeHeld, "", now, took, false)
+			if err := h.Hold(ctx, &p); err != nil {
+				return nil, fmt.Errorf("gate %s: hold proposal %s: %w", name, p.ProposalID, err)
+			}
+			out, err = slip.Forward(&p, name)
+			// A notice that it waits: distinct id, so the decision forwarded later is not
+			// mistaken for a duplicate of it.
+			out.Subject, out.ID = events.SubjectApproval, out.ID+":held"
+		default:
+			slip.Record(&p, name, events.OutcomeRejected, d.Code, now, took, true)
+			out, err = slip.Rejected(slip.Rejection(&p, name, d.Verdict, now))
+		}
+		if err != nil {
+			return nil, runtime.Permanent(err)
+		}
+		latency.Observe(took.Seconds())
+		kind := p.Kind
+		if _, ok := events.LookupKind(kind); !ok {
+			kind = "unknown" // bounded label set
+		}
+		c.m.decisions.WithLabelValues(name, kind, d.Outcome.String(), string(d.Code)).Inc()
+		log := logx.From(m.Context(), c.log).With("gate", name, "proposalId", p.ProposalID, "correlationId", p.CorrelationID,
+			"kind", p.Kind, "attempt", p.Attempt, "outcome", d.Outcome.String(), "durationMs", float64(took.Microseconds())/1000)
+		if d.Outcome == Rejected {
+			log.Info("Proposal.Gate.Rejected", "code", string(d.Code), "reason", d.Reason, "transient", d.Transient)
+		} else {
+			log.Info("Proposal.Gate."+map[Outcome]string{Passed: "Passed", Held: "Held"}[d.Outcome], "next", out.Subject)
+		}
+		msg := runtime.NewMessage(out.Subject, out.ID, out.Data)
+		msg.Metadata.Set(events.HeaderCorrelationID, out.CorrelationID)
+		msg.Metadata.Set(events.HeaderType, out.Kind)
+		return []*message.Message{msg}, nil
+	}
+}

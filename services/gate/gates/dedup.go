@@ -1,0 +1,150 @@
+package gates
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/worldgate/worldgate/events"
+	"github.com/worldgate/worldgate/services/gate/route"
+	"github.com/worldgate/worldgate/shared/natsx"
+)
+
+// dedup rejects content that is a near-duplicate of content recently accepted for the same kind
+// and target. Accepted fingerprints live in the KV bucket natsx.BucketDedup, one key per kind
+// and target holding the latest Keep entries; a check and its insert are one compare-and-set,
+// so two replicas cannot both accept near-duplicates. "Accepted" means passed this gate: a
+// proposal rejected later keeps its fingerprint (its own later attempts are not compared with
+// it, since entries of the same proposal id are skipped).
+type dedup struct {
+	kv  jetstream.KeyValue
+	cfg DedupConfig
+	now func() time.Time
+}
+
+func newDedup(d Deps) (Gate, error) {
+	if d.JetStream == nil {
+		return nil, errors.New("the dedup gate needs JetStream (KV bucket " + natsx.BucketDedup + ")")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	kv, err := d.JetStream.KeyValue(ctx, natsx.BucketDedup)
+	if err != nil {
+		return nil, fmt.Errorf("KV bucket %s: %w (provision the topology first)", natsx.BucketDedup, err)
+	}
+	return &dedup{kv: kv, cfg: d.Config.Dedup, now: d.Now}, nil
+}
+
+func (*dedup) Name() string { return route.Dedup }
+
+// fingerprint is one accepted text.
+type fingerprint struct {
+	FP         string    `json:"fp"` // hex uint64
+	ProposalID string    `json:"proposalId"`
+	At         time.Time `json:"at"`
+}
+
+type fingerprints struct {
+	Entries []fingerprint `json:"entries"`
+}
+
+// dedupKey is the KV key of a kind and target (hashed: ids hold characters keys cannot).
+func dedupKey(kind, target string) string {
+	h := sha256.Sum256([]byte(target))
+	return kind + "." + hex.EncodeToString(h[:12])
+}
+
+// nearDuplicate is the pure rule: the first live entry of another proposal within maxDistance.
+func nearDuplicate(fp uint64, proposalID string, entries []fingerprint, maxDistance int, since time.Time) (fingerprint, int, bool) {
+	for _, e := range entries {
+		if e.ProposalID == proposalID || e.At.Before(since) {
+			continue
+		}
+		other, err := strconv.ParseUint(e.FP, 16, 64)
+		if err != nil {
+			continue
+		}
+		if d := Hamming(fp, other); d <= maxDistance {
+			return e, d, true
+		}
+	}
+	return fingerprint{}, 0, false
+}
+
+func (g *dedup) Check(ctx context.Context, p *events.Proposal) (Decision, error) {
+	payload, err := decodePayload(p.Kind, p.Payload)
+	if err != nil {
+		return Decision{}, err
+	}
+	text := contentText(payload)
+	if text == "" {
+		return Pass(), nil
+	}
+	fp := SimHash(text)
+	key := dedupKey(p.Kind, contentTarget(payload))
+	for range 20 {
+		var cur fingerprints
+		var rev uint64
+		e, err := g.kv.Get(ctx, key)
+		switch {
+		case errors.Is(err, jetstream.ErrKeyNotFound):
+		case err != nil:
+			return Decision{}, fmt.Errorf("read fingerprints: %w", err)
+		default:
+			rev = e.Revision()
+			if err := json.Unmarshal(e.Value(), &cur); err != nil {
+				cur = fingerprints{} // unreadable: start again rather than block the kind
+			}
+		}
+		now := g.now()
+		since := now.Add(-g.cfg.Window)
+		for _, x := range cur.Entries {
+			if x.ProposalID == p.ProposalID {
+				return Pass(), nil // already accepted: a redelivery
+			}
+		}
+		if prev, d, ok := nearDuplicate(fp, p.ProposalID, cur.Entries, g.cfg.MaxDistance, since); ok {
+			return Reject(events.CodeDuplicate,
+				fmt.Sprintf("This %s is a near-duplicate of proposal %s, accepted at %s for the same target: write something new.", p.Kind, prev.ProposalID, prev.At.UTC().Format(time.RFC3339)),
+				map[string]any{"duplicateOf": prev.ProposalID, "distance": d, "maxDistance": g.cfg.MaxDistance}), nil
+		}
+		next := fingerprints{Entries: make([]fingerprint, 0, len(cur.Entries)+1)}
+		for _, x := range cur.Entries {
+			if !x.At.Before(since) {
+				next.Entries = append(next.Entries, x)
+			}
+		}
+		next.Entries = append(next.Entries, fingerprint{FP: strconv.FormatUint(fp, 16), ProposalID: p.ProposalID, At: now.UTC()})
+		if over := len(next.Entries) - g.cfg.Keep; over > 0 {
+			next.Entries = next.Entries[over:]
+		}
+		data, err := json.Marshal(next)
+		if err != nil {
+			return Decision{}, err
+		}
+		if rev == 0 {
+			_, err = g.kv.Create(ctx, key, data)
+		} else {
+			_, err = g.kv.Update(ctx, key, data, rev)
+		}
+		if err == nil {
+			return Pass(), nil
+		}
+		if !isConflict(err) {
+			return Decision{}, fmt.Errorf("store fingerprint: %w", err)
+		}
+	}
+	return Decision{}, errors.New("store fingerprint: too many concurrent updates of one target")
+}
+
+// isConflict reports a compare-and-set that lost to another writer.
+func isConflict(err error) bool {
+	return errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch)
+}

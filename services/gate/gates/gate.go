@@ -1,0 +1,119 @@
+// Package gates holds Worldgate's proposal gates and the chain runtime they share.
+//
+// A gate is one small type in its own file: a Name and a Check that looks at a proposal and
+// returns a Decision (pass, reject with a code and a sentence, or hold). Everything else is
+// written once, in chain.go: consuming proposals.gate.<name> on the durable consumer
+// gate-<name>, decoding, checking the routing slip, recording the hop, publishing to the next
+// hop or to proposals.rejected.<name> with a deterministic message id, metrics and logs.
+// Redelivery, dead letters and acknowledgement after publishing come from shared/runtime.
+//
+// A Check returns an error only for infrastructure failures (KV, graph, MCP unreachable): the
+// message is then redelivered with backoff and dead-lettered past the limit. A proposal that is
+// wrong is never an error: it is a rejection.
+//
+// Adding a gate: write <name>.go with a constructor func(Deps) (Gate, error), add one line to
+// constructors in register.go, and add the name to route.KnownGates.
+package gates
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/worldgate/worldgate/events"
+	"github.com/worldgate/worldgate/services/gate/slip"
+)
+
+// Gate checks proposals.
+type Gate interface {
+	Name() string
+	Check(ctx context.Context, p *events.Proposal) (Decision, error)
+}
+
+// RawGate is a gate that wants the message as it arrived, before strict decoding (the schema
+// gate: it turns a decodable but invalid proposal into a rejection). The runtime calls CheckRaw
+// instead of Check; p is decoded leniently.
+type RawGate interface {
+	Gate
+	CheckRaw(ctx context.Context, data []byte, p *events.Proposal) (Decision, error)
+}
+
+// Holder is a gate that can hold a proposal (the approval gate). The runtime calls Hold with the
+// proposal after recording the held hop; the input is acknowledged only after Hold succeeds.
+type Holder interface {
+	Hold(ctx context.Context, p *events.Proposal) error
+}
+
+// Outcome of a check.
+type Outcome int
+
+// Outcomes.
+const (
+	Passed Outcome = iota
+	Rejected
+	Held
+)
+
+func (o Outcome) String() string {
+	switch o {
+	case Passed:
+		return events.OutcomePassed
+	case Rejected:
+		return events.OutcomeRejected
+	case Held:
+		return events.OutcomeHeld
+	}
+	return fmt.Sprintf("outcome(%d)", int(o))
+}
+
+// Decision is a gate's answer about one proposal.
+type Decision struct {
+	Outcome Outcome
+	slip.Verdict
+}
+
+// Pass lets the proposal go on.
+func Pass() Decision { return Decision{Outcome: Passed} }
+
+// Hold keeps the proposal until someone decides.
+func Hold() Decision { return Decision{Outcome: Held} }
+
+// Reject refuses the proposal with code and a reason a person understands.
+func Reject(code events.Code, reason string, details map[string]any) Decision {
+	return Decision{Outcome: Rejected, Verdict: slip.Verdict{Code: code, Reason: reason, Details: details}}
+}
+
+// RejectTransient refuses the proposal for now: it may pass if proposed again after retryAfter
+// seconds.
+func RejectTransient(code events.Code, reason string, details map[string]any, retryAfter float64) Decision {
+	d := Reject(code, reason, details)
+	d.Transient, d.RetryAfter = true, retryAfter
+	return d
+}
+
+type deliveryKey struct{}
+
+type delivery struct{ n, max int }
+
+// Delivery reports which delivery of the message a Check runs on (1 = first) and the limit
+// after which the message is dead-lettered; a gate whose failure must become a rejection rather
+// than a dead letter (audit) uses it to decide on the last delivery.
+func Delivery(ctx context.Context) (n, limit int) {
+	d, _ := ctx.Value(deliveryKey{}).(delivery)
+	return d.n, d.max
+}
+
+func withDelivery(ctx context.Context, n, limit int) context.Context {
+	return context.WithValue(ctx, deliveryKey{}, delivery{n, limit})
+}
+
+// listOf joins items as "a, b and c".
+func listOf(items []string) string {
+	switch len(items) {
+	case 0:
+		return ""
+	case 1:
+		return items[0]
+	}
+	return strings.Join(items[:len(items)-1], ", ") + " and " + items[len(items)-1]
+}

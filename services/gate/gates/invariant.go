@@ -1,0 +1,303 @@
+package gates
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	gremlingo "github.com/apache/tinkerpop/gremlin-go/v3/driver"
+
+	"github.com/worldgate/worldgate/events"
+	"github.com/worldgate/worldgate/services/gate/route"
+	"github.com/worldgate/worldgate/shared/mcpx/gremlinro"
+)
+
+// invariant checks domain rules against the graph through a read-only connection.
+//
+// Ordering within a world-load batch: a world-building proposal (location_created, exit_added,
+// npc_created, …) may reference an entity created by an earlier proposal of the same batch that
+// is not committed yet. Rules that waiting cannot change (a created entity already exists, an
+// exit direction already taken, a self-loop) reject at once. A reference to an entity that does
+// not exist yet makes the gate ask the graph again, every PollInterval, for up to ReferenceWait;
+// if it is still missing the proposal is rejected as transient (retryAfter), so the loader can
+// propose it again once its dependencies have committed. The gate is a check at one moment: the
+// event-processor must re-check at commit (two exits with one direction may pass concurrently).
+// Proposals produced by agents (ambience, dialogue, quests, moves) and destructive ones get no
+// wait: what they reference must exist now.
+type invariant struct {
+	graph Graph
+	cfg   InvariantConfig
+}
+
+func newInvariant(d Deps) (Gate, error) {
+	if d.Graph == nil {
+		return nil, errors.New("the invariant gate needs a read-only graph connection")
+	}
+	return &invariant{graph: d.Graph, cfg: d.Config.Invariant}, nil
+}
+
+func (*invariant) Name() string { return route.Invariant }
+
+// facts are what the graph says about the entities a proposal touches.
+type facts struct {
+	exists   map[string]bool
+	exits    map[string]string // direction → target location, of needs.exitsOf
+	playerAt []string          // locations the player is at
+}
+
+// needs are the graph reads a proposal's rules depend on.
+type needs struct {
+	ids      []string
+	exitsOf  string
+	playerOf string
+}
+
+// violation is one broken rule; waitable ones may resolve when earlier proposals commit.
+type violation struct {
+	sentence string
+	waitable bool
+}
+
+var entityNames = map[string]string{"loc": "location", "npc": "NPC", "player": "player", "faction": "faction", "item": "item", "lore": "lore fact", "quest": "quest"}
+
+func entity(id string) string {
+	prefix, _, _ := strings.Cut(id, ":")
+	if n, ok := entityNames[prefix]; ok {
+		return n + " " + id
+	}
+	return id
+}
+
+// worldBuilding kinds may wait for references created earlier in their batch.
+func worldBuilding(kind string) bool {
+	switch kind {
+	case events.KindLocationCreated, events.KindExitAdded, events.KindNPCCreated, events.KindFactionCreated,
+		events.KindPlayerCreated, events.KindItemCreated, events.KindLoreFactAdded:
+		return true
+	}
+	return false
+}
+
+// needsOf lists the graph reads for a payload.
+func needsOf(payload any) needs {
+	var n needs
+	add := func(ids ...string) {
+		for _, id := range ids {
+			if id != "" {
+				n.ids = append(n.ids, id)
+			}
+		}
+	}
+	switch p := payload.(type) {
+	case *ambiencePayload:
+		add(p.LocationID)
+	case *npcDialoguePayload:
+		add(p.NPCID, p.PlayerID, p.LocationID)
+	case *questSeedPayload:
+		add(p.LocationID)
+		for _, id := range p.Involves {
+			if !strings.HasPrefix(id, "quest:") {
+				add(id)
+			}
+		}
+	case *playerMovedPayload:
+		add(p.PlayerID, p.FromLocationID, p.ToLocationID)
+		n.exitsOf, n.playerOf = p.FromLocationID, p.PlayerID
+	case *locationCreatedPayload:
+		add(p.LocationID)
+	case *exitAddedPayload:
+		add(p.FromLocationID, p.ToLocationID)
+		n.exitsOf = p.FromLocationID
+	case *exitRemovedPayload:
+		add(p.FromLocationID)
+		n.exitsOf = p.FromLocationID
+	case *npcCreatedPayload:
+		add(p.NPCID, p.LocationID, p.FactionID)
+	case *npcRemovedPayload:
+		add(p.NPCID)
+	case *factionCreatedPayload:
+		add(p.FactionID)
+	case *playerCreatedPayload:
+		add(p.PlayerID, p.LocationID)
+	case *itemCreatedPayload:
+		add(p.ItemID, p.LocationID, p.HolderID)
+	case *loreFactAddedPayload:
+		add(p.LoreID)
+		add(p.About...)
+	}
+	return n
+}
+
+// invariantRules is the pure rule set: what is wrong with the proposal given the facts.
+func invariantRules(kind string, payload any, f facts) []violation {
+	wb := worldBuilding(kind)
+	var out []violation
+	mustExist := func(ids ...string) {
+		for _, id := range ids {
+			if id != "" && !f.exists[id] {
+				out = append(out, violation{fmt.Sprintf("The %s does not exist.", entity(id)), wb})
+			}
+		}
+	}
+	mustNotExist := func(id string) {
+		if f.exists[id] {
+			out = append(out, violation{fmt.Sprintf("The %s already exists: choose another id, or propose a change instead.", entity(id)), false})
+		}
+	}
+	switch p := payload.(type) {
+	case *ambiencePayload:
+		mustExist(p.LocationID)
+	case *npcDialoguePayload:
+		mustExist(p.NPCID, p.PlayerID, p.LocationID)
+	case *questSeedPayload:
+		mustExist(p.LocationID)
+		for _, id := range p.Involves {
+			if !strings.HasPrefix(id, "quest:") {
+				mustExist(id)
+			}
+		}
+	case *playerMovedPayload:
+		mustExist(p.PlayerID, p.FromLocationID, p.ToLocationID)
+		if f.exists[p.PlayerID] && !contains(f.playerAt, p.FromLocationID) {
+			where := "nowhere"
+			if len(f.playerAt) > 0 {
+				where = "at " + strings.Join(f.playerAt, ", ")
+			}
+			out = append(out, violation{fmt.Sprintf("The %s is %s, not at %s.", entity(p.PlayerID), where, p.FromLocationID), false})
+		}
+		if to, ok := f.exits[p.Direction]; f.exists[p.FromLocationID] && !ok {
+			out = append(out, violation{fmt.Sprintf("The %s has no exit %s.", entity(p.FromLocationID), p.Direction), false})
+		} else if ok && to != p.ToLocationID {
+			out = append(out, violation{fmt.Sprintf("The exit %s of %s leads to %s, not %s.", p.Direction, p.FromLocationID, to, p.ToLocationID), false})
+		}
+	case *locationCreatedPayload:
+		mustNotExist(p.LocationID)
+	case *exitAddedPayload:
+		if p.FromLocationID == p.ToLocationID {
+			out = append(out, violation{fmt.Sprintf("The exit %s of %s would lead back to itself: exits must connect two different locations.", p.Direction, p.FromLocationID), false})
+		}
+		mustExist(p.FromLocationID, p.ToLocationID)
+		if to, ok := f.exits[p.Direction]; ok {
+			out = append(out, violation{fmt.Sprintf("The %s already has an exit %s (to %s): exit directions are unique per location.", entity(p.FromLocationID), p.Direction, to), false})
+		}
+	case *exitRemovedPayload:
+		mustExist(p.FromLocationID)
+		if _, ok := f.exits[p.Direction]; f.exists[p.FromLocationID] && !ok {
+			out = append(out, violation{fmt.Sprintf("The %s has no exit %s to remove.", entity(p.FromLocationID), p.Direction), false})
+		}
+	case *npcCreatedPayload:
+		mustNotExist(p.NPCID)
+		mustExist(p.LocationID, p.FactionID)
+	case *npcRemovedPayload:
+		mustExist(p.NPCID)
+	case *factionCreatedPayload:
+		mustNotExist(p.FactionID)
+	case *playerCreatedPayload:
+		mustNotExist(p.PlayerID)
+		mustExist(p.LocationID)
+	case *itemCreatedPayload:
+		mustNotExist(p.ItemID)
+		mustExist(p.LocationID, p.HolderID)
+	case *loreFactAddedPayload:
+		mustNotExist(p.LoreID)
+		mustExist(p.About...)
+	}
+	return out
+}
+
+func contains(ss []string, s string) bool {
+	for _, x := range ss {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func (g *invariant) Check(ctx context.Context, p *events.Proposal) (Decision, error) {
+	payload, err := decodePayload(p.Kind, p.Payload)
+	if err != nil {
+		return Decision{}, err
+	}
+	n := needsOf(payload)
+	deadline := time.Now().Add(g.cfg.ReferenceWait)
+	for {
+		f, err := g.facts(ctx, n)
+		if err != nil {
+			return Decision{}, fmt.Errorf("graph unavailable: %w", err)
+		}
+		vs := invariantRules(p.Kind, payload, f)
+		if len(vs) == 0 {
+			return Pass(), nil
+		}
+		waitable := true
+		sentences := make([]string, len(vs))
+		for i, v := range vs {
+			sentences[i] = v.sentence
+			waitable = waitable && v.waitable
+		}
+		reason := strings.Join(sentences, " ")
+		details := map[string]any{"violations": sentences}
+		if !waitable {
+			return Reject(events.CodeInvariantViolation, reason, details), nil
+		}
+		if !time.Now().Before(deadline) {
+			return RejectTransient(events.CodeInvariantViolation, reason+" It may be created by a proposal not committed yet: propose this again once it is.",
+				details, 5), nil
+		}
+		select {
+		case <-ctx.Done():
+			return Decision{}, ctx.Err()
+		case <-time.After(g.cfg.PollInterval):
+		}
+	}
+}
+
+// facts reads what needs asks for, in at most three traversals.
+func (g *invariant) facts(ctx context.Context, n needs) (facts, error) {
+	f := facts{exists: map[string]bool{}, exits: map[string]string{}}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if len(n.ids) > 0 {
+		ids := make([]any, len(n.ids))
+		for i, id := range n.ids {
+			ids[i] = id
+		}
+		found, err := g.graph.List(ctx, func(gt *gremlingo.GraphTraversalSource) *gremlingo.GraphTraversal {
+			return gt.V(ids...).Id()
+		})
+		if err != nil {
+			return f, err
+		}
+		for _, id := range found {
+			f.exists[fmt.Sprint(id)] = true
+		}
+	}
+	if n.exitsOf != "" && f.exists[n.exitsOf] {
+		rows, err := g.graph.List(ctx, func(gt *gremlingo.GraphTraversalSource) *gremlingo.GraphTraversal {
+			return gt.V(n.exitsOf).OutE("exit").Project("direction", "to").By("direction").By(gremlingo.T__.InV().Id())
+		})
+		if err != nil {
+			return f, err
+		}
+		for _, r := range rows {
+			if m, ok := gremlinro.AsProps(r); ok {
+				f.exits[m.String("direction")] = m.String("to")
+			}
+		}
+	}
+	if n.playerOf != "" && f.exists[n.playerOf] {
+		locs, err := g.graph.List(ctx, func(gt *gremlingo.GraphTraversalSource) *gremlingo.GraphTraversal {
+			return gt.V(n.playerOf).Out("at").Id()
+		})
+		if err != nil {
+			return f, err
+		}
+		for _, l := range locs {
+			f.playerAt = append(f.playerAt, fmt.Sprint(l))
+		}
+	}
+	return f, nil
+}

@@ -1,0 +1,233 @@
+package gates
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/worldgate/worldgate/events"
+	"github.com/worldgate/worldgate/services/gate/route"
+	"github.com/worldgate/worldgate/shared/natsx"
+)
+
+// rate enforces budgets per proposal kind in fixed windows: per actor and global, each a count
+// and a USD cost (provenance.costUsd). Windows are KV entries in natsx.BucketRate updated with
+// compare-and-set (retrying on conflict), so every replica draws on the same budget and
+// together they never admit more than it. Admission reserves the actor's budget, then the
+// global one (giving the actor's back if the global one is spent), then writes an admission
+// marker so that a redelivered proposal is not counted twice. A crash between reserving and the
+// marker counts a proposal twice: budgets err on the side of admitting less, never more.
+type rate struct {
+	kv  jetstream.KeyValue
+	cfg RateConfig
+	now func() time.Time
+}
+
+func newRate(d Deps) (Gate, error) {
+	if d.JetStream == nil {
+		return nil, errors.New("the rate gate needs JetStream (KV bucket " + natsx.BucketRate + ")")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	kv, err := d.JetStream.KeyValue(ctx, natsx.BucketRate)
+	if err != nil {
+		return nil, fmt.Errorf("KV bucket %s: %w (provision the topology first)", natsx.BucketRate, err)
+	}
+	return &rate{kv: kv, cfg: d.Config.Rate, now: d.Now}, nil
+}
+
+func (*rate) Name() string { return route.Rate }
+
+// usage is one window's consumption; cost in micro-USD so sums are exact.
+type usage struct {
+	Count      int   `json:"count"`
+	CostMicros int64 `json:"costMicros"`
+}
+
+// limit is one scope's budget; zero fields are unlimited.
+type limit struct {
+	Count      int
+	CostMicros int64
+}
+
+func (l limit) unlimited() bool { return l.Count <= 0 && l.CostMicros <= 0 }
+
+// admit is the pure budget rule: whether one more proposal costing cost fits, and the usage
+// after it.
+func admit(u usage, cost int64, l limit) (usage, bool) {
+	next := usage{Count: u.Count + 1, CostMicros: u.CostMicros + cost}
+	if l.Count > 0 && next.Count > l.Count {
+		return u, false
+	}
+	if l.CostMicros > 0 && next.CostMicros > l.CostMicros {
+		return u, false
+	}
+	return next, true
+}
+
+// windowOf is the fixed window now falls in: its start and the seconds until it ends.
+func windowOf(now time.Time, size time.Duration) (start time.Time, retryAfter float64) {
+	start = now.Truncate(size)
+	return start, math.Ceil(start.Add(size).Sub(now).Seconds())
+}
+
+func micros(usd float64) int64 { return int64(math.Round(usd * 1e6)) }
+
+func hashKey(s string) string {
+	h := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(h[:12])
+}
+
+func (g *rate) budget(kind string) (Budget, bool) {
+	if b, ok := g.cfg.Budgets[kind]; ok {
+		return b, true
+	}
+	b, ok := g.cfg.Budgets["*"]
+	return b, ok
+}
+
+func (g *rate) Check(ctx context.Context, p *events.Proposal) (Decision, error) {
+	b, ok := g.budget(p.Kind)
+	if !ok {
+		return Pass(), nil
+	}
+	marker := "admitted." + hashKey(p.ProposalID+":"+strconv.Itoa(p.Attempt))
+	if _, err := g.kv.Get(ctx, marker); err == nil {
+		return Pass(), nil // admitted before: a redelivery
+	} else if !errors.Is(err, jetstream.ErrKeyNotFound) {
+		return Decision{}, fmt.Errorf("read admission marker: %w", err)
+	}
+	var cost int64
+	if p.Provenance != nil {
+		cost = micros(p.Provenance.CostUSD)
+	}
+	start, retryAfter := windowOf(g.now(), g.cfg.Window)
+	win := strconv.FormatInt(start.Unix(), 10)
+	actor := scope{"actor", p.Kind + ".actor." + hashKey(p.Actor.Kind+":"+p.Actor.ID) + "." + win, limit{b.ActorCount, micros(b.ActorCostUSD)}}
+	global := scope{"global", p.Kind + ".global." + win, limit{b.GlobalCount, micros(b.GlobalCostUSD)}}
+	var taken []scope
+	for _, s := range []scope{actor, global} {
+		if s.limit.unlimited() {
+			continue
+		}
+		used, ok, err := g.reserve(ctx, s.key, cost, s.limit)
+		if err != nil || !ok {
+			for _, t := range taken {
+				if rerr := g.release(ctx, t.key, cost); rerr != nil && err == nil {
+					err = rerr
+				}
+			}
+		}
+		if err != nil {
+			return Decision{}, err
+		}
+		if !ok {
+			who := "the global"
+			if s.name == "actor" {
+				who = fmt.Sprintf("%s %s's", p.Actor.Kind, p.Actor.ID)
+			}
+			return RejectTransient(events.CodeRateLimited,
+				fmt.Sprintf("%s budget for %s proposals is spent for this %s window (%s): try again in %.0f s.", capitalize(who), p.Kind, g.cfg.Window, usedText(used, s.limit), retryAfter),
+				map[string]any{"scope": s.name, "window": g.cfg.Window.String(), "windowStart": start.UTC(), "count": used.Count, "costUsd": float64(used.CostMicros) / 1e6,
+					"limitCount": s.limit.Count, "limitCostUsd": float64(s.limit.CostMicros) / 1e6}, retryAfter), nil
+		}
+		taken = append(taken, s)
+	}
+	if _, err := g.kv.Create(ctx, marker, []byte(strconv.FormatInt(start.Unix(), 10))); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
+		return Decision{}, fmt.Errorf("write admission marker: %w", err)
+	}
+	return Pass(), nil
+}
+
+type scope struct {
+	name  string
+	key   string
+	limit limit
+}
+
+func capitalize(s string) string {
+	if s == "" {
+		return s
+	}
+	return string(s[0]-'a'+'A') + s[1:]
+}
+
+func usedText(u usage, l limit) string {
+	if l.Count > 0 && u.Count+1 > l.Count {
+		return fmt.Sprintf("%d of %d proposals used", u.Count, l.Count)
+	}
+	return fmt.Sprintf("$%.4f of $%.4f used", float64(u.CostMicros)/1e6, float64(l.CostMicros)/1e6)
+}
+
+// reserve adds one proposal of cost to the window at key if the limit allows, with
+// compare-and-set. It returns the usage it saw when refusing.
+func (g *rate) reserve(ctx context.Context, key string, cost int64, l limit) (usage, bool, error) {
+	for range 100 {
+		u, rev, err := g.read(ctx, key)
+		if err != nil {
+			return usage{}, false, err
+		}
+		next, ok := admit(u, cost, l)
+		if !ok {
+			return u, false, nil
+		}
+		if err := g.write(ctx, key, next, rev); err == nil {
+			return next, true, nil
+		} else if !isConflict(err) {
+			return usage{}, false, fmt.Errorf("update rate window: %w", err)
+		}
+	}
+	return usage{}, false, errors.New("update rate window: too much contention; will retry")
+}
+
+// release gives back a reservation when a later scope refused.
+func (g *rate) release(ctx context.Context, key string, cost int64) error {
+	for range 100 {
+		u, rev, err := g.read(ctx, key)
+		if err != nil {
+			return err
+		}
+		u.Count = max(u.Count-1, 0)
+		u.CostMicros = max(u.CostMicros-cost, 0)
+		if err := g.write(ctx, key, u, rev); err == nil {
+			return nil
+		} else if !isConflict(err) {
+			return fmt.Errorf("release rate reservation: %w", err)
+		}
+	}
+	return errors.New("release rate reservation: too much contention")
+}
+
+func (g *rate) read(ctx context.Context, key string) (usage, uint64, error) {
+	e, err := g.kv.Get(ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return usage{}, 0, nil
+	}
+	if err != nil {
+		return usage{}, 0, fmt.Errorf("read rate window: %w", err)
+	}
+	var u usage
+	if err := json.Unmarshal(e.Value(), &u); err != nil {
+		return usage{}, 0, fmt.Errorf("rate window %s is unreadable: %w", key, err)
+	}
+	return u, e.Revision(), nil
+}
+
+func (g *rate) write(ctx context.Context, key string, u usage, rev uint64) error {
+	data, _ := json.Marshal(u)
+	var err error
+	if rev == 0 {
+		_, err = g.kv.Create(ctx, key, data)
+	} else {
+		_, err = g.kv.Update(ctx, key, data, rev)
+	}
+	return err
+}

@@ -1,0 +1,97 @@
+package gates
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/worldgate/worldgate/events"
+	"github.com/worldgate/worldgate/services/gate/provenance"
+	"github.com/worldgate/worldgate/services/gate/route"
+)
+
+// replay checks that the proposal records everything needed to regenerate it: provider and
+// model, a known prompt template version with its SHA-256, every tool result with its hash, a
+// context hash that recomputes from them (provenance.ContextHash, purpose = kind), and token
+// counts. Temperature and seed are recorded by construction (zero is a valid value of both).
+type replay struct {
+	templates TemplateLookup
+}
+
+func newReplay(d Deps) (Gate, error) {
+	if d.Templates == nil {
+		return nil, errors.New("the replay gate needs a prompt template lookup")
+	}
+	return &replay{templates: d.Templates}, nil
+}
+
+func (*replay) Name() string { return route.Replay }
+
+func (g *replay) Check(_ context.Context, p *events.Proposal) (Decision, error) {
+	missing := replayProblems(p, g.templates)
+	if len(missing) == 0 {
+		return Pass(), nil
+	}
+	return Reject(events.CodeReplayIncomplete,
+		fmt.Sprintf("The proposal cannot be regenerated: %s.", listOf(missing)),
+		map[string]any{"missing": missing}), nil
+}
+
+// replayProblems is the pure rule: what is missing or does not add up.
+func replayProblems(p *events.Proposal, templates TemplateLookup) []string {
+	pv := p.Provenance
+	if pv == nil {
+		return []string{"provenance is missing"}
+	}
+	var out []string
+	if pv.Provider == "" {
+		out = append(out, "provenance.provider is empty")
+	}
+	if pv.Model == "" {
+		out = append(out, "provenance.model is empty")
+	}
+	templateSHA := ""
+	switch t := pv.PromptTemplate; {
+	case t == nil:
+		out = append(out, "provenance.promptTemplate is missing")
+	case t.ID == "" || t.Version == "" || t.SHA256 == "":
+		out = append(out, "provenance.promptTemplate needs id, version and sha256")
+	default:
+		known, ok := templates.Lookup(t.ID, t.Version)
+		switch {
+		case !ok:
+			out = append(out, fmt.Sprintf("prompt template %s@%s is not in the template registry", t.ID, t.Version))
+		case known != t.SHA256:
+			out = append(out, fmt.Sprintf("prompt template %s@%s has sha256 %s in the registry, not %s", t.ID, t.Version, known, t.SHA256))
+		default:
+			templateSHA = t.SHA256
+		}
+	}
+	toolsOK := true
+	for i, c := range pv.ToolCalls {
+		switch {
+		case len(c.Result) == 0 && c.Error == "":
+			out = append(out, fmt.Sprintf("tool call %d (%s) has no recorded result", i+1, c.Tool))
+			toolsOK = false
+		case len(c.Result) > 0:
+			h, err := provenance.ResultHash(c.Result)
+			if err != nil || h != c.ResultHash {
+				out = append(out, fmt.Sprintf("tool call %d (%s) result does not match its resultHash", i+1, c.Tool))
+				toolsOK = false
+			}
+		}
+	}
+	switch {
+	case pv.ContextHash == "":
+		out = append(out, "provenance.contextHash is missing")
+	case templateSHA != "" && toolsOK && pv.Model != "":
+		h, err := provenance.ContextHash(p.Kind, templateSHA, provenance.ToolResults(pv.ToolCalls), pv.Model)
+		if err != nil || h != pv.ContextHash {
+			out = append(out, "provenance.contextHash does not recompute from the recorded tool results, template and model")
+		}
+	}
+	if !pv.CacheHit && pv.Tokens.Prompt+pv.Tokens.Completion == 0 {
+		out = append(out, "provenance.tokens are not recorded")
+	}
+	return out
+}

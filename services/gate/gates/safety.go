@@ -1,0 +1,97 @@
+package gates
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/worldgate/worldgate/events"
+	"github.com/worldgate/worldgate/services/gate/route"
+	"github.com/worldgate/worldgate/shared/mcpx"
+	"github.com/worldgate/worldgate/shared/metrics"
+)
+
+// ModerateTool is the mcp-classify tool the safety gate asks.
+const ModerateTool = "moderate-content"
+
+// safety asks mcp-classify's moderate-content for a verdict on the proposal's text and rejects
+// it when a flagged category is blocked by the policy version that produced the verdict.
+type safety struct {
+	classify ToolCaller
+	cfg      SafetyConfig
+	flagged  *prometheus.CounterVec
+}
+
+func newSafety(d Deps) (Gate, error) {
+	if d.Classify == nil {
+		return nil, errors.New("the safety gate needs an MCP client for mcp-classify")
+	}
+	return &safety{classify: d.Classify, cfg: d.Config.Safety, flagged: metrics.Register(d.Registerer, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: metrics.Namespace, Name: "moderation_flagged_total",
+		Help: "Proposals whose text the moderation verdict flagged, by category.",
+	}, []string{"category"}))}, nil
+}
+
+func (*safety) Name() string { return route.Safety }
+
+// verdict is moderate-content's structured output.
+type verdict struct {
+	Flagged       bool               `json:"flagged"`
+	Categories    []string           `json:"categories"`
+	Scores        map[string]float64 `json:"scores"`
+	PolicyVersion string             `json:"policyVersion"`
+}
+
+func (s *safety) Check(ctx context.Context, p *events.Proposal) (Decision, error) {
+	payload, err := decodePayload(p.Kind, p.Payload)
+	if err != nil {
+		return Decision{}, err
+	}
+	text := contentText(payload)
+	if text == "" {
+		return Pass(), nil
+	}
+	ctx = mcpx.WithCorrelationID(ctx, p.CorrelationID)
+	res, err := s.classify.Call(ctx, ModerateTool, map[string]any{"text": text})
+	if err != nil {
+		return Decision{}, fmt.Errorf("moderation unavailable: %w", err)
+	}
+	var v verdict
+	if err := res.Decode(&v); err != nil {
+		return Decision{}, fmt.Errorf("moderation verdict unreadable: %w", err)
+	}
+	for _, c := range v.Categories {
+		s.flagged.WithLabelValues(c).Inc()
+	}
+	return safetyDecision(v, s.cfg), nil
+}
+
+// safetyDecision is the pure rule: the verdict's flagged categories that the policy version's
+// configuration blocks.
+func safetyDecision(v verdict, cfg SafetyConfig) Decision {
+	blocked, ok := cfg.Blocked[v.PolicyVersion]
+	if !ok {
+		blocked, ok = cfg.Blocked["*"]
+	}
+	var hits []string
+	for _, c := range v.Categories {
+		if !ok || slices.Contains(blocked, c) {
+			hits = append(hits, c)
+		}
+	}
+	if len(hits) == 0 {
+		return Pass()
+	}
+	sort.Strings(hits)
+	scores := map[string]float64{}
+	for _, c := range hits {
+		scores[c] = v.Scores[c]
+	}
+	return Reject(events.CodeSafetyFlagged,
+		fmt.Sprintf("The text was flagged for %s under moderation policy %s: rewrite it without that content.", listOf(hits), v.PolicyVersion),
+		map[string]any{"categories": hits, "policyVersion": v.PolicyVersion, "scores": scores})
+}

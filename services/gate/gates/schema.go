@@ -1,0 +1,173 @@
+package gates
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/go-playground/validator/v10"
+
+	"github.com/worldgate/worldgate/events"
+	"github.com/worldgate/worldgate/services/gate/route"
+)
+
+// schema checks the proposal and its payload against the versioned JSON Schema (strict: unknown
+// fields rejected), then the struct rules JSON Schema cannot express, then that the proposal's
+// route is the one configured for its kind (so no emitter can skip a gate).
+type schema struct {
+	routes *route.Routes
+}
+
+func newSchema(d Deps) (Gate, error) { return &schema{routes: d.Routes}, nil }
+
+func (*schema) Name() string { return route.Schema }
+
+// Check is CheckRaw on the re-encoded proposal (the runtime calls CheckRaw).
+func (s *schema) Check(ctx context.Context, p *events.Proposal) (Decision, error) {
+	return s.CheckRaw(ctx, nil, p)
+}
+
+// CheckRaw validates data, the proposal as it arrived.
+func (s *schema) CheckRaw(_ context.Context, data []byte, p *events.Proposal) (Decision, error) {
+	if data != nil {
+		strict, err := events.Decoder{}.Proposal(data)
+		if err != nil {
+			return schemaRejection(err), nil
+		}
+		*p = *strict
+	}
+	if probs := proposalRules(p); len(probs) > 0 {
+		return schemaRejection(&events.InvalidError{What: "proposal", Problems: probs}), nil
+	}
+	return routeRule(s.routes, p), nil
+}
+
+// proposalRules are the rules beyond JSON Schema: the payload's struct rules, and that a
+// destructive kind asks for approval.
+func proposalRules(p *events.Proposal) []events.Problem {
+	var probs []events.Problem
+	info, ok := events.LookupKind(p.Kind)
+	if !ok {
+		return []events.Problem{{Code: events.ProblemUnknownType, Path: "/kind", Message: fmt.Sprintf("unknown proposal kind %q", p.Kind)}}
+	}
+	if info.Destructive && !p.RequiresApproval {
+		probs = append(probs, events.Problem{Code: events.ProblemInvalidField, Path: "/requiresApproval",
+			Message: fmt.Sprintf("must be true: %s is destructive and waits for a person's approval", p.Kind)})
+	}
+	payload, err := decodePayload(p.Kind, p.Payload)
+	if err != nil {
+		return append(probs, events.Problem{Code: events.ProblemInvalidPayload, Path: "/payload", Message: err.Error()})
+	}
+	return append(probs, structRules(payload, "/payload")...)
+}
+
+// routeRule checks that the proposal, at the schema gate, carries its kind's configured route.
+func routeRule(routes *route.Routes, p *events.Proposal) Decision {
+	want, err := routes.For(p.Kind)
+	if err != nil {
+		return Reject(events.CodeRouteInvalid, fmt.Sprintf("No route is configured for proposal kind %s.", p.Kind), nil)
+	}
+	if !slices.Equal(p.Route.Pending, want) {
+		return Reject(events.CodeRouteInvalid,
+			fmt.Sprintf("A %s proposal must pass %s, but its route lists %s: fill Route.Pending from the configured route (route.Default().For(kind)).",
+				p.Kind, strings.Join(want, " → "), strings.Join(p.Route.Pending, " → ")),
+			map[string]any{"want": want, "got": p.Route.Pending})
+	}
+	return Pass()
+}
+
+func schemaRejection(err error) Decision {
+	var inv *events.InvalidError
+	if !errors.As(err, &inv) {
+		return Reject(events.CodeSchemaInvalid, "The proposal is not valid: "+err.Error(), nil)
+	}
+	problems := make([]map[string]any, len(inv.Problems))
+	paths := make([]string, 0, len(inv.Problems))
+	for i, pr := range inv.Problems {
+		problems[i] = map[string]any{"path": pr.Path, "code": string(pr.Code), "message": pr.Message}
+		if !slices.Contains(paths, pr.Path) {
+			paths = append(paths, pr.Path)
+		}
+	}
+	first := inv.Problems
+	if len(first) > 3 {
+		first = first[:3]
+	}
+	msgs := make([]string, len(first))
+	for i, pr := range first {
+		msgs[i] = pr.String()
+	}
+	reason := fmt.Sprintf("The proposal does not match schema v%s: %s", events.ProposalSchemaVersion, strings.Join(msgs, "; "))
+	if n := len(inv.Problems) - len(first); n > 0 {
+		reason += fmt.Sprintf(" (and %d more)", n)
+	}
+	return Reject(events.CodeSchemaInvalid, reason+".", map[string]any{"paths": paths, "problems": problems})
+}
+
+// structRules applies the validate tags of a payload's Go shape.
+func structRules(v any, prefix string) []events.Problem {
+	err := validate().Struct(v)
+	if err == nil {
+		return nil
+	}
+	var verrs validator.ValidationErrors
+	if !errors.As(err, &verrs) {
+		return []events.Problem{{Code: events.ProblemInvalidField, Path: prefix, Message: err.Error()}}
+	}
+	probs := make([]events.Problem, 0, len(verrs))
+	for _, fe := range verrs {
+		// Namespace is "<Struct>.field[2]": drop the struct, turn [i] into /i.
+		ns := fe.Namespace()
+		if i := strings.IndexByte(ns, '.'); i >= 0 {
+			ns = ns[i+1:]
+		}
+		path := prefix + "/" + strings.NewReplacer("[", "/", "]", "", ".", "/").Replace(ns)
+		var msg string
+		switch fe.Tag() {
+		case "notblank":
+			msg = "must not be blank: write some text"
+		case "unique":
+			msg = "must not repeat an entry"
+		case "nefield":
+			msg = fmt.Sprintf("must differ from %s", jsonName(fe.Param()))
+		case "excluded_without":
+			msg = fmt.Sprintf("is only allowed together with %s", jsonName(fe.Param()))
+		case "excluded_with":
+			msg = fmt.Sprintf("is not allowed together with %s: give one or the other", jsonName(fe.Param()))
+		default:
+			msg = fmt.Sprintf("fails rule %q", fe.Tag())
+		}
+		probs = append(probs, events.Problem{Code: events.ProblemInvalidPayload, Path: path, Message: msg})
+	}
+	return probs
+}
+
+// jsonName turns a Go field name such as FromLocationID into its JSON name fromLocationId.
+func jsonName(goName string) string {
+	for _, mk := range payloadTypes {
+		if f, ok := reflect.TypeOf(mk()).Elem().FieldByName(goName); ok {
+			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			return name
+		}
+	}
+	return goName
+}
+
+var validate = sync.OnceValue(func() *validator.Validate {
+	v := validator.New(validator.WithRequiredStructEnabled())
+	v.RegisterTagNameFunc(func(f reflect.StructField) string {
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name == "" || name == "-" {
+			return f.Name
+		}
+		return name
+	})
+	_ = v.RegisterValidation("notblank", func(fl validator.FieldLevel) bool {
+		return strings.TrimSpace(fl.Field().String()) != ""
+	})
+	return v
+})

@@ -1,0 +1,83 @@
+// Package slip is the routing-slip mechanics every gate outcome shares: recording a hop,
+// popping the gate, choosing the next subject, building a structured rejection, and the
+// deterministic message id. The gate runtime and the approval decisions (made later by a
+// person) both use it, so a proposal moves the same way whoever moves it.
+//
+// Pure: it builds messages, it does not publish them.
+package slip
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/worldgate/worldgate/events"
+)
+
+// Message is an outcome ready to publish: subject, deterministic Nats-Msg-Id, body and the
+// headers Worldgate messages carry.
+type Message struct {
+	Subject       string
+	ID            string
+	Data          []byte
+	CorrelationID string
+	Kind          string
+}
+
+// MsgID is the Nats-Msg-Id of gate's outcome for this attempt of the proposal. Pass, reject and
+// hold share it on purpose: within the stream's duplicate window a gate's outcome for one
+// attempt is stored once, even if a redelivery decided differently.
+func MsgID(p *events.Proposal, gate string) string {
+	return p.ProposalID + ":" + strconv.Itoa(p.Attempt) + ":" + gate
+}
+
+// Record appends gate's hop to the trail and, when pop is true and gate is the pending head,
+// removes it from Pending.
+func Record(p *events.Proposal, gate, outcome string, code events.Code, at time.Time, took time.Duration, pop bool) {
+	p.Route.Trail = append(p.Route.Trail, events.Hop{
+		Gate: gate, Outcome: outcome, Code: string(code), At: at.UTC(),
+		DurationMs: float64(took.Microseconds()) / 1000,
+	})
+	if pop && len(p.Route.Pending) > 0 && p.Route.Pending[0] == gate {
+		p.Route.Pending = append([]string(nil), p.Route.Pending[1:]...)
+	}
+}
+
+// Forward is the proposal on its way to its next hop (Route.Next) after gate.
+func Forward(p *events.Proposal, gate string) (Message, error) {
+	data, err := json.Marshal(p)
+	if err != nil {
+		return Message{}, fmt.Errorf("encode proposal %s: %w", p.ProposalID, err)
+	}
+	return Message{Subject: p.Route.Next(), ID: MsgID(p, gate), Data: data, CorrelationID: p.CorrelationID, Kind: p.Kind}, nil
+}
+
+// Verdict is what a refusing gate says.
+type Verdict struct {
+	Code       events.Code
+	Reason     string
+	Details    map[string]any
+	Transient  bool
+	RetryAfter float64
+}
+
+// Rejection builds gate's structured rejection of p (p embedded, its trail complete).
+func Rejection(p *events.Proposal, gate string, v Verdict, at time.Time) *events.Rejection {
+	return &events.Rejection{
+		ProposalID: p.ProposalID, Kind: p.Kind, Gate: gate, Code: v.Code, Reason: v.Reason,
+		Details: v.Details, Transient: v.Transient, RetryAfter: v.RetryAfter,
+		CorrelationID: p.CorrelationID, AgentRole: p.AgentRole, Attempt: p.Attempt,
+		RejectedUTC: at.UTC(), Proposal: p,
+	}
+}
+
+// Rejected is the rejection as a message to proposals.rejected.<gate>.
+func Rejected(r *events.Rejection) (Message, error) {
+	data, err := json.Marshal(r)
+	if err != nil {
+		return Message{}, fmt.Errorf("encode rejection of %s: %w", r.ProposalID, err)
+	}
+	id := r.ProposalID + ":" + strconv.Itoa(r.Attempt) + ":" + r.Gate
+	return Message{Subject: events.RejectedSubject(r.Gate), ID: id, Data: data, CorrelationID: r.CorrelationID, Kind: r.Kind}, nil
+}
