@@ -156,8 +156,12 @@ func counts(t testing.TB, g *graphx.Conn) (map[string]int64, map[string]int64) {
 		}
 		return out
 	}
-	v := group(func(g *gremlingo.GraphTraversalSource) *gremlingo.GraphTraversal { return g.V().GroupCount().By(gremlingo.T.Label) })
-	e := group(func(g *gremlingo.GraphTraversalSource) *gremlingo.GraphTraversal { return g.E().GroupCount().By(gremlingo.T.Label) })
+	v := group(func(g *gremlingo.GraphTraversalSource) *gremlingo.GraphTraversal {
+		return g.V().GroupCount().By(gremlingo.T.Label)
+	})
+	e := group(func(g *gremlingo.GraphTraversalSource) *gremlingo.GraphTraversal {
+		return g.E().GroupCount().By(gremlingo.T.Label)
+	})
 	return v, e
 }
 
