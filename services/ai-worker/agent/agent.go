@@ -56,6 +56,9 @@ type ToolSource interface {
 	Call(ctx context.Context, tool string, args any) (*client.Result, error)
 }
 
+// LLM is the provider layer an agent calls (llm.Provider; *llm.Registry in production).
+type LLM = llm.Provider
+
 // Routes gives a proposal kind's gates; route.Routes implements it.
 type Routes interface {
 	For(kind string) ([]string, error)
@@ -283,7 +286,11 @@ func (a *Agent) generate(ctx context.Context, role roles.Role, env *events.Envel
 				if ctx.Err() != nil {
 					return nil, ctx.Err() // shutting down: the trigger is redelivered
 				}
-				return a.fallback(ctx, t, CauseLLMError, "the model failed after the provider layer's retries: "+err.Error())
+				cause := CauseLLMError
+				if llm.KindOf(err) == llm.KindInvalidOutput {
+					cause = CauseInvalidOutput
+				}
+				return a.fallback(ctx, t, cause, "the model failed after the provider layer's retries: "+err.Error())
 			}
 			t.usage = t.usage.Add(resp.Usage)
 			t.cost += resp.CostUSD

@@ -61,8 +61,10 @@ func (r Role) Input(env *events.Envelope) (Input, error) {
 		if err := json.Unmarshal(env.Payload, &p); err != nil {
 			return Input{}, err
 		}
+		// The quest's real id is bound after generation (derived from the event); the prompt
+		// carries a constant draft id, so equal requests share a cache entry.
 		in := Input{LocationID: p.LocationID,
-			Facts: []templates.Fact{{Key: "locationId", Value: p.LocationID}},
+			Facts: []templates.Fact{{Key: "questId", Value: DraftQuestID}, {Key: "locationId", Value: p.LocationID}},
 			Bind:  map[string]string{"locationId": p.LocationID, "questId": QuestID(env.EventID)},
 		}
 		if p.PlayerID != "" {
@@ -85,6 +87,9 @@ func (r Role) Input(env *events.Envelope) (Input, error) {
 	}
 	return Input{}, fmt.Errorf("role %s: no input policy for %s", r.Name, r.Trigger)
 }
+
+// DraftQuestID is the quest id the prompt shows the model.
+const DraftQuestID = "quest:draft"
 
 // QuestID is the id of the quest a Quest.SeedRequested event asks for: derived from the event,
 // so a redelivered request proposes the same quest.

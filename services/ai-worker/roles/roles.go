@@ -118,3 +118,12 @@ func Select(names []string) ([]Role, error) {
 	}
 	return out, nil
 }
+
+// MustLookup is Lookup for role names fixed in code; it panics on an unknown name.
+func MustLookup(name string) Role {
+	r, ok := Lookup(name)
+	if !ok {
+		panic("roles: unknown role " + name)
+	}
+	return r
+}

@@ -1,0 +1,203 @@
+// Package aiworker wires the ai-worker's agent roles to the worker runtime: one durable
+// consumer per role on its trigger subject in stream WORLD (ai-<role>), and one on
+// proposals.rejected.> (ai-rejections) that follows refusals of this worker's proposals.
+// Proposals are returned to the runtime, which publishes them with their deterministic message
+// id and acknowledges the input only after JetStream has acknowledged the proposal.
+//
+// worldgate dev and the ai-worker binary both call Register.
+package aiworker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/worldgate/worldgate/events"
+	"github.com/worldgate/worldgate/services/ai-worker/agent"
+	"github.com/worldgate/worldgate/services/ai-worker/fallback"
+	"github.com/worldgate/worldgate/services/ai-worker/roles"
+	"github.com/worldgate/worldgate/services/gate/route"
+	"github.com/worldgate/worldgate/shared/llm"
+	"github.com/worldgate/worldgate/shared/logx"
+	"github.com/worldgate/worldgate/shared/runtime"
+)
+
+// Durable consumer of rejections.
+const RejectionsDurable = "ai-rejections"
+
+// Deps are what the ai-worker's handlers need.
+type Deps struct {
+	// LLM is the provider layer (llm/setup builds it); required when an LLM role runs.
+	LLM llm.Provider
+	// Tools is the MCP client (*client.Client) with the world, lore and classify servers.
+	Tools agent.ToolSource
+	// KV is the AI cache bucket (natsx.BucketAICache).
+	KV jetstream.KeyValue
+	// Routes per proposal kind (default route.Default()).
+	Routes agent.Routes
+	// Registerer receives the agent metrics; Logger the logs. Both required.
+	Registerer prometheus.Registerer
+	Logger     *slog.Logger
+	// Roles to run (default: all).
+	Roles []string
+	// ToolBudget per task (default 6); AmbienceFreshFor (default 10m; negative: never skip).
+	ToolBudget       int
+	AmbienceFreshFor time.Duration
+	// Fallback table (default fallback.Default()).
+	Fallback *fallback.Table
+	// MaxInlineWait: a transient retry due within this is waited for in the handler; a later
+	// one is handed back to JetStream for a delayed redelivery (default 20s).
+	MaxInlineWait time.Duration
+	// AckWait of the consumers: longer than the slowest task, model retries included
+	// (default 3 minutes).
+	AckWait time.Duration
+	// RejectionBackoff are the redelivery delays of the rejection consumer while a transient
+	// retry is not yet due (default 1s, 2s, 5s, 10s, 30s).
+	RejectionBackoff []time.Duration
+}
+
+// Register adds the ai-worker's handlers to app.
+func Register(app *runtime.App, d Deps) error {
+	if app == nil {
+		return errors.New("aiworker: a runtime app is required")
+	}
+	w, err := New(d)
+	if err != nil {
+		return err
+	}
+	w.register(app)
+	return nil
+}
+
+// Worker holds the agent and the roles it runs.
+type Worker struct {
+	agent *agent.Agent
+	roles []roles.Role
+	d     Deps
+}
+
+// New builds the worker without registering it (for benchmarks and tests that drive it directly).
+func New(d Deps) (*Worker, error) {
+	switch {
+	case d.Tools == nil:
+		return nil, errors.New("aiworker: an MCP client is required")
+	case d.KV == nil:
+		return nil, errors.New("aiworker: the AI cache bucket is required")
+	case d.Registerer == nil || d.Logger == nil:
+		return nil, errors.New("aiworker: a metrics registerer and a logger are required")
+	}
+	rs, err := roles.Select(d.Roles)
+	if err != nil {
+		return nil, err
+	}
+	cfg := agent.Config{Tools: d.Tools, Cache: agent.KVCache{KV: d.KV}, Routes: d.Routes, Metrics: agent.NewMetrics(d.Registerer),
+		Logger: d.Logger, Fallback: d.Fallback, ToolBudget: d.ToolBudget, AmbienceFreshFor: d.AmbienceFreshFor}
+	if cfg.Routes == nil {
+		cfg.Routes = route.Default()
+	}
+	cfg.LLM = d.LLM
+	for _, r := range rs {
+		if r.UsesLLM && cfg.LLM == nil {
+			return nil, fmt.Errorf("aiworker: role %s needs an LLM provider", r.Name)
+		}
+	}
+	a, err := agent.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if d.MaxInlineWait <= 0 {
+		d.MaxInlineWait = 20 * time.Second
+	}
+	if d.AckWait <= 0 {
+		d.AckWait = 3 * time.Minute
+	}
+	if len(d.RejectionBackoff) == 0 {
+		d.RejectionBackoff = []time.Duration{time.Second, 2 * time.Second, 5 * time.Second, 10 * time.Second, 30 * time.Second}
+	}
+	return &Worker{agent: a, roles: rs, d: d}, nil
+}
+
+// Agent returns the worker's agent.
+func (w *Worker) Agent() *agent.Agent { return w.agent }
+
+func (w *Worker) register(app *runtime.App) {
+	for _, r := range w.roles {
+		app.Handle(r.Durable(), runtime.Consumer{Stream: events.StreamWorld, Durable: r.Durable(),
+			Subjects: []string{r.Subject()}, AckWait: w.d.AckWait}, w.triggerHandler(r))
+	}
+	app.Handle(RejectionsDurable, runtime.Consumer{Stream: events.StreamProposals, Durable: RejectionsDurable,
+		Subjects: []string{events.SubjectRejectedAll}, AckWait: w.d.AckWait, MaxDeliver: 12, Backoff: w.d.RejectionBackoff},
+		w.rejectionHandler())
+}
+
+// Trigger runs one trigger message through the role's task (what the handler does).
+func (w *Worker) Trigger(ctx context.Context, role roles.Role, data []byte) (*agent.Result, error) {
+	env, err := events.DecodeEnvelope(data)
+	if err != nil {
+		return nil, runtime.Permanent(fmt.Errorf("the %s trigger is not a valid envelope: %w", role.Trigger, err))
+	}
+	return w.agent.Handle(ctx, role, env)
+}
+
+func (w *Worker) triggerHandler(r roles.Role) message.HandlerFunc {
+	return func(m *message.Message) ([]*message.Message, error) {
+		res, err := w.Trigger(m.Context(), r, m.Payload)
+		if err != nil {
+			return nil, err
+		}
+		return toMessages(res)
+	}
+}
+
+func (w *Worker) rejectionHandler() message.HandlerFunc {
+	return func(m *message.Message) ([]*message.Message, error) {
+		var rej events.Rejection
+		if err := json.Unmarshal(m.Payload, &rej); err != nil {
+			return nil, runtime.Permanentf("not a rejection: %v", err)
+		}
+		ctx := m.Context()
+		res, err := w.agent.Rejected(ctx, &rej, w.roles)
+		if err != nil {
+			return nil, err
+		}
+		if wait := time.Until(res.NotBefore); res.Proposal != nil && wait > 0 {
+			if wait > w.d.MaxInlineWait {
+				// JetStream redelivers it after the consumer's backoff; it is due by then or
+				// waits again.
+				return nil, fmt.Errorf("transient retry of %s is due in %s", res.Proposal.ProposalID, wait.Round(time.Millisecond))
+			}
+			t := time.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return nil, ctx.Err()
+			case <-t.C:
+			}
+			logx.From(ctx, w.d.Logger).Debug("transient retry due", "proposalId", res.Proposal.ProposalID)
+		}
+		return toMessages(res)
+	}
+}
+
+func toMessages(res *agent.Result) ([]*message.Message, error) {
+	if res == nil || res.Proposal == nil {
+		return nil, nil
+	}
+	p := res.Proposal
+	raw, err := json.Marshal(p)
+	if err != nil {
+		return nil, err
+	}
+	msg := runtime.NewMessage(res.Subject, res.MsgID, raw)
+	msg.Metadata.Set(events.HeaderCorrelationID, p.CorrelationID)
+	msg.Metadata.Set(events.HeaderCausationID, p.CausationID)
+	msg.Metadata.Set(events.HeaderType, p.Kind)
+	return []*message.Message{msg}, nil
+}

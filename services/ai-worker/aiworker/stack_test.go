@@ -1,0 +1,304 @@
+package aiworker_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	gremlingo "github.com/apache/tinkerpop/gremlin-go/v3/driver"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/worldgate/worldgate/events"
+	"github.com/worldgate/worldgate/services/ai-worker/aiworker"
+	"github.com/worldgate/worldgate/services/graphd/graphdtest"
+	"github.com/worldgate/worldgate/services/mcp-classify/classifytools"
+	"github.com/worldgate/worldgate/services/mcp-lore/loretools"
+	"github.com/worldgate/worldgate/services/mcp-world/worldtools"
+	"github.com/worldgate/worldgate/shared/llm"
+	"github.com/worldgate/worldgate/shared/llm/scripted"
+	"github.com/worldgate/worldgate/shared/logx"
+	"github.com/worldgate/worldgate/shared/mcpx"
+	"github.com/worldgate/worldgate/shared/mcpx/client"
+	"github.com/worldgate/worldgate/shared/mcpx/gremlinro"
+	"github.com/worldgate/worldgate/shared/natsx"
+	"github.com/worldgate/worldgate/shared/natsx/natstest"
+	"github.com/worldgate/worldgate/shared/runtime"
+)
+
+const token = "ai-worker-test-token-0001"
+
+var __ = gremlingo.T__
+
+// seedWorld writes a small world through gremlin-go as the graph's writer (docs/graph-model.md).
+func seedWorld(t testing.TB, url string) {
+	t.Helper()
+	drc, err := gremlingo.NewDriverRemoteConnection(url, func(s *gremlingo.DriverRemoteConnectionSettings) {
+		s.AuthInfo = gremlingo.BasicAuthInfo(graphdtest.WriterUser, graphdtest.WriterPassword)
+		s.LogVerbosity = gremlingo.Error
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer drc.Close()
+	g := gremlingo.Traversal_().WithRemote(drc)
+	must := func(tr *gremlingo.GraphTraversal) {
+		t.Helper()
+		if err := <-tr.Iterate(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, l := range []struct{ id, name, desc string }{
+		{"loc:square", "Market Square", "Stalls crowd the cobbles around a dry fountain."},
+		{"loc:gate", "North Gate", "A weathered gate with a sleepy guard."},
+		{"loc:tavern", "The Gilded Goose", "A warm, loud tavern that smells of ale and woodsmoke."},
+	} {
+		must(g.AddV("Location").Property(gremlingo.T.Id, l.id).Property("name", l.name).Property("description", l.desc).
+			Property("region", "riverlands").Property("tags", []any{"town"}).Property("version", int64(i+1)))
+	}
+	for _, e := range []struct{ from, to, dir string }{
+		{"loc:square", "loc:gate", "north"}, {"loc:gate", "loc:square", "south"},
+		{"loc:square", "loc:tavern", "east"}, {"loc:tavern", "loc:square", "west"},
+	} {
+		must(g.V(e.from).AddE("exit").To(__.V(e.to)).Property("direction", e.dir).Property("description", "a path "+e.dir))
+	}
+	must(g.AddV("NPC").Property(gremlingo.T.Id, "npc:mira").Property("name", "Mira").Property("persona", "a cheerful fruit seller").
+		Property("mood", "cheerful").Property("version", int64(1)))
+	must(g.AddV("Player").Property(gremlingo.T.Id, "player:ada").Property("name", "Ada").Property("version", int64(3)))
+	must(g.V("npc:mira").AddE("at").To(__.V("loc:square")))
+	must(g.V("player:ada").AddE("at").To(__.V("loc:square")))
+}
+
+var loreFacts = []loretools.Fact{
+	{ID: "lore:fountain", Title: "The Dry Fountain", Text: "The fountain in the Market Square ran dry the winter the old duke died.", Tags: []string{"square"}, Canonical: true, About: []string{"loc:square"}},
+	{ID: "lore:goose", Title: "The Gilded Goose", Text: "The Gilded Goose tavern has stood by the square for two hundred years.", Tags: []string{"tavern"}, Canonical: true, About: []string{"loc:tavern"}},
+}
+
+// stack is the embedded world: NATS with the topology, graphd, the three MCP servers over
+// Streamable HTTP, an MCP client, the scripted provider behind the llm registry, and the
+// ai-worker's handlers on a runtime app.
+type stack struct {
+	t       testing.TB
+	nats    *natstest.Env
+	reg     *prometheus.Registry
+	world   *httptest.Server
+	mcp     *client.Client
+	llm     *llm.Registry
+	worker  *aiworker.Worker
+	stopApp func()
+}
+
+type stackOpts struct {
+	scripted scripted.Options
+	noApp    bool
+}
+
+func startStack(t testing.TB, o stackOpts) *stack {
+	t.Helper()
+	s := &stack{t: t, nats: natstest.Start(t), reg: prometheus.NewRegistry()}
+	gs := graphdtest.Start(t, graphdtest.InMemory())
+	seedWorld(t, gs.URL())
+	auth := mcpx.Options{Auth: mcpx.AuthConfig{StaticTokens: map[string]mcpx.Principal{
+		token: {Subject: "ai-worker", Scopes: []string{mcpx.ScopeWorldRead, mcpx.ScopeLoreRead, mcpx.ScopeClassifyRead}}}}}
+	world, err := worldtools.New(worldtools.Options{Options: auth, JetStream: s.nats.JS,
+		Graph: gremlinro.Config{URL: gs.URL(), Username: graphdtest.ReaderUser, Password: graphdtest.ReaderPassword}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(world.Close)
+	lore, err := loretools.New(loretools.Options{Options: auth, Facts: loreFacts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	classify, err := classifytools.New(classifytools.Options{Options: auth})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.world = httptest.NewServer(world.Handler())
+	loreSrv := httptest.NewServer(lore.Handler())
+	classifySrv := httptest.NewServer(classify.Handler())
+	t.Cleanup(s.world.Close)
+	t.Cleanup(loreSrv.Close)
+	t.Cleanup(classifySrv.Close)
+	s.mcp, err = client.New(context.Background(), client.Config{Servers: []client.ServerConfig{
+		{Name: "world", URL: s.world.URL, Token: token, Timeout: 5 * time.Second},
+		{Name: "lore", URL: loreSrv.URL, Token: token, Timeout: 5 * time.Second},
+		{Name: "classify", URL: classifySrv.URL, Token: token, Timeout: 5 * time.Second},
+	}, ReconnectBackoff: 50 * time.Millisecond, Logger: logx.Discard()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.mcp.Close() })
+	cfg := llm.DefaultConfig()
+	cfg.Retry = llm.RetryPolicy{MaxAttempts: 2, BaseDelay: time.Millisecond, MaxDelay: 5 * time.Millisecond}
+	s.llm, err = llm.NewRegistry(cfg, llm.WithProviders(scripted.New(o.scripted)), llm.WithMetrics(s.reg), llm.WithLogger(logx.Discard()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv, err := s.nats.JS.KeyValue(context.Background(), natsx.BucketAICache)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deps := aiworker.Deps{LLM: s.llm, Tools: s.mcp, KV: kv, Registerer: s.reg, Logger: logx.Discard(),
+		RejectionBackoff: []time.Duration{100 * time.Millisecond}}
+	if o.noApp {
+		s.worker, err = aiworker.New(deps)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	app, err := runtime.New(runtime.Options{Name: "ai-worker", Conn: s.nats.Conn, JetStream: s.nats.JS, Registerer: s.reg,
+		Logger: logx.Discard(), CloseTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := aiworker.Register(app, deps); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- app.Run(ctx) }()
+	natstest.WaitFor(t, 10*time.Second, "ai-worker running", func() bool { return app.Ready(ctx) == nil })
+	s.stopApp = func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}
+	t.Cleanup(s.stopApp)
+	return s
+}
+
+// publish publishes a world event with a fresh event id and idempotency key.
+func (s *stack) publish(eventType string, payload any) *events.Envelope {
+	s.t.Helper()
+	env, err := events.NewEnvelope(eventType, "test", events.Actor{Kind: "player", ID: "player:ada"}, payload)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	if _, err := events.Publish(context.Background(), s.nats.JS, env); err != nil {
+		s.t.Fatal(err)
+	}
+	return env
+}
+
+type stored struct {
+	p      *events.Proposal
+	msgID  string
+	stored time.Time
+}
+
+// proposals returns the proposals stored on subject, in stream order.
+func (s *stack) proposals(subject string) []stored {
+	s.t.Helper()
+	ctx := context.Background()
+	st, err := s.nats.JS.Stream(ctx, events.StreamProposals)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	var out []stored
+	for seq := info.State.FirstSeq; seq <= info.State.LastSeq && info.State.Msgs > 0; seq++ {
+		m, err := st.GetMsg(ctx, seq)
+		if err != nil || !subjectMatches(subject, m.Subject) {
+			continue
+		}
+		p, err := events.DecodeProposal(m.Data)
+		if err != nil {
+			s.t.Fatalf("stored proposal on %s is invalid: %v\n%s", m.Subject, err, m.Data)
+		}
+		out = append(out, stored{p: p, msgID: m.Header.Get(events.HeaderMsgID), stored: m.Time})
+	}
+	return out
+}
+
+func subjectMatches(filter, subject string) bool {
+	if strings.HasSuffix(filter, ".>") {
+		return strings.HasPrefix(subject, strings.TrimSuffix(filter, ">"))
+	}
+	return filter == subject
+}
+
+// waitProposals waits until subject holds n proposals and returns them.
+func (s *stack) waitProposals(subject string, n int) []stored {
+	s.t.Helper()
+	var got []stored
+	natstest.WaitFor(s.t, 20*time.Second, fmt.Sprintf("%d proposals on %s", n, subject), func() bool {
+		got = s.proposals(subject)
+		return len(got) >= n
+	})
+	return got
+}
+
+// settled reports whether a durable consumer has processed everything it was given.
+func (s *stack) settled(stream, durable string) func() bool {
+	return func() bool {
+		c, err := s.nats.JS.Consumer(context.Background(), stream, durable)
+		if err != nil {
+			return false
+		}
+		info, err := c.Info(context.Background())
+		return err == nil && info.NumAckPending == 0 && info.NumPending == 0 && info.AckFloor.Stream > 0
+	}
+}
+
+// reject publishes a gate's rejection of p, as the gate service would.
+func (s *stack) reject(p *events.Proposal, gate string, code events.Code, transient bool, retryAfter float64) *events.Rejection {
+	s.t.Helper()
+	rej := &events.Rejection{ProposalID: p.ProposalID, Kind: p.Kind, Gate: gate, Code: code,
+		Reason: "the line reads as " + strings.ToLower(string(code)) + " to the " + gate + " gate", Transient: transient, RetryAfter: retryAfter,
+		CorrelationID: p.CorrelationID, AgentRole: p.AgentRole, Attempt: p.Attempt, RejectedUTC: time.Now().UTC(), Proposal: p}
+	raw, err := json.Marshal(rej)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	msg := &nats.Msg{Subject: events.RejectedSubject(gate), Data: raw, Header: nats.Header{}}
+	msg.Header.Set(events.HeaderCorrelationID, p.CorrelationID)
+	if _, err := s.nats.JS.PublishMsg(context.Background(), msg, jetstream.WithMsgID(p.ProposalID+":rejected:"+gate)); err != nil {
+		s.t.Fatal(err)
+	}
+	return rej
+}
+
+// metric sums the samples of metric name whose labels include want.
+func (s *stack) metric(name string, want map[string]string) float64 {
+	s.t.Helper()
+	mfs, err := s.reg.Gather()
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	var sum float64
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	next:
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, lp := range m.GetLabel() {
+				labels[lp.GetName()] = lp.GetValue()
+			}
+			for k, v := range want {
+				if labels[k] != v {
+					continue next
+				}
+			}
+			switch {
+			case m.Counter != nil:
+				sum += m.GetCounter().GetValue()
+			case m.Histogram != nil:
+				sum += m.GetHistogram().GetSampleSum()
+			}
+		}
+	}
+	return sum
+}
