@@ -1,0 +1,121 @@
+package processor_test
+
+import (
+	"context"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/worldgate/worldgate/services/graphd/graphdtest"
+	"github.com/worldgate/worldgate/shared/natsx/natstest"
+)
+
+// The processor as its own process, killed with SIGKILL at random moments at least ten times
+// while it works, and restarted: the graph and the committed log come out exactly as without
+// the crashes.
+func TestSIGKILLedProcessLeavesExactResult(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and kills a process")
+	}
+	bin := filepath.Join(t.TempDir(), "event-processor")
+	build := exec.Command("go", "build", "-o", bin, "..")
+	build.Stderr = os.Stderr
+	if err := build.Run(); err != nil {
+		t.Fatalf("build the event-processor: %v", err)
+	}
+	e := natstest.Start(t)
+	gd := graphdtest.Start(t)
+	start := func() *exec.Cmd {
+		cmd := exec.Command(bin, "-nats-url", e.Server.ClientURL(), "-graph-url", gd.URL(),
+			"-graph-username", graphdtest.WriterUser, "-graph-password", graphdtest.WriterPassword,
+			"-admin", "127.0.0.1:0", "-ack-wait", "1s", "-log-level", "error")
+		cmd.Stderr = os.Stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		return cmd
+	}
+	w := newWorkload("k", 2000)
+	ps, ids := withDuplicates(w)
+	publishAsync(t, e.JS, ps, ids)
+
+	rng := rand.New(rand.NewPCG(1, uint64(time.Now().UnixNano())))
+	cmd := start()
+	kills := 0
+	for kills < 10 {
+		// Let it make some progress, then kill it at a random moment.
+		before := committed(t, e)
+		natstest.WaitFor(t, 20*time.Second, "progress after a restart", func() bool { return committed(t, e) > before })
+		time.Sleep(time.Duration(rng.IntN(150)) * time.Millisecond) // a random kill moment, not a wait for work
+		if committed(t, e) >= uint64(len(w.proposals)) {
+			t.Fatalf("the run finished after only %d kills: make the workload larger", kills)
+		}
+		if err := cmd.Process.Kill(); err != nil {
+			t.Fatal(err)
+		}
+		_ = cmd.Wait()
+		kills++
+		cmd = start()
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	natstest.WaitFor(t, 40*time.Second, "every proposal committed after the crashes", func() bool {
+		return committed(t, e) >= uint64(len(w.proposals)) && settled(t, e)
+	})
+	t.Logf("%d SIGKILLs", kills)
+	verify(t, e, reader(t, gd.URL()), w)
+}
+
+// graphd stops mid-run and comes back on the same data directory: the processor reports not
+// ready meanwhile, loses nothing, duplicates nothing, and resumes by itself.
+func TestGraphOutageLosesNothing(t *testing.T) {
+	e := natstest.Start(t)
+	dir := t.TempDir()
+	gd := graphdtest.Start(t, graphdtest.WithDataDir(dir))
+	addr := gd.Addr()
+	p := runProcessor(t, e, writer(t, gd.URL()), prometheus.NewRegistry())
+	w := newWorkload("o", 1000)
+	publishAsync(t, e.JS, w.proposals, func(i int) string { return w.proposals[i].ProposalID })
+	natstest.WaitFor(t, 20*time.Second, "some commits", func() bool { return committed(t, e) > 100 })
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	if err := gd.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	natstest.WaitFor(t, 10*time.Second, "readiness false while the graph is down", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		return p.Ready(ctx) != nil
+	})
+	stalled := committed(t, e)
+	if stalled >= uint64(len(w.proposals)) {
+		t.Fatal("the run finished before the outage")
+	}
+	// Several delivery attempts fail while it is down; none may be dead-lettered.
+	natstest.WaitFor(t, 10*time.Second, "redeliveries during the outage", func() bool {
+		c, err := e.JS.Consumer(context.Background(), "PROPOSALS", "event-processor")
+		if err != nil {
+			return false
+		}
+		info, err := c.Info(context.Background())
+		return err == nil && info.NumRedelivered > 0
+	})
+
+	restartGraphd(t, addr, dir)
+	natstest.WaitFor(t, 10*time.Second, "ready again", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		return p.Ready(ctx) == nil
+	})
+	natstest.WaitFor(t, 60*time.Second, "every proposal committed after the outage", func() bool {
+		return committed(t, e) >= uint64(len(w.proposals)) && settled(t, e)
+	})
+	verify(t, e, reader(t, graphURL(addr)), w)
+}
+
+func graphURL(addr string) string { return "ws://" + addr + "/gremlin" }
