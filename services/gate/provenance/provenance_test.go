@@ -46,10 +46,12 @@ func TestContextHashIsStableAcrossReencoding(t *testing.T) {
 		t.Fatalf("context hash %s, want %s", h1, want)
 	}
 	for name, other := range map[string]func() (string, error){
-		"purpose":     func() (string, error) { return provenance.ContextHash("quest_seed", "t1", res, "m1") },
-		"template":    func() (string, error) { return provenance.ContextHash("ambience", "t2", res, "m1") },
-		"model":       func() (string, error) { return provenance.ContextHash("ambience", "t1", res, "m2") },
-		"tool order":  func() (string, error) { return provenance.ContextHash("ambience", "t1", []provenance.ToolResult{res[1], res[0]}, "m1") },
+		"purpose":  func() (string, error) { return provenance.ContextHash("quest_seed", "t1", res, "m1") },
+		"template": func() (string, error) { return provenance.ContextHash("ambience", "t2", res, "m1") },
+		"model":    func() (string, error) { return provenance.ContextHash("ambience", "t1", res, "m2") },
+		"tool order": func() (string, error) {
+			return provenance.ContextHash("ambience", "t1", []provenance.ToolResult{res[1], res[0]}, "m1")
+		},
 		"tool result": func() (string, error) { return provenance.ContextHash("ambience", "t1", res[:1], "m1") },
 	} {
 		h, err := other()

@@ -40,7 +40,7 @@ func Record(p *events.Proposal, gate, outcome string, code events.Code, at time.
 		DurationMs: float64(took.Microseconds()) / 1000,
 	})
 	if pop && len(p.Route.Pending) > 0 && p.Route.Pending[0] == gate {
-		p.Route.Pending = append([]string(nil), p.Route.Pending[1:]...)
+		p.Route.Pending = append(make([]string, 0, len(p.Route.Pending)-1), p.Route.Pending[1:]...)
 	}
 }
 

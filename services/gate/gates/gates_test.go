@@ -1,0 +1,538 @@
+package gates_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	gremlingo "github.com/apache/tinkerpop/gremlin-go/v3/driver"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/worldgate/worldgate/events"
+	"github.com/worldgate/worldgate/services/gate/approval"
+	"github.com/worldgate/worldgate/services/gate/gates"
+	"github.com/worldgate/worldgate/shared/natsx"
+	"github.com/worldgate/worldgate/shared/natsx/natstest"
+)
+
+func TestSchemaGate(t *testing.T) {
+	s := newStack(t)
+	s.run(t, s.deps(testConfig()), "schema")
+
+	valid := ambience(t, "loc:square", "Rain drums softly on the cobbles.")
+	s.publish(t, valid)
+
+	unknown := ambience(t, "loc:square", "Fog.")
+	unknown.Payload = json.RawMessage(`{"locationId":"loc:square","text":"Fog.","mood":"calm","colour":"grey"}`)
+	s.publish(t, unknown)
+
+	blank := ambience(t, "loc:square", "   ")
+	s.publish(t, blank)
+
+	skipping := ambience(t, "loc:square", "A skipped gate.")
+	skipping.Route.Pending = []string{"schema", "invariant", "audit"}
+	s.publish(t, skipping)
+
+	sneaky := proposal(t, events.KindNPCRemoved, map[string]any{"npcId": "npc:bram", "reason": "retired"})
+	sneaky.RequiresApproval = false
+	s.publish(t, sneaky)
+
+	s.publishRaw(t, "proposals.gate.schema", "garbage-1", []byte("{{{ not json"))
+
+	natstest.WaitFor(t, 10*time.Second, "decisions", func() bool {
+		return s.count(t, events.StreamProposals, "proposals.rejected.schema") == 4 && s.count(t, events.StreamProposals, "proposals.gate.safety") == 1 &&
+			s.count(t, events.StreamDLQ, "") == 1
+	})
+	fwd := s.proposalsOn(t, "proposals.gate.safety")[valid.ProposalID]
+	if fwd == nil || len(fwd.Route.Trail) != 1 || fwd.Route.Trail[0].Gate != "schema" || fwd.Route.Trail[0].Outcome != events.OutcomePassed ||
+		!slices.Equal(fwd.Route.Pending, []string{"safety", "invariant", "dedup", "replay", "rate", "audit"}) {
+		t.Fatalf("forwarded proposal %+v", fwd)
+	}
+	rej := s.rejections(t)
+	for id, want := range map[string]struct {
+		code events.Code
+		path string
+	}{
+		unknown.ProposalID: {events.CodeSchemaInvalid, "/payload/colour"},
+		blank.ProposalID:   {events.CodeSchemaInvalid, "/payload/text"},
+		sneaky.ProposalID:  {events.CodeSchemaInvalid, "/requiresApproval"},
+		skipping.ProposalID: {events.CodeRouteInvalid, ""},
+	} {
+		r := rej[id]
+		if r == nil || r.Code != want.code || r.Gate != "schema" || r.Proposal == nil || r.Reason == "" {
+			t.Fatalf("rejection of %s: %+v", id, r)
+		}
+		if want.path != "" && !slices.Contains(toStrings(r.Details["paths"]), want.path) {
+			t.Errorf("rejection of %s does not name %s: %v", id, want.path, r.Details)
+		}
+		last := r.Proposal.Route.Trail[len(r.Proposal.Route.Trail)-1]
+		if last.Gate != "schema" || last.Outcome != events.OutcomeRejected || last.Code != string(want.code) {
+			t.Errorf("trail of %s ends with %+v", id, last)
+		}
+	}
+	// Deterministic message id: proposal id + attempt + gate.
+	m, err := s.nats.JS.Stream(context.Background(), events.StreamProposals)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last, err := m.GetLastMsgForSubject(context.Background(), "proposals.gate.safety")
+	if err != nil || last.Header.Get(events.HeaderMsgID) != valid.ProposalID+":0:schema" || last.Header.Get(events.HeaderCorrelationID) != valid.CorrelationID {
+		t.Fatalf("forward headers %v (%v)", last.Header, err)
+	}
+	dl := s.deadLetters(t, "schema")
+	if len(dl) != 1 || !strings.Contains(dl[0].Headers().Get(events.HeaderDLQReason), "not a decodable proposal") {
+		t.Fatalf("dead letters %v", dl)
+	}
+	if got := metric(t, s, "worldgate_gate_decisions_total", map[string]string{"gate": "schema", "kind": "ambience", "outcome": "rejected", "code": "SCHEMA_INVALID"}); got != 2 {
+		t.Errorf("decisions_total{schema,ambience,rejected,SCHEMA_INVALID} = %v, want 2", got)
+	}
+}
+
+func toStrings(v any) []string {
+	var out []string
+	if l, ok := v.([]any); ok {
+		for _, x := range l {
+			if s, ok := x.(string); ok {
+				out = append(out, s)
+			}
+		}
+	}
+	return out
+}
+
+// metric sums the samples of a counter whose labels include want.
+func metric(t *testing.T, s *stack, name string, want map[string]string) float64 {
+	t.Helper()
+	mfs, err := s.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	next:
+		for _, m := range mf.GetMetric() {
+			got := map[string]string{}
+			for _, l := range m.GetLabel() {
+				got[l.GetName()] = l.GetValue()
+			}
+			for k, v := range want {
+				if got[k] != v {
+					continue next
+				}
+			}
+			sum += m.GetCounter().GetValue()
+		}
+	}
+	return sum
+}
+
+func TestSafetyGate(t *testing.T) {
+	s := newStack(t)
+	s.run(t, s.deps(testConfig()), "safety")
+	ok := startAt(ambience(t, "loc:square", "Lanterns sway above the quiet square."), "safety")
+	bad := startAt(ambience(t, "loc:square", "The guard will disembowel and dismember the thief."), "safety")
+	s.publish(t, ok)
+	s.publish(t, bad)
+	r := s.waitRejected(t, bad.ProposalID)
+	if r.Code != events.CodeSafetyFlagged || r.Gate != "safety" || !slices.Contains(toStrings(r.Details["categories"]), "violence_extreme") ||
+		!strings.Contains(r.Reason, "violence_extreme") {
+		t.Fatalf("rejection %+v", r)
+	}
+	natstest.WaitFor(t, 10*time.Second, "safe proposal forwarded", func() bool {
+		return s.count(t, events.StreamProposals, "proposals.gate.invariant") == 1
+	})
+	if got := metric(t, s, "worldgate_moderation_flagged_total", map[string]string{"category": "violence_extreme"}); got != 1 {
+		t.Errorf("moderation_flagged_total{violence_extreme} = %v", got)
+	}
+}
+
+func TestSafetyGateRedeliversThenDeadLettersWhenClassifyIsDown(t *testing.T) {
+	s := newStack(t)
+	s.run(t, s.deps(testConfig()), "safety")
+	s.classify.CloseClientConnections()
+	s.classify.Close()
+	p := startAt(ambience(t, "loc:square", "Lanterns sway."), "safety")
+	s.publish(t, p)
+	natstest.WaitFor(t, 20*time.Second, "dead letter", func() bool { return s.count(t, events.StreamDLQ, "") == 1 })
+	dl := s.deadLetters(t, "safety")[0]
+	if h := dl.Headers(); !strings.Contains(h.Get(events.HeaderDLQReason), "moderation unavailable") || h.Get(events.HeaderDLQDeliveries) != "3" {
+		t.Fatalf("dead letter headers %v", h)
+	}
+	if n := s.count(t, events.StreamProposals, "proposals.rejected.>"); n != 0 {
+		t.Fatalf("an infrastructure failure became %d rejections", n)
+	}
+}
+
+func TestInvariantGate(t *testing.T) {
+	s := newStack(t)
+	cfg := testConfig()
+	cfg.Invariant.ReferenceWait = 1500 * time.Millisecond
+	s.run(t, s.deps(cfg), "invariant")
+	at := func(p *events.Proposal) *events.Proposal { return startAt(p, "invariant") }
+	move := func(from, dir, to string) *events.Proposal {
+		return at(proposal(t, events.KindPlayerMoved, map[string]any{"playerId": "player:ada", "fromLocationId": from, "toLocationId": to, "direction": dir}))
+	}
+	passes := []*events.Proposal{
+		at(ambience(t, "loc:square", "Quiet.")),
+		move("loc:square", "north", "loc:gate"),
+		at(proposal(t, events.KindExitAdded, map[string]any{"fromLocationId": "loc:tower", "toLocationId": "loc:square", "direction": "down"})),
+		at(proposal(t, events.KindNPCRemoved, map[string]any{"npcId": "npc:bram", "reason": "retired"})),
+		at(proposal(t, events.KindNPCCreated, map[string]any{"npcId": "npc:cora", "name": "Cora", "locationId": "loc:market", "factionId": "faction:guard"})),
+	}
+	fails := map[*events.Proposal][]string{
+		at(ambience(t, "loc:nowhere", "Void.")):  {"location loc:nowhere does not exist"},
+		move("loc:gate", "south", "loc:square"):  {"player player:ada is at loc:square, not at loc:gate"},
+		move("loc:square", "west", "loc:market"): {"has no exit west"},
+		move("loc:square", "east", "loc:gate"):   {"exit east of loc:square leads to loc:market, not loc:gate"},
+		at(proposal(t, events.KindExitAdded, map[string]any{"fromLocationId": "loc:square", "toLocationId": "loc:tower", "direction": "north"})): {"already has an exit north"},
+		at(proposal(t, events.KindExitAdded, map[string]any{"fromLocationId": "loc:tower", "toLocationId": "loc:tower", "direction": "up"})):     {"back to itself"},
+		at(proposal(t, events.KindLocationCreated, map[string]any{"locationId": "loc:square", "name": "Square", "description": "Again"})):        {"location loc:square already exists"},
+		at(proposal(t, events.KindNPCRemoved, map[string]any{"npcId": "npc:ghost", "reason": "gone"})):                                          {"NPC npc:ghost does not exist"},
+	}
+	transient := at(proposal(t, events.KindNPCCreated, map[string]any{"npcId": "npc:dax", "name": "Dax", "locationId": "loc:square", "factionId": "faction:thieves"}))
+	for _, p := range passes {
+		s.publish(t, p)
+	}
+	for p := range fails {
+		s.publish(t, p)
+	}
+	s.publish(t, transient)
+
+	// A world-building proposal that references a location created by an earlier proposal of
+	// its batch waits for it.
+	waiting := at(proposal(t, events.KindExitAdded, map[string]any{"fromLocationId": "loc:tower", "toLocationId": "loc:hall", "direction": "north"}))
+	s.publish(t, waiting)
+	natstest.WaitFor(t, 10*time.Second, "rejections", func() bool {
+		return s.count(t, events.StreamProposals, "proposals.rejected.invariant") == len(fails)
+	})
+	if err := <-s.writer.AddV("Location").Property(gremlinT.Id, "loc:hall").Property("name", "Hall").Iterate(); err != nil {
+		t.Fatal(err)
+	}
+	natstest.WaitFor(t, 10*time.Second, "passes", func() bool {
+		return s.count(t, events.StreamProposals, "proposals.gate.>")-s.count(t, events.StreamProposals, "proposals.gate.invariant") == len(passes)+1 &&
+			s.count(t, events.StreamProposals, "proposals.rejected.invariant") == len(fails)+1
+	})
+	rej := s.rejections(t)
+	for p, want := range fails {
+		r := rej[p.ProposalID]
+		if r == nil || r.Code != events.CodeInvariantViolation || r.Transient || !hasAll(r.Reason, want...) {
+			t.Errorf("%s %s: rejection %+v, want %v", p.Kind, p.Payload, r, want)
+		}
+	}
+	if r := rej[transient.ProposalID]; r == nil || !r.Transient || r.RetryAfter <= 0 || !strings.Contains(r.Reason, "faction faction:thieves does not exist") {
+		t.Errorf("missing reference: rejection %+v, want transient", r)
+	}
+	if rej[waiting.ProposalID] != nil {
+		t.Errorf("the exit to a location created meanwhile was rejected: %+v", rej[waiting.ProposalID])
+	}
+}
+
+func TestInvariantGateRedeliversThenDeadLettersWhenGraphIsDown(t *testing.T) {
+	s := newStack(t)
+	s.run(t, s.deps(testConfig()), "invariant")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := s.graph.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s.publish(t, startAt(ambience(t, "loc:square", "Quiet."), "invariant"))
+	natstest.WaitFor(t, 30*time.Second, "dead letter", func() bool { return s.count(t, events.StreamDLQ, "") == 1 })
+	if h := s.deadLetters(t, "invariant")[0].Headers(); !strings.Contains(h.Get(events.HeaderDLQReason), "graph unavailable") || h.Get(events.HeaderDLQDeliveries) != "3" {
+		t.Fatalf("dead letter headers %v", h)
+	}
+}
+
+func TestDedupGate(t *testing.T) {
+	s := newStack(t)
+	s.run(t, s.deps(testConfig()), "dedup")
+	first := startAt(ambience(t, "loc:square", "Rain drums on the slate roofs of the square, and gulls argue over bread."), "dedup")
+	s.publish(t, first)
+	natstest.WaitFor(t, 10*time.Second, "first accepted", func() bool { return s.count(t, events.StreamProposals, "proposals.gate.replay") == 1 })
+	near := startAt(ambience(t, "loc:square", "Rain drums on the slate roofs of the square; and the gulls argue over bread!"), "dedup")
+	elsewhere := startAt(ambience(t, "loc:market", "Rain drums on the slate roofs of the square, and gulls argue over bread."), "dedup")
+	fresh := startAt(ambience(t, "loc:square", "A bell tolls twice from the tower as merchants pack their carts."), "dedup")
+	for _, p := range []*events.Proposal{near, elsewhere, fresh} {
+		s.publish(t, p)
+	}
+	// The same proposal delivered again (its emitter retried) is not a duplicate of itself.
+	data, _ := json.Marshal(first)
+	s.publishRaw(t, "proposals.gate.dedup", first.ProposalID+":emit-again", data)
+	r := s.waitRejected(t, near.ProposalID)
+	if r.Code != events.CodeDuplicate || r.Details["duplicateOf"] != first.ProposalID || !strings.Contains(r.Reason, first.ProposalID) {
+		t.Fatalf("rejection %+v", r)
+	}
+	natstest.WaitFor(t, 10*time.Second, "others accepted", func() bool {
+		return s.count(t, events.StreamProposals, "proposals.gate.replay") == 3
+	})
+	c, _ := s.nats.JS.Consumer(context.Background(), events.StreamProposals, "gate-dedup")
+	natstest.WaitFor(t, 10*time.Second, "all acknowledged", func() bool {
+		info, err := c.Info(context.Background())
+		return err == nil && info.NumPending == 0 && info.NumAckPending == 0
+	})
+	if n := s.count(t, events.StreamProposals, "proposals.rejected.>"); n != 1 {
+		t.Fatalf("%d rejections, want 1 (the redelivered first proposal must pass)", n)
+	}
+}
+
+// deleteBucket makes a gate's KV bucket unreachable (an infrastructure failure).
+func deleteBucket(t *testing.T, s *stack, bucket string) {
+	t.Helper()
+	if err := s.nats.JS.DeleteKeyValue(context.Background(), bucket); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestKVGatesRedeliverThenDeadLetterWhenTheirBucketIsGone(t *testing.T) {
+	for _, c := range []struct {
+		gate, bucket string
+		p        func(t *testing.T) *events.Proposal
+	}{
+		{"dedup", natsx.BucketDedup, func(t *testing.T) *events.Proposal { return ambience(t, "loc:square", "Quiet.") }},
+		{"rate", natsx.BucketRate, func(t *testing.T) *events.Proposal { return ambience(t, "loc:square", "Quiet.") }},
+		{"approval", natsx.BucketApprovals, func(t *testing.T) *events.Proposal {
+			return proposal(t, events.KindNPCRemoved, map[string]any{"npcId": "npc:bram", "reason": "retired"})
+		}},
+	} {
+		t.Run(c.gate, func(t *testing.T) {
+			s := newStack(t)
+			cfg := testConfig()
+			cfg.Rate.Budgets = map[string]gates.Budget{"*": {GlobalCount: 100}}
+			s.run(t, s.deps(cfg), c.gate)
+			deleteBucket(t, s, c.bucket)
+			s.publish(t, startAt(c.p(t), c.gate))
+			natstest.WaitFor(t, 20*time.Second, "dead letter", func() bool { return s.count(t, events.StreamDLQ, "") == 1 })
+			h := s.deadLetters(t, c.gate)[0].Headers()
+			if h.Get(events.HeaderDLQDeliveries) != "3" || !strings.Contains(h.Get(events.HeaderDLQReason), "gate "+c.gate) {
+				t.Fatalf("dead letter headers %v", h)
+			}
+			if n := s.count(t, events.StreamProposals, "proposals.rejected.>"); n != 0 {
+				t.Fatalf("an infrastructure failure became %d rejections", n)
+			}
+		})
+	}
+}
+
+func TestReplayGate(t *testing.T) {
+	s := newStack(t)
+	s.run(t, s.deps(testConfig()), "replay")
+	at := func(p *events.Proposal) *events.Proposal { return startAt(p, "replay") }
+	ok := at(ambience(t, "loc:square", "Quiet."))
+	noProv := at(ambience(t, "loc:square", "Quiet."))
+	noProv.Provenance = nil
+	unknownTemplate := at(ambience(t, "loc:square", "Quiet."))
+	unknownTemplate.Provenance.PromptTemplate.Version = "9.9.9"
+	tampered := at(ambience(t, "loc:square", "Quiet."))
+	tampered.Provenance.ToolCalls[0].Result = json.RawMessage(`{"locationId":"loc:square","name":"somewhere else"}`)
+	noTokens := at(ambience(t, "loc:square", "Quiet."))
+	noTokens.Provenance.Tokens = events.Tokens{}
+	noTokens.Provenance.ContextHash = ""
+	for _, p := range []*events.Proposal{ok, noProv, unknownTemplate, tampered, noTokens} {
+		s.publish(t, p)
+	}
+	natstest.WaitFor(t, 10*time.Second, "decisions", func() bool {
+		return s.count(t, events.StreamProposals, "proposals.rejected.replay") == 4 && s.count(t, events.StreamProposals, "proposals.gate.rate") == 1
+	})
+	rej := s.rejections(t)
+	for p, want := range map[*events.Proposal][]string{
+		noProv:          {"provenance is missing"},
+		unknownTemplate: {"ambience@9.9.9 is not in the template registry"},
+		tampered:        {"result does not match its resultHash"},
+		noTokens:        {"contextHash is missing", "tokens are not recorded"},
+	} {
+		r := rej[p.ProposalID]
+		if r == nil || r.Code != events.CodeReplayIncomplete || !hasAll(r.Reason, want...) || len(toStrings(r.Details["missing"])) != len(want) {
+			t.Errorf("rejection %+v, want %v", r, want)
+		}
+	}
+}
+
+func TestRateGate(t *testing.T) {
+	s := newStack(t)
+	cfg := testConfig()
+	cfg.Rate.Budgets = map[string]gates.Budget{
+		events.KindPlayerMoved: {ActorCount: 3},
+		events.KindAmbience:    {ActorCostUSD: 0.001}, // each costs 0.0004: two fit
+	}
+	s.run(t, s.deps(cfg), "rate")
+	var moves, ambs []*events.Proposal
+	for range 5 {
+		p := startAt(proposal(t, events.KindPlayerMoved, map[string]any{"playerId": "player:ada", "fromLocationId": "loc:square", "toLocationId": "loc:gate", "direction": "north"}), "rate")
+		moves = append(moves, p)
+		s.publish(t, p)
+	}
+	for range 3 {
+		p := startAt(ambience(t, "loc:square", "Quiet."), "rate")
+		ambs = append(ambs, p)
+		s.publish(t, p)
+	}
+	other := startAt(proposal(t, events.KindPlayerMoved, map[string]any{"playerId": "player:bo", "fromLocationId": "loc:square", "toLocationId": "loc:gate", "direction": "north"}), "rate")
+	other.Actor.ID = "player:bo"
+	s.publish(t, other)
+	natstest.WaitFor(t, 10*time.Second, "decisions", func() bool {
+		return s.count(t, events.StreamProposals, "proposals.rejected.rate") == 3 && s.count(t, events.StreamProposals, "proposals.gate.audit") == 6
+	})
+	for _, r := range s.rejections(t) {
+		if r.Code != events.CodeRateLimited || !r.Transient || r.RetryAfter <= 0 || r.RetryAfter > 3600 || r.Details["scope"] != "actor" {
+			t.Errorf("rejection %+v", r)
+		}
+		if r.Kind == events.KindAmbience && !strings.Contains(r.Reason, "$0.0008 of $0.0010") {
+			t.Errorf("cost rejection reason %q", r.Reason)
+		}
+	}
+}
+
+// Three replicas of the rate gate, one budget: together they never admit more than it.
+func TestRateReplicasShareOneBudget(t *testing.T) {
+	s := newStack(t)
+	cfg := testConfig()
+	const budget, total = 40, 150
+	cfg.Rate.Budgets = map[string]gates.Budget{events.KindAmbience: {GlobalCount: budget, ActorCount: 1000}}
+	for range 3 {
+		s.run(t, s.deps(cfg), "rate")
+	}
+	for i := range total {
+		p := startAt(ambience(t, "loc:square", "Quiet."), "rate")
+		p.Actor.ID = "player:p" + string(rune('a'+i%7))
+		s.publish(t, p)
+	}
+	natstest.WaitFor(t, 30*time.Second, "every decision", func() bool {
+		return s.count(t, events.StreamProposals, "proposals.rejected.rate")+s.count(t, events.StreamProposals, "proposals.gate.audit") == total
+	})
+	if got := s.count(t, events.StreamProposals, "proposals.gate.audit"); got != budget {
+		t.Fatalf("three replicas admitted %d proposals on a budget of %d", got, budget)
+	}
+}
+
+func TestApprovalGate(t *testing.T) {
+	s := newStack(t)
+	cfg := testConfig()
+	cfg.Approval.Expiry = time.Hour
+	s.run(t, s.deps(cfg), "approval")
+	ctx := context.Background()
+	store, err := approval.Open(ctx, s.nats.JS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	removal := func(npc string) *events.Proposal {
+		return startAt(proposal(t, events.KindNPCRemoved, map[string]any{"npcId": npc, "reason": "retired"}), "approval")
+	}
+	toApprove, toReject, toExpire := removal("npc:bram"), removal("npc:bram"), removal("npc:bram")
+	for _, p := range []*events.Proposal{toApprove, toReject, toExpire} {
+		s.publish(t, p)
+	}
+	natstest.WaitFor(t, 10*time.Second, "held notices", func() bool { return s.count(t, events.StreamProposals, events.SubjectApproval) == 3 })
+	pending, err := store.List(ctx, approval.StatusPending)
+	if err != nil || len(pending) != 3 {
+		t.Fatalf("pending %d (%v)", len(pending), err)
+	}
+	if n := s.count(t, events.StreamProposals, "proposals.gate.audit"); n != 0 {
+		t.Fatalf("%d held proposals went on", n)
+	}
+	if _, err := store.Reject(ctx, toReject.ProposalID, "ops:ada", ""); err == nil {
+		t.Fatal("rejected without a reason")
+	}
+
+	rec, err := store.Approve(ctx, toApprove.ProposalID, "ops:ada")
+	if err != nil || rec.Status != approval.StatusApproved {
+		t.Fatalf("approve: %+v %v", rec, err)
+	}
+	if _, err := store.Approve(ctx, toApprove.ProposalID, "ops:ada"); err != nil {
+		t.Fatalf("approving twice: %v", err)
+	}
+	if _, err := store.Reject(ctx, toApprove.ProposalID, "ops:bo", "no"); !errors.Is(err, approval.ErrAlreadyDecided) {
+		t.Fatalf("rejecting an approved proposal: %v", err)
+	}
+	if _, err := store.Reject(ctx, toReject.ProposalID, "ops:bo", "Bram is needed for the festival quest."); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := store.WithClock(func() time.Time { return time.Now().Add(2 * time.Hour) }).ExpireDue(ctx); err != nil || n != 1 {
+		t.Fatalf("expired %d (%v)", n, err)
+	}
+	natstest.WaitFor(t, 10*time.Second, "decisions published", func() bool {
+		return s.count(t, events.StreamProposals, "proposals.gate.audit") == 1 && s.count(t, events.StreamProposals, "proposals.rejected.approval") == 2
+	})
+	fwd := s.proposalsOn(t, "proposals.gate.audit")[toApprove.ProposalID]
+	var outcomes []string
+	for _, h := range fwd.Route.Trail {
+		outcomes = append(outcomes, h.Gate+":"+h.Outcome)
+	}
+	if !slices.Equal(outcomes, []string{"approval:held", "approval:approved"}) || !slices.Equal(fwd.Route.Pending, []string{"audit"}) {
+		t.Fatalf("approved proposal trail %v pending %v", outcomes, fwd.Route.Pending)
+	}
+	rej := s.rejections(t)
+	if r := rej[toReject.ProposalID]; r == nil || r.Code != events.CodeApprovalDenied || !hasAll(r.Reason, "ops:bo", "festival") {
+		t.Fatalf("denied: %+v", r)
+	}
+	if r := rej[toExpire.ProposalID]; r == nil || r.Code != events.CodeApprovalExpired {
+		t.Fatalf("expired: %+v", r)
+	}
+
+	// Held proposals live in KV: they survive a restart of NATS itself.
+	held := removal("npc:bram")
+	s.publish(t, held)
+	natstest.WaitFor(t, 10*time.Second, "held", func() bool {
+		r, err := store.Show(ctx, held.ProposalID)
+		return err == nil && r.Status == approval.StatusPending
+	})
+	dir := s.nats.Dir
+	s.nats.Stop()
+	e2 := natstest.StartIn(t, dir)
+	store2, err := approval.Open(ctx, e2.JS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err := store2.Show(ctx, held.ProposalID); err != nil || r.Status != approval.StatusPending || r.Proposal == nil {
+		t.Fatalf("after restart: %+v %v", r, err)
+	}
+}
+
+func TestAuditGate(t *testing.T) {
+	s := newStack(t)
+	s.run(t, s.deps(testConfig()), "audit")
+	p := startAt(ambience(t, "loc:square", "Quiet."), "audit")
+	s.publish(t, p)
+	natstest.WaitFor(t, 10*time.Second, "validated", func() bool { return s.count(t, events.StreamProposals, events.SubjectValidated) == 1 })
+	msgs := s.messages(t, events.StreamAudit, events.SubjectAuditProposals)
+	var rec gates.AuditRecord
+	if len(msgs) != 1 || json.Unmarshal(msgs[0].Data(), &rec) != nil || rec.ProposalID != p.ProposalID || len(rec.Digest) != 64 || rec.Provenance == nil {
+		t.Fatalf("audit records %d: %+v", len(msgs), rec)
+	}
+	v := s.proposalsOn(t, events.SubjectValidated)[p.ProposalID]
+	if v == nil || len(v.Route.Pending) != 0 || v.Route.Trail[len(v.Route.Trail)-1].Gate != "audit" {
+		t.Fatalf("validated %+v", v)
+	}
+}
+
+// When the audit record cannot be written the proposal is redelivered and, on its last
+// delivery, rejected with AUDIT_UNAVAILABLE: it never goes on without its record.
+func TestAuditGateRejectsWhenAuditStreamIsUnavailable(t *testing.T) {
+	s := newStack(t)
+	s.run(t, s.deps(testConfig()), "audit")
+	if err := s.nats.JS.DeleteStream(context.Background(), events.StreamAudit); err != nil {
+		t.Fatal(err)
+	}
+	p := startAt(ambience(t, "loc:square", "Quiet."), "audit")
+	s.publish(t, p)
+	r := s.waitRejected(t, p.ProposalID)
+	if r.Code != events.CodeAuditUnavailable || !r.Transient || r.RetryAfter <= 0 {
+		t.Fatalf("rejection %+v", r)
+	}
+	if n := s.count(t, events.StreamProposals, events.SubjectValidated); n != 0 {
+		t.Fatal("the proposal went on without its audit record")
+	}
+	c, _ := s.nats.JS.Consumer(context.Background(), events.StreamProposals, "gate-audit")
+	if info, err := c.Info(context.Background()); err != nil || info.NumRedelivered == 0 && info.Delivered.Consumer < 3 {
+		t.Fatalf("not redelivered before rejecting: %+v %v", info, err)
+	}
+}
+
+var _ = jetstream.ErrKeyNotFound
+
+var gremlinT = gremlingo.T
