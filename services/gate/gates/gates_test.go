@@ -57,9 +57,9 @@ func TestSchemaGate(t *testing.T) {
 		code events.Code
 		path string
 	}{
-		unknown.ProposalID: {events.CodeSchemaInvalid, "/payload/colour"},
-		blank.ProposalID:   {events.CodeSchemaInvalid, "/payload/text"},
-		sneaky.ProposalID:  {events.CodeSchemaInvalid, "/requiresApproval"},
+		unknown.ProposalID:  {events.CodeSchemaInvalid, "/payload/colour"},
+		blank.ProposalID:    {events.CodeSchemaInvalid, "/payload/text"},
+		sneaky.ProposalID:   {events.CodeSchemaInvalid, "/requiresApproval"},
 		skipping.ProposalID: {events.CodeRouteInvalid, ""},
 	} {
 		r := rej[id]
@@ -194,7 +194,7 @@ func TestInvariantGate(t *testing.T) {
 		at(proposal(t, events.KindExitAdded, map[string]any{"fromLocationId": "loc:square", "toLocationId": "loc:tower", "direction": "north"})): {"already has an exit north"},
 		at(proposal(t, events.KindExitAdded, map[string]any{"fromLocationId": "loc:tower", "toLocationId": "loc:tower", "direction": "up"})):     {"back to itself"},
 		at(proposal(t, events.KindLocationCreated, map[string]any{"locationId": "loc:square", "name": "Square", "description": "Again"})):        {"location loc:square already exists"},
-		at(proposal(t, events.KindNPCRemoved, map[string]any{"npcId": "npc:ghost", "reason": "gone"})):                                          {"NPC npc:ghost does not exist"},
+		at(proposal(t, events.KindNPCRemoved, map[string]any{"npcId": "npc:ghost", "reason": "gone"})):                                           {"NPC npc:ghost does not exist"},
 	}
 	transient := at(proposal(t, events.KindNPCCreated, map[string]any{"npcId": "npc:dax", "name": "Dax", "locationId": "loc:square", "factionId": "faction:thieves"}))
 	for _, p := range passes {
@@ -292,7 +292,7 @@ func deleteBucket(t *testing.T, s *stack, bucket string) {
 func TestKVGatesRedeliverThenDeadLetterWhenTheirBucketIsGone(t *testing.T) {
 	for _, c := range []struct {
 		gate, bucket string
-		p        func(t *testing.T) *events.Proposal
+		p            func(t *testing.T) *events.Proposal
 	}{
 		{"dedup", natsx.BucketDedup, func(t *testing.T) *events.Proposal { return ambience(t, "loc:square", "Quiet.") }},
 		{"rate", natsx.BucketRate, func(t *testing.T) *events.Proposal { return ambience(t, "loc:square", "Quiet.") }},
