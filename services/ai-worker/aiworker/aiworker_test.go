@@ -91,14 +91,13 @@ func TestEachRoleProposesWithCompleteProvenance(t *testing.T) {
 		}
 		checkProvenance(t, p)
 		pv := p.Provenance
+		t.Logf("%s: %s (%d tool calls, %d+%d tokens, $%.6f)", c.kind, p.Payload, len(pv.ToolCalls), pv.Tokens.Prompt, pv.Tokens.Completion, pv.CostUSD)
 		if c.kind == events.KindPlayerMoved {
 			if pv.Provider != agent.RulesProvider || len(pv.ToolCalls) != 1 || pv.ToolCalls[0].Tool != "list-exits" || pv.Tokens.Prompt != 0 {
 				t.Errorf("rules provenance %+v", pv)
 			}
-			var mv events.PlayerMoveRequestedPayload
 			var pm map[string]string
 			_ = json.Unmarshal(p.Payload, &pm)
-			_ = mv
 			if pm["toLocationId"] != "loc:gate" || pm["direction"] != "north" || pm["fromLocationId"] != "loc:square" {
 				t.Errorf("player_moved payload %s", p.Payload)
 			}
