@@ -1,0 +1,288 @@
+package gates
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/worldgate/worldgate/events"
+	"github.com/worldgate/worldgate/services/gate/provenance"
+	"github.com/worldgate/worldgate/services/gate/route"
+)
+
+func TestSafetyDecisionPerPolicyVersion(t *testing.T) {
+	v := verdict{Flagged: true, Categories: []string{"violence_extreme", "pii"}, Scores: map[string]float64{"violence_extreme": 1, "pii": 1}, PolicyVersion: "p1"}
+	for _, c := range []struct {
+		name    string
+		blocked map[string][]string
+		want    []string
+	}{
+		{"no configuration blocks every flagged category", nil, []string{"pii", "violence_extreme"}},
+		{"version listed", map[string][]string{"p1": {"pii"}}, []string{"pii"}},
+		{"version allows everything", map[string][]string{"p1": {}}, nil},
+		{"default for other versions", map[string][]string{"p0": {}, "*": {"violence_extreme"}}, []string{"violence_extreme"}},
+	} {
+		d := safetyDecision(v, SafetyConfig{Blocked: c.blocked})
+		got, _ := d.Details["categories"].([]string)
+		if strings.Join(got, ",") != strings.Join(c.want, ",") || (len(c.want) == 0) != (d.Outcome == Passed) {
+			t.Errorf("%s: %+v", c.name, d)
+		}
+	}
+	if d := safetyDecision(verdict{PolicyVersion: "p1"}, SafetyConfig{}); d.Outcome != Passed {
+		t.Errorf("clean verdict: %+v", d)
+	}
+}
+
+func TestContentText(t *testing.T) {
+	q := &questSeedPayload{QuestID: "quest:x", LocationID: "loc:a", Title: "T", Hook: "H", Objectives: []string{"o1", "o2"}, Involves: []string{"npc:b"}}
+	if got := contentText(q); got != "T\nH\no1\no2" {
+		t.Fatalf("quest text %q (ids must not be moderated)", got)
+	}
+	if got := contentText(&playerMovedPayload{PlayerID: "player:a"}); got != "" {
+		t.Fatalf("a move has no text, got %q", got)
+	}
+}
+
+func TestInvariantRules(t *testing.T) {
+	f := facts{exists: map[string]bool{"loc:a": true, "loc:b": true, "player:p": true, "npc:n": true, "faction:f": true},
+		exits: map[string]string{"north": "loc:b"}, playerAt: []string{"loc:a"}}
+	for _, c := range []struct {
+		kind     string
+		payload  any
+		want     []string
+		waitable bool
+	}{
+		{events.KindAmbience, &ambiencePayload{LocationID: "loc:a"}, nil, false},
+		{events.KindAmbience, &ambiencePayload{LocationID: "loc:z"}, []string{"location loc:z does not exist"}, false},
+		{events.KindPlayerMoved, &playerMovedPayload{PlayerID: "player:p", FromLocationID: "loc:a", ToLocationID: "loc:b", Direction: "north"}, nil, false},
+		{events.KindPlayerMoved, &playerMovedPayload{PlayerID: "player:p", FromLocationID: "loc:b", ToLocationID: "loc:a", Direction: "south"}, []string{"is at loc:a, not at loc:b", "no exit south"}, false},
+		{events.KindExitAdded, &exitAddedPayload{FromLocationID: "loc:a", ToLocationID: "loc:a", Direction: "up"}, []string{"back to itself"}, false},
+		{events.KindExitAdded, &exitAddedPayload{FromLocationID: "loc:a", ToLocationID: "loc:b", Direction: "north"}, []string{"already has an exit north"}, false},
+		{events.KindExitAdded, &exitAddedPayload{FromLocationID: "loc:a", ToLocationID: "loc:new", Direction: "east"}, []string{"location loc:new does not exist"}, true},
+		{events.KindNPCCreated, &npcCreatedPayload{NPCID: "npc:n", LocationID: "loc:a"}, []string{"NPC npc:n already exists"}, false},
+		{events.KindNPCCreated, &npcCreatedPayload{NPCID: "npc:m", LocationID: "loc:a", FactionID: "faction:g"}, []string{"faction faction:g does not exist"}, true},
+		{events.KindExitRemoved, &exitRemovedPayload{FromLocationID: "loc:a", Direction: "west"}, []string{"no exit west to remove"}, false},
+		{events.KindNPCRemoved, &npcRemovedPayload{NPCID: "npc:x"}, []string{"NPC npc:x does not exist"}, false},
+		{events.KindLoreFactAdded, &loreFactAddedPayload{LoreID: "lore:l", About: []string{"npc:n", "faction:q"}}, []string{"faction faction:q does not exist"}, true},
+	} {
+		vs := invariantRules(c.kind, c.payload, f)
+		var text []string
+		waitable := len(vs) > 0
+		for _, v := range vs {
+			text = append(text, v.sentence)
+			waitable = waitable && v.waitable
+		}
+		joined := strings.Join(text, " ")
+		if len(vs) != len(c.want) || waitable != c.waitable {
+			t.Errorf("%s %+v: %q (waitable %v), want %v (waitable %v)", c.kind, c.payload, joined, waitable, c.want, c.waitable)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(joined, w) {
+				t.Errorf("%s: %q does not say %q", c.kind, joined, w)
+			}
+		}
+	}
+}
+
+func TestSimHashNearDuplicates(t *testing.T) {
+	base := "Rain drums on the slate roofs of the square, and gulls argue over bread."
+	for _, c := range []struct {
+		other string
+		near  bool
+	}{
+		{"RAIN drums on the slate roofs of the square; and gulls argue over bread!", true},
+		{"Rain drums on the slate roofs of the square, and the gulls argue over bread.", true},
+		{"A bell tolls twice from the tower as merchants pack their carts.", false},
+		{"Snow settles on the empty market stalls while a cat watches.", false},
+	} {
+		d := Hamming(SimHash(base), SimHash(c.other))
+		if (d <= DefaultConfig().Dedup.MaxDistance) != c.near {
+			t.Errorf("distance to %q = %d", c.other, d)
+		}
+	}
+	now := time.Now()
+	entries := []fingerprint{{FP: "ff", ProposalID: "self", At: now}, {FP: "0", ProposalID: "old", At: now.Add(-2 * time.Hour)}, {FP: "1", ProposalID: "recent", At: now}}
+	if e, d, ok := nearDuplicate(0, "self", entries, 1, now.Add(-time.Hour)); !ok || e.ProposalID != "recent" || d != 1 {
+		t.Errorf("nearDuplicate = %+v %d %v (own and expired entries must be skipped)", e, d, ok)
+	}
+}
+
+func TestBudgetArithmetic(t *testing.T) {
+	for _, c := range []struct {
+		u    usage
+		cost int64
+		l    limit
+		ok   bool
+	}{
+		{usage{}, 100, limit{}, true},
+		{usage{Count: 2}, 0, limit{Count: 3}, true},
+		{usage{Count: 3}, 0, limit{Count: 3}, false},
+		{usage{CostMicros: 900}, 100, limit{CostMicros: 1000}, true},
+		{usage{CostMicros: 901}, 100, limit{CostMicros: 1000}, false},
+	} {
+		next, ok := admit(c.u, c.cost, c.l)
+		if ok != c.ok || (ok && (next.Count != c.u.Count+1 || next.CostMicros != c.u.CostMicros+c.cost)) || (!ok && next != c.u) {
+			t.Errorf("admit(%+v, %d, %+v) = %+v, %v", c.u, c.cost, c.l, next, ok)
+		}
+	}
+	start, after := windowOf(time.Date(2026, 1, 1, 10, 0, 45, 0, time.UTC), time.Minute)
+	if !start.Equal(time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)) || after != 15 {
+		t.Errorf("windowOf = %s, %v", start, after)
+	}
+}
+
+func TestReplayProblems(t *testing.T) {
+	tm := TemplateMap{"ambience@1.0.0": provenance.Sum([]byte("t"))}
+	good := func() *events.Proposal {
+		res := json.RawMessage(`{"a":1}`)
+		rh, _ := provenance.ResultHash(res)
+		calls := []events.ToolCall{{Server: "world", Tool: "get-location", ArgsHash: rh, ResultHash: rh, Result: res}}
+		ch, _ := provenance.ContextHash("ambience", tm["ambience@1.0.0"], provenance.ToolResults(calls), "m")
+		return &events.Proposal{Kind: "ambience", Provenance: &events.Provenance{Provider: "p", Model: "m",
+			PromptTemplate: &events.TemplateRef{ID: "ambience", Version: "1.0.0", SHA256: tm["ambience@1.0.0"]},
+			ContextHash:    ch, ToolCalls: calls, Tokens: events.Tokens{Prompt: 1}}}
+	}
+	if got := replayProblems(good(), tm); len(got) != 0 {
+		t.Fatalf("complete provenance: %v", got)
+	}
+	for name, c := range map[string]struct {
+		edit func(*events.Provenance)
+		want string
+	}{
+		"model":        {func(p *events.Provenance) { p.Model = "" }, "model is empty"},
+		"template sha": {func(p *events.Provenance) { p.PromptTemplate.SHA256 = strings.Repeat("0", 64) }, "has sha256"},
+		"context":      {func(p *events.Provenance) { p.ContextHash = strings.Repeat("0", 64) }, "does not recompute"},
+		"no result":    {func(p *events.Provenance) { p.ToolCalls[0].Result = nil }, "no recorded result"},
+		"cache hit":    {func(p *events.Provenance) { p.Tokens = events.Tokens{}; p.CacheHit = true }, ""},
+	} {
+		p := good()
+		c.edit(p.Provenance)
+		got := strings.Join(replayProblems(p, tm), "; ")
+		if (c.want == "") != (got == "") || !strings.Contains(got, c.want) {
+			t.Errorf("%s: %q, want %q", name, got, c.want)
+		}
+	}
+}
+
+func TestNames(t *testing.T) {
+	got, err := Names([]string{"schema", " safety", "schema"})
+	if err != nil || strings.Join(got, ",") != "schema,safety" {
+		t.Fatalf("%v %v", got, err)
+	}
+	if got, _ := Names([]string{"all"}); strings.Join(got, ",") != strings.Join(route.KnownGates(), ",") {
+		t.Fatalf("all = %v", got)
+	}
+	if _, err := Names([]string{"vibes"}); err == nil || !strings.Contains(err.Error(), `"vibes"`) {
+		t.Fatalf("unknown gate: %v", err)
+	}
+	for _, g := range route.KnownGates() {
+		if constructors[g] == nil {
+			t.Errorf("known gate %s has no constructor", g)
+		}
+	}
+}
+
+// Decision cost of each gate's pure rules.
+
+func benchProposal(b *testing.B) (*events.Proposal, []byte) {
+	res := json.RawMessage(`{"locationId":"loc:square","name":"square","exits":["north","east"]}`)
+	rh, _ := provenance.ResultHash(res)
+	sha := provenance.Sum([]byte("t"))
+	calls := []events.ToolCall{{Server: "world", Tool: "get-location", ArgsHash: rh, ResultHash: rh, Result: res}}
+	ch, _ := provenance.ContextHash("ambience", sha, provenance.ToolResults(calls), "m")
+	pending, _ := route.Default().For("ambience")
+	p := &events.Proposal{ProposalID: "p-1", Kind: "ambience", SchemaVersion: "1", CorrelationID: "c", CausationID: "e", AgentRole: "ambience",
+		Actor: events.Actor{Kind: "player", ID: "player:ada"}, Payload: json.RawMessage(`{"locationId":"loc:square","text":"Rain drums on the slate roofs of the square, and gulls argue over bread.","mood":"calm"}`),
+		Provenance: &events.Provenance{Provider: "p", Model: "m", PromptTemplate: &events.TemplateRef{ID: "ambience", Version: "1.0.0", SHA256: sha},
+			ContextHash: ch, ToolCalls: calls, Tokens: events.Tokens{Prompt: 1}, CostUSD: 0.0004},
+		Route: events.Route{Pending: pending}, CreatedUTC: time.Now().UTC()}
+	data, err := json.Marshal(p)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return p, data
+}
+
+func BenchmarkDecisionSchema(b *testing.B) {
+	p, data := benchProposal(b)
+	r := route.Default()
+	g := &schema{routes: &r}
+	b.ReportAllocs()
+	for b.Loop() {
+		if d, _ := g.CheckRaw(b.Context(), data, p); d.Outcome != Passed {
+			b.Fatal(d.Reason)
+		}
+	}
+}
+
+func BenchmarkDecisionSafety(b *testing.B) {
+	v := verdict{Categories: []string{"pii"}, PolicyVersion: "p1"}
+	cfg := SafetyConfig{Blocked: map[string][]string{"p1": {"hate"}}}
+	p, _ := benchProposal(b)
+	b.ReportAllocs()
+	for b.Loop() {
+		pl, _ := decodePayload(p.Kind, p.Payload)
+		_ = contentText(pl)
+		if safetyDecision(v, cfg).Outcome != Passed {
+			b.Fatal("rejected")
+		}
+	}
+}
+
+func BenchmarkDecisionInvariant(b *testing.B) {
+	f := facts{exists: map[string]bool{"loc:a": true, "loc:b": true, "player:p": true}, exits: map[string]string{"north": "loc:b"}, playerAt: []string{"loc:a"}}
+	pl := &playerMovedPayload{PlayerID: "player:p", FromLocationID: "loc:a", ToLocationID: "loc:b", Direction: "north"}
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = needsOf(pl)
+		if len(invariantRules(events.KindPlayerMoved, pl, f)) != 0 {
+			b.Fatal("violated")
+		}
+	}
+}
+
+func BenchmarkDecisionDedup(b *testing.B) {
+	now := time.Now()
+	entries := make([]fingerprint, 64)
+	for i := range entries {
+		entries[i] = fingerprint{FP: "123456789abcdef" + string(rune('0'+i%10)), ProposalID: "x", At: now}
+	}
+	text := "Rain drums on the slate roofs of the square, and gulls argue over bread."
+	b.ReportAllocs()
+	for b.Loop() {
+		fp := SimHash(text)
+		_, _, _ = nearDuplicate(fp, "p", entries, 6, now.Add(-time.Hour))
+	}
+}
+
+func BenchmarkDecisionReplay(b *testing.B) {
+	p, _ := benchProposal(b)
+	tm := TemplateMap{"ambience@1.0.0": p.Provenance.PromptTemplate.SHA256}
+	b.ReportAllocs()
+	for b.Loop() {
+		if len(replayProblems(p, tm)) != 0 {
+			b.Fatal("incomplete")
+		}
+	}
+}
+
+func BenchmarkDecisionRate(b *testing.B) {
+	l := limit{Count: 1 << 30, CostMicros: 1 << 40}
+	u := usage{}
+	b.ReportAllocs()
+	for b.Loop() {
+		_, _ = windowOf(time.Now(), time.Minute)
+		u, _ = admit(u, 400, l)
+	}
+}
+
+func BenchmarkDecisionAudit(b *testing.B) {
+	p, _ := benchProposal(b)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := auditRecord(p, time.Now()); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
