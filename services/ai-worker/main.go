@@ -1,0 +1,199 @@
+// Command ai-worker runs Worldgate's agent roles (ambience, npc-dialogue, quest-planner,
+// world-rules): it consumes world events from stream WORLD, builds context through the
+// read-only MCP servers, calls the LLM through the provider layer and publishes proposals to
+// proposals.gate.<first gate>. It follows rejections of its proposals (reprompt, retry,
+// fallback). Every flag has a WORLDGATE_* environment equivalent; SIGTERM drains.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/worldgate/worldgate/services/ai-worker/aiworker"
+	"github.com/worldgate/worldgate/services/gate/route"
+	"github.com/worldgate/worldgate/shared/admin"
+	"github.com/worldgate/worldgate/shared/config"
+	"github.com/worldgate/worldgate/shared/llm"
+	"github.com/worldgate/worldgate/shared/llm/setup"
+	"github.com/worldgate/worldgate/shared/logx"
+	"github.com/worldgate/worldgate/shared/mcpx/client"
+	"github.com/worldgate/worldgate/shared/metrics"
+	"github.com/worldgate/worldgate/shared/natsx"
+	"github.com/worldgate/worldgate/shared/runtime"
+)
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "ai-worker:", err)
+		os.Exit(1)
+	}
+}
+
+type flags struct {
+	natsURL, natsCreds, admin, logLevel        string
+	llmConfig, llmProvider, llmBaseURL, llmKey string
+	llmModel, llmRichModel                     string
+	worldURL, loreURL, classifyURL, mcpToken   string
+	routesFile, roles                          string
+	toolBudget                                 int
+	freshFor, ackWait                          time.Duration
+	provision                                  bool
+}
+
+func run(args []string) error {
+	var f flags
+	fs := flag.NewFlagSet("ai-worker", flag.ContinueOnError)
+	fs.StringVar(&f.natsURL, "nats-url", "nats://127.0.0.1:4222", "NATS server URL")
+	fs.StringVar(&f.natsCreds, "nats-creds", "", "NATS .creds file")
+	fs.StringVar(&f.admin, "admin", "127.0.0.1:9420", "admin listen address (/metrics, /healthz, /readyz)")
+	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&f.llmConfig, "llm-config", "", "YAML provider configuration (llm/setup); overrides the -llm-provider flags")
+	fs.StringVar(&f.llmProvider, "llm-provider", "scripted", "scripted (offline default), openai (any OpenAI-compatible API) or anthropic")
+	fs.StringVar(&f.llmBaseURL, "llm-base-url", "", "base URL of the OpenAI-compatible or Anthropic API (empty: the vendor's)")
+	fs.StringVar(&f.llmKey, "llm-api-key-env", "WORLDGATE_LLM_API_KEY", "name of the environment variable holding the API key")
+	fs.StringVar(&f.llmModel, "llm-model", "", "model of the cheap tier (ambience, npc_dialogue)")
+	fs.StringVar(&f.llmRichModel, "llm-rich-model", "", "model of the rich tier (quest_seed); default -llm-model")
+	fs.StringVar(&f.worldURL, "mcp-world-url", "http://127.0.0.1:7401/mcp", "mcp-world Streamable HTTP endpoint")
+	fs.StringVar(&f.loreURL, "mcp-lore-url", "http://127.0.0.1:7402/mcp", "mcp-lore Streamable HTTP endpoint")
+	fs.StringVar(&f.classifyURL, "mcp-classify-url", "http://127.0.0.1:7403/mcp", "mcp-classify Streamable HTTP endpoint")
+	fs.StringVar(&f.mcpToken, "mcp-token", "", "bearer token for the MCP servers (scopes world:read, lore:read, classify:read)")
+	fs.StringVar(&f.routesFile, "routes", "", "routes per proposal kind (YAML; default: the embedded routes)")
+	fs.StringVar(&f.roles, "roles", "", "comma-separated roles to run (default: all)")
+	fs.IntVar(&f.toolBudget, "tool-budget", 6, "hard cap of MCP tool calls per task")
+	fs.DurationVar(&f.freshFor, "ambience-fresh-for", 10*time.Minute, "skip ambience for a location whose ambience is younger than this (negative: never skip)")
+	fs.DurationVar(&f.ackWait, "ack-wait", 3*time.Minute, "how long a task may take before its trigger is redelivered")
+	fs.BoolVar(&f.provision, "provision", true, "provision the JetStream topology (idempotent) at start")
+	if err := config.Parse(fs, args, config.Prefix); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	log := logx.New(os.Stderr, "ai-worker", f.logLevel)
+	reg := metrics.NewRegistry()
+
+	llmReg, err := buildLLM(f, reg, log)
+	if err != nil {
+		return err
+	}
+	routes, err := route.Load(f.routesFile)
+	if err != nil {
+		return err
+	}
+	nc, js, err := natsx.Connect(natsx.ConnConfig{URL: f.natsURL, Name: "ai-worker", Creds: f.natsCreds}, log)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	if f.provision {
+		pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		err := natsx.Provision(pctx, js, natsx.DefaultTopology(natsx.TopologyOptions{}), log)
+		cancel()
+		if err != nil {
+			return err
+		}
+	}
+	kv, err := js.KeyValue(ctx, natsx.BucketAICache)
+	if err != nil {
+		return fmt.Errorf("AI cache bucket %s: %w (start with -provision or provision the topology first)", natsx.BucketAICache, err)
+	}
+	mcp, err := client.New(ctx, client.Config{Logger: log, Servers: []client.ServerConfig{
+		{Name: "world", URL: f.worldURL, Token: f.mcpToken},
+		{Name: "lore", URL: f.loreURL, Token: f.mcpToken},
+		{Name: "classify", URL: f.classifyURL, Token: f.mcpToken},
+	}})
+	if err != nil {
+		return err
+	}
+	defer mcp.Close()
+
+	app, err := runtime.New(runtime.Options{Name: "ai-worker", Description: "Worldgate agent roles", Conn: nc, JetStream: js,
+		Registerer: reg, Logger: log})
+	if err != nil {
+		return err
+	}
+	var roleNames []string
+	if f.roles != "" {
+		for _, r := range strings.Split(f.roles, ",") {
+			roleNames = append(roleNames, strings.TrimSpace(r))
+		}
+	}
+	if err := aiworker.Register(app, aiworker.Deps{LLM: llmReg, Tools: mcp, KV: kv, Routes: routes, Registerer: reg, Logger: log,
+		Roles: roleNames, ToolBudget: f.toolBudget, AmbienceFreshFor: f.freshFor, AckWait: f.ackWait}); err != nil {
+		return err
+	}
+	adm := admin.New(reg, log)
+	adm.AddCheck("handlers", app.Ready)
+	adm.AddCheck("mcp", func(context.Context) error {
+		var down []string
+		for _, h := range mcp.Health() {
+			if !h.Available {
+				down = append(down, h.Name+": "+h.LastError)
+			}
+		}
+		if len(down) > 0 {
+			// Tasks fall back to static content meanwhile; readiness tells the operator.
+			return errors.New("MCP servers unavailable: " + strings.Join(down, "; "))
+		}
+		return nil
+	})
+	if err := adm.Start(f.admin); err != nil {
+		return err
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = adm.Close(cctx)
+	}()
+	log.Info("ai-worker started", "admin", adm.Addr(), "llm", llmTiers(llmReg), "roles", roleNames)
+	return app.Run(ctx)
+}
+
+func buildLLM(f flags, reg prometheus.Registerer, log *slog.Logger) (*llm.Registry, error) {
+	opts := setup.Options{Registerer: reg, Logger: log}
+	if f.llmConfig != "" {
+		return setup.Load(f.llmConfig, opts)
+	}
+	switch f.llmProvider {
+	case "", "scripted":
+		return setup.Default(opts)
+	case "openai", "anthropic":
+		if f.llmModel == "" {
+			return nil, fmt.Errorf("-llm-provider %s needs -llm-model", f.llmProvider)
+		}
+		rich := f.llmRichModel
+		if rich == "" {
+			rich = f.llmModel
+		}
+		file := setup.File{Providers: []setup.ProviderConfig{{Name: f.llmProvider, Type: f.llmProvider, BaseURL: f.llmBaseURL, APIKeyEnv: f.llmKey}}}
+		file.Config = llm.DefaultConfig()
+		file.Tiers = map[string][]string{llm.TierCheap: {f.llmProvider + ":" + f.llmModel}, llm.TierRich: {f.llmProvider + ":" + rich}}
+		return setup.Build(file, opts)
+	}
+	return nil, fmt.Errorf("-llm-provider %q: use scripted, openai or anthropic", f.llmProvider)
+}
+
+func llmTiers(r *llm.Registry) string {
+	var parts []string
+	for _, t := range r.Tiers() {
+		ts, _ := r.Targets(&llm.Request{Tier: t})
+		var names []string
+		for _, x := range ts {
+			names = append(names, x.String())
+		}
+		parts = append(parts, t+"="+strings.Join(names, ","))
+	}
+	return strings.Join(parts, " ")
+}
