@@ -169,7 +169,7 @@ func ParseRetryAfter(h http.Header, now time.Time) time.Duration {
 	}
 	if v := h.Get("Retry-After-Ms"); v != "" {
 		if ms, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil && ms > 0 {
-			return clampRetryAfter(time.Duration(ms * float64(time.Millisecond)))
+			return seconds(ms / 1000)
 		}
 	}
 	v := strings.TrimSpace(h.Get("Retry-After"))
@@ -177,10 +177,10 @@ func ParseRetryAfter(h http.Header, now time.Time) time.Duration {
 		return 0
 	}
 	if s, err := strconv.ParseFloat(v, 64); err == nil {
-		if s <= 0 {
+		if !(s > 0) { // also NaN
 			return 0
 		}
-		return clampRetryAfter(time.Duration(s * float64(time.Second)))
+		return seconds(s)
 	}
 	if t, err := http.ParseTime(v); err == nil {
 		if d := t.Sub(now); d > 0 {
@@ -188,6 +188,17 @@ func ParseRetryAfter(h http.Header, now time.Time) time.Duration {
 		}
 	}
 	return 0
+}
+
+// seconds converts without overflow: huge values clamp to the bound.
+func seconds(s float64) time.Duration {
+	if !(s > 0) {
+		return 0
+	}
+	if s >= maxHeaderRetryAfter.Seconds() {
+		return maxHeaderRetryAfter
+	}
+	return time.Duration(s * float64(time.Second))
 }
 
 func clampRetryAfter(d time.Duration) time.Duration {

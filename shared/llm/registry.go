@@ -50,7 +50,6 @@ type registryOptions struct {
 	reg       prometheus.Registerer
 	metrics   *Metrics
 	logger    *slog.Logger
-	sleep     func(context.Context, time.Duration) error
 }
 
 // WithProviders adds providers, addressed by their Name().
@@ -96,9 +95,6 @@ func NewRegistry(cfg Config, opts ...Option) (*Registry, error) {
 		tiers:     map[string][]Target{},
 		log:       o.logger,
 		sleep:     sleepCtx,
-	}
-	if o.sleep != nil {
-		r.sleep = o.sleep
 	}
 	for _, p := range o.providers {
 		if p == nil {
@@ -502,7 +498,8 @@ func backoff(p RetryPolicy, attempt int) time.Duration {
 	if d <= 0 || d > p.MaxDelay {
 		d = p.MaxDelay
 	}
-	// Full jitter, but never less than half the step, so retries stay spaced.
+	// "Equal jitter": a random delay in [d/2, d], so replicas spread out but
+	// retries never bunch up at zero.
 	return d/2 + time.Duration(rand.Int64N(int64(d/2)+1))
 }
 
