@@ -119,8 +119,6 @@ func edge(from, label, to string, p props) func() *gremlingo.GraphTraversal {
 	}
 }
 
-func orEmpty(s string) string { return s }
-
 // ---- kinds ----
 
 func locationCreated(c *Command, p *events.Proposal) error {
@@ -136,7 +134,7 @@ func locationCreated(c *Command, p *events.Proposal) error {
 	}
 	c.requireAbsent(v.LocationID, "location")
 	c.write(createVertex(v.LocationID, "Location",
-		props{"name": v.Name, "description": v.Description, "region": orEmpty(v.Region), "version": int64(1)},
+		props{"name": v.Name, "description": v.Description, "region": v.Region, "version": int64(1)},
 		map[string][]string{"tags": v.Tags}))
 	return nil
 }
