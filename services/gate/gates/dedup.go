@@ -24,9 +24,10 @@ import (
 // proposal rejected later keeps its fingerprint (its own later attempts are not compared with
 // it, since entries of the same proposal id are skipped).
 type dedup struct {
-	kv  jetstream.KeyValue
-	cfg DedupConfig
-	now func() time.Time
+	locks keyLocks
+	kv    jetstream.KeyValue
+	cfg   DedupConfig
+	now   func() time.Time
 }
 
 func newDedup(d Deps) (Gate, error) {
@@ -89,6 +90,7 @@ func (g *dedup) Check(ctx context.Context, p *events.Proposal) (Decision, error)
 	}
 	fp := SimHash(text)
 	key := dedupKey(p.Kind, contentTarget(payload))
+	defer g.locks.lock(key)()
 	for range 20 {
 		var cur fingerprints
 		var rev uint64

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	gremlingo "github.com/apache/tinkerpop/gremlin-go/v3/driver"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/worldgate/worldgate/events"
 	"github.com/worldgate/worldgate/services/gate/approval"
@@ -532,7 +531,5 @@ func TestAuditGateRejectsWhenAuditStreamIsUnavailable(t *testing.T) {
 		t.Fatalf("not redelivered before rejecting: %+v %v", info, err)
 	}
 }
-
-var _ = jetstream.ErrKeyNotFound
 
 var gremlinT = gremlingo.T

@@ -26,9 +26,10 @@ import (
 // marker so that a redelivered proposal is not counted twice. A crash between reserving and the
 // marker counts a proposal twice: budgets err on the side of admitting less, never more.
 type rate struct {
-	kv  jetstream.KeyValue
-	cfg RateConfig
-	now func() time.Time
+	locks keyLocks
+	kv    jetstream.KeyValue
+	cfg   RateConfig
+	now   func() time.Time
 }
 
 func newRate(d Deps) (Gate, error) {
@@ -170,6 +171,7 @@ func usedText(u usage, l limit) string {
 // reserve adds one proposal of cost to the window at key if the limit allows, with
 // compare-and-set. It returns the usage it saw when refusing.
 func (g *rate) reserve(ctx context.Context, key string, cost int64, l limit) (usage, bool, error) {
+	defer g.locks.lock(key)()
 	for range 100 {
 		u, rev, err := g.read(ctx, key)
 		if err != nil {
@@ -190,6 +192,7 @@ func (g *rate) reserve(ctx context.Context, key string, cost int64, l limit) (us
 
 // release gives back a reservation when a later scope refused.
 func (g *rate) release(ctx context.Context, key string, cost int64) error {
+	defer g.locks.lock(key)()
 	for range 100 {
 		u, rev, err := g.read(ctx, key)
 		if err != nil {
