@@ -1,0 +1,180 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/worldgate/worldgate/events"
+	"github.com/worldgate/worldgate/services/ai-worker/aiworker"
+	"github.com/worldgate/worldgate/services/ai-worker/templates"
+	"github.com/worldgate/worldgate/services/event-processor/processor"
+	"github.com/worldgate/worldgate/services/gate/gates"
+	"github.com/worldgate/worldgate/services/gate/route"
+	"github.com/worldgate/worldgate/services/worldfile"
+	"github.com/worldgate/worldgate/shared/graphx"
+	"github.com/worldgate/worldgate/shared/llm/setup"
+	"github.com/worldgate/worldgate/shared/mcpx/client"
+	"github.com/worldgate/worldgate/shared/natsx"
+	"github.com/worldgate/worldgate/shared/runtime"
+)
+
+func init() {
+	parts = append(parts,
+		part{"event-processor", startProcessor},
+		part{"gates", startGates},
+		part{"ai-worker", startAIWorker},
+		part{"demo world", loadDemoWorldOnce},
+	)
+}
+
+// newApp builds one worker's runtime app on the stack's connection and metrics registry.
+func (st *stack) newApp(name, description string) (*runtime.App, error) {
+	app, err := runtime.New(runtime.Options{Name: name, Description: description, Conn: st.nc, JetStream: st.js,
+		Registerer: st.reg, Logger: st.log.With("worker", name)})
+	if err != nil {
+		return nil, err
+	}
+	st.admin.AddCheck(name, app.Ready)
+	return app, nil
+}
+
+func startProcessor(_ context.Context, st *stack) error {
+	// The processor is the only component given the graph's write credentials.
+	conn, err := graphx.Open(graphx.Settings{URL: st.graph.URL(), Username: devGraphWriter, Password: devGraphWriterPassword})
+	if err != nil {
+		return err
+	}
+	st.onStop(conn.Close)
+	app, err := st.newApp("event-processor", "applies validated proposals to the graph, exactly once")
+	if err != nil {
+		return err
+	}
+	if _, err := processor.Register(app, processor.Deps{Graph: conn, Registerer: st.reg, Logger: st.log.With("worker", "event-processor")}); err != nil {
+		return err
+	}
+	st.admin.AddCheck("graph", conn.Ping)
+	st.goRun("event-processor", app.Run)
+	return nil
+}
+
+func (st *stack) mcpClient(ctx context.Context, servers ...string) (*client.Client, error) {
+	cfg := client.Config{Logger: st.log.With("component", "mcp-client")}
+	for _, name := range servers {
+		cfg.Servers = append(cfg.Servers, client.ServerConfig{Name: name, URL: st.mcpURLs[name], Token: st.mcpToken})
+	}
+	c, err := client.New(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	st.onStop(func() { _ = c.Close() })
+	return c, nil
+}
+
+// templateLookup lets the replay gate check template hashes against the ai-worker's registry.
+type templateLookup struct{}
+
+func (templateLookup) Lookup(id, version string) (string, bool) {
+	t, ok := templates.Registry().GetVersion(id, version)
+	if !ok {
+		return "", false
+	}
+	return t.SHA256, true
+}
+
+func startGates(ctx context.Context, st *stack) error {
+	classify, err := st.mcpClient(ctx, "classify")
+	if err != nil {
+		return err
+	}
+	app, err := st.newApp("gate", "the proposal gates: schema, safety, invariant, dedup, replay, rate, approval, audit")
+	if err != nil {
+		return err
+	}
+	err = gates.Register(app, gates.Deps{
+		JetStream: st.js, Classify: classify, Graph: st.graphRO, Templates: templateLookup{},
+		Registerer: st.reg, Logger: st.log.With("worker", "gate"),
+	}, []string{"all"})
+	if err != nil {
+		return err
+	}
+	st.goRun("gate", app.Run)
+	return nil
+}
+
+func startAIWorker(ctx context.Context, st *stack) error {
+	provider, err := setup.Default(setup.Options{Registerer: st.reg, Logger: st.log.With("component", "llm")})
+	if err != nil {
+		return err
+	}
+	tools, err := st.mcpClient(ctx, "world", "lore", "classify")
+	if err != nil {
+		return err
+	}
+	kv, err := st.js.KeyValue(ctx, natsx.BucketAICache)
+	if err != nil {
+		return err
+	}
+	app, err := st.newApp("ai-worker", "agent roles: ambience, npc-dialogue, quest-planner, world-rules")
+	if err != nil {
+		return err
+	}
+	if err := aiworker.Register(app, aiworker.Deps{LLM: provider, Tools: tools, KV: kv, Registerer: st.reg, Logger: st.log.With("worker", "ai-worker")}); err != nil {
+		return err
+	}
+	st.goRun("ai-worker", app.Run)
+	return nil
+}
+
+// loadDemoWorldOnce sends the demo world through the pipeline the first time a data directory
+// is used, and waits until it is committed so the demo's events find their world.
+func loadDemoWorldOnce(ctx context.Context, st *stack) error {
+	marker := filepath.Join(st.f.dataDir, "demo-world.loaded")
+	if _, err := os.Stat(marker); err == nil {
+		return nil
+	}
+	w, err := worldfile.DemoWorld()
+	if err != nil {
+		return err
+	}
+	n, err := publishWorld(ctx, st.js, w)
+	if err != nil {
+		return err
+	}
+	st.log.Info("demo world sent through the pipeline", "proposals", n)
+	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	if err := st.waitIdle(wctx); err != nil {
+		return fmt.Errorf("loading the demo world: %w", err)
+	}
+	return os.WriteFile(marker, []byte(time.Now().UTC().Format(time.RFC3339)+"\n"), 0o644)
+}
+
+// publishWorld turns a world into proposals and publishes each to the first gate of its route,
+// with its deterministic proposal id as message id.
+func publishWorld(ctx context.Context, js jetstream.JetStream, w *worldfile.World) (int, error) {
+	routes := route.Default()
+	proposals, err := worldfile.Proposals(w, routes.For)
+	if err != nil {
+		return 0, err
+	}
+	for i := range proposals {
+		p := &proposals[i]
+		data, err := json.Marshal(p)
+		if err != nil {
+			return i, err
+		}
+		msg := runtime.NewMessage(p.Route.Next(), p.ProposalID+"@submit", data)
+		msg.Metadata.Set(events.HeaderCorrelationID, p.CorrelationID)
+		msg.Metadata.Set(events.HeaderType, p.Kind)
+		if err := runtime.NewPublisher(js, 0).PublishContext(ctx, "", msg); err != nil {
+			return i, err
+		}
+	}
+	return len(proposals), nil
+}
