@@ -134,3 +134,18 @@ func BenchmarkPublishWorldAsync(b *testing.B) {
 	<-e.JS.PublishAsyncComplete()
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
 }
+
+// Every stream, COMMITTED included (it keeps messages forever), gets the configured duplicate
+// window rather than the server's 2-minute default.
+func TestEveryStreamHasTheDuplicateWindow(t *testing.T) {
+	e := natstest.Start(t)
+	for _, name := range []string{events.StreamWorld, events.StreamProposals, events.StreamCommitted, events.StreamAudit, events.StreamDLQ} {
+		s, err := e.JS.Stream(context.Background(), name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := s.CachedInfo().Config.Duplicates; got != 10*time.Minute {
+			t.Errorf("%s duplicate window %s, want 10m", name, got)
+		}
+	}
+}

@@ -48,10 +48,14 @@ func DefaultTopology(opts TopologyOptions) Topology {
 		size = 1 << 20
 	}
 	stream := func(name, subject, desc string, age time.Duration) jetstream.StreamConfig {
+		window := dup
+		if age > 0 {
+			window = min(dup, age) // the server refuses a window longer than the stream keeps messages
+		}
 		return jetstream.StreamConfig{
 			Name: name, Description: desc, Subjects: []string{subject},
 			Retention: jetstream.LimitsPolicy, Storage: jetstream.FileStorage, Replicas: r,
-			MaxAge: age, Duplicates: min(dup, age), MaxMsgSize: size, Discard: jetstream.DiscardOld,
+			MaxAge: age, Duplicates: window, MaxMsgSize: size, Discard: jetstream.DiscardOld,
 		}
 	}
 	return Topology{
