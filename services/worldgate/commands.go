@@ -1,0 +1,191 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/user"
+	"text/tabwriter"
+	"time"
+
+	"github.com/worldgate/worldgate/services/ai-worker/templates"
+	"github.com/worldgate/worldgate/services/gate/approval"
+	"github.com/worldgate/worldgate/services/worldfile"
+	"github.com/worldgate/worldgate/shared/config"
+	"github.com/worldgate/worldgate/shared/logx"
+	"github.com/worldgate/worldgate/shared/natsx"
+)
+
+func init() {
+	commands["world"] = command{"world load -f FILE: send a world file through the pipeline as proposals", runWorld}
+	commands["proposals"] = command{"proposals list|show ID|approve ID|reject ID -reason TEXT: decide held proposals", runProposals}
+	commands["templates"] = command{"list the versioned prompt templates with their SHA-256", runTemplates}
+}
+
+// natsFlags are the connection flags every client command shares.
+type natsFlags struct{ url, user, password string }
+
+func (n *natsFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&n.url, "nats-url", "nats://127.0.0.1:4222", "NATS server URL")
+	fs.StringVar(&n.user, "nats-user", "", "NATS user")
+	fs.StringVar(&n.password, "nats-password", "", "NATS password")
+}
+
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	if err := config.Parse(fs, args, config.Prefix); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitError{0}
+		}
+		return exitError{2}
+	}
+	return nil
+}
+
+func runWorld(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] != "load" {
+		return errors.New("usage: worldgate world load -f FILE [-validate-only]")
+	}
+	fs := flag.NewFlagSet("world load", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var n natsFlags
+	n.register(fs)
+	file := fs.String("f", "", "world file (YAML)")
+	validateOnly := fs.Bool("validate-only", false, "check the file; needs no server")
+	if err := parseFlags(fs, args[1:]); err != nil {
+		return err
+	}
+	if *file == "" {
+		return errors.New("-f FILE is required")
+	}
+	data, err := os.ReadFile(*file)
+	if err != nil {
+		return err
+	}
+	w, err := worldfile.Parse(*file, data)
+	if err != nil {
+		return err
+	}
+	if *validateOnly {
+		fmt.Fprintf(stdout, "%s is valid\n", *file)
+		return nil
+	}
+	nc, js, err := natsx.Connect(natsx.ConnConfig{URL: n.url, Name: "worldgate-world-load", User: n.user, Password: n.password}, logx.Discard())
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	count, err := publishWorld(ctx, js, w)
+	if err != nil {
+		return fmt.Errorf("after %d proposals: %w", count, err)
+	}
+	fmt.Fprintf(stdout, "sent %d proposals from %s through the pipeline (loading the same file again changes nothing)\n", count, *file)
+	return nil
+}
+
+func runProposals(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		return errors.New("usage: worldgate proposals list|show ID|approve ID|reject ID -reason TEXT")
+	}
+	verb, rest := args[0], args[1:]
+	fs := flag.NewFlagSet("proposals "+verb, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var n natsFlags
+	n.register(fs)
+	reason := fs.String("reason", "", "why the proposal is rejected (reject)")
+	by := fs.String("by", currentUser(), "who decides (approve, reject)")
+	all := fs.Bool("all", false, "list decided proposals too (list)")
+	asJSON := fs.Bool("json", false, "print JSON")
+	var id string
+	if len(rest) > 0 && len(rest[0]) > 0 && rest[0][0] != '-' {
+		id, rest = rest[0], rest[1:]
+	}
+	if err := parseFlags(fs, rest); err != nil {
+		return err
+	}
+	if verb != "list" && id == "" {
+		return fmt.Errorf("proposals %s needs a proposal id", verb)
+	}
+	nc, js, err := natsx.Connect(natsx.ConnConfig{URL: n.url, Name: "worldgate-proposals", User: n.user, Password: n.password}, logx.Discard())
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	store, err := approval.Open(ctx, js)
+	if err != nil {
+		return err
+	}
+	var rec approval.Record
+	switch verb {
+	case "list":
+		var statuses []approval.Status
+		if !*all {
+			statuses = []approval.Status{approval.StatusPending}
+		}
+		recs, err := store.List(ctx, statuses...)
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			return json.NewEncoder(stdout).Encode(recs)
+		}
+		if len(recs) == 0 {
+			fmt.Fprintln(stdout, "no proposals waiting for a decision")
+			return nil
+		}
+		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "PROPOSAL\tKIND\tSTATUS\tHELD\tCORRELATION")
+		for _, r := range recs {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.ProposalID, r.Kind, r.Status, r.HeldUTC.Format(time.RFC3339), r.CorrelationID)
+		}
+		return tw.Flush()
+	case "show":
+		rec, err = store.Show(ctx, id)
+	case "approve":
+		rec, err = store.Approve(ctx, id, *by)
+	case "reject":
+		if *reason == "" {
+			return errors.New("proposals reject needs -reason: say why, it reaches the agent and the audit trail")
+		}
+		rec, err = store.Reject(ctx, id, *by, *reason)
+	default:
+		return fmt.Errorf("unknown proposals command %q: use list, show, approve or reject", verb)
+	}
+	if err != nil {
+		return err
+	}
+	enc := json.NewEncoder(stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(rec)
+}
+
+func currentUser() string {
+	if u, err := user.Current(); err == nil {
+		return u.Username
+	}
+	return "operator"
+}
+
+func runTemplates(_ context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("templates", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	asJSON := fs.Bool("json", false, "print JSON, template texts included")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	list := templates.List()
+	if *asJSON {
+		return json.NewEncoder(stdout).Encode(list)
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tVERSION\tKIND\tSHA-256\tDESCRIPTION")
+	for _, t := range list {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", t.ID, t.Version, t.Kind, t.SHA256, t.Description)
+	}
+	return tw.Flush()
+}
