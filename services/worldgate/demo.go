@@ -15,10 +15,31 @@ import (
 //go:embed demo/scenario.jsonl
 var demoScenario []byte
 
-// runDemo publishes the demo scenario.
+// demoRepeat is published once the scenario has gone through: the same requests again, as new
+// events, so the AI cache serves them.
+//
+//go:embed demo/repeat.jsonl
+var demoRepeat []byte
+
+// runDemo publishes the demo scenario, waits for the pipeline to go idle, then repeats a few
+// of its events.
 func (st *stack) runDemo(ctx context.Context) (int, error) {
+	n, err := st.publishDemo(ctx, demoScenario)
+	if err != nil {
+		return n, err
+	}
+	idle, cancel := context.WithTimeout(ctx, st.f.idleTimeout)
+	defer cancel()
+	if err := st.waitIdle(idle); err != nil {
+		return n, err
+	}
+	m, err := st.publishDemo(ctx, demoRepeat)
+	return n + m, err
+}
+
+func (st *stack) publishDemo(ctx context.Context, lines []byte) (int, error) {
 	p := &publisher{js: st.js, fill: true, source: "worldgate-dev/demo", out: os.Stderr}
-	sc := bufio.NewScanner(bytes.NewReader(demoScenario))
+	sc := bufio.NewScanner(bytes.NewReader(lines))
 	next := func() (string, bool, error) {
 		if !sc.Scan() {
 			return "", false, sc.Err()
