@@ -30,8 +30,18 @@ func runDemoOnly(t *testing.T, dir string) Summary {
 func TestDevDemoOnlyPrintsSummaryAndEndpoints(t *testing.T) {
 	dir := t.TempDir()
 	s := runDemoOnly(t, dir)
-	if s.Events == 0 {
-		t.Fatalf("summary counts no events: %+v", s)
+	for _, kind := range []string{"ambience", "npc_dialogue", "quest_seed", "player_moved"} {
+		if s.ProposalsByKind[kind] == 0 {
+			t.Errorf("the demo produced no %s proposal: %+v", kind, s)
+		}
+	}
+	if s.Events < 20 || s.Committed == 0 || s.Tokens == 0 || s.CostUSD <= 0 || s.CacheHits == 0 || s.DeadLetters != 0 {
+		t.Errorf("summary %+v: want events, commits, tokens, cost and cache hits, and no dead letters", s)
+	}
+	for _, gate := range []string{"invariant", "dedup", "rate"} {
+		if s.Rejected[gate] == 0 {
+			t.Errorf("no rejection from the %s gate: %+v", gate, s.Rejected)
+		}
 	}
 	raw, err := os.ReadFile(filepath.Join(dir, "endpoints.json"))
 	if err != nil {
@@ -47,7 +57,7 @@ func TestDevDemoOnlyPrintsSummaryAndEndpoints(t *testing.T) {
 		}
 	}
 	// A second run on the same data directory counts only its own events.
-	if again := runDemoOnly(t, dir); again.Events != s.Events {
+	if again := runDemoOnly(t, dir); again.Events != s.Events || again.Committed == 0 {
 		t.Fatalf("second run counted %d events, first %d", again.Events, s.Events)
 	}
 }

@@ -96,8 +96,13 @@ func startGates(ctx context.Context, st *stack) error {
 	if err != nil {
 		return err
 	}
+	// The demo's chattiest player should meet the rate gate, so dev uses short windows and a
+	// small per-player dialogue budget; production budgets come from the gate service's flags.
+	cfg := gates.DefaultConfig()
+	cfg.Rate.Window = 10 * time.Second
+	cfg.Rate.Budgets[events.KindNPCDialogue] = gates.Budget{ActorCount: 6, ActorCostUSD: 0.05, GlobalCount: 600, GlobalCostUSD: 5}
 	err = gates.Register(app, gates.Deps{
-		JetStream: st.js, Classify: classify, Graph: st.graphRO, Templates: templateLookup{},
+		JetStream: st.js, Classify: classify, Graph: st.graphRO, Templates: templateLookup{}, Config: cfg,
 		Registerer: st.reg, Logger: st.log.With("worker", "gate"),
 	}, []string{"all"})
 	if err != nil {
