@@ -29,6 +29,7 @@ type devFlags struct {
 	logLevel    string
 	logFile     string
 	idleTimeout time.Duration
+	llmConfig   string
 }
 
 func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -47,6 +48,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.BoolVar(&f.syncAlways, "sync-always", false, "fsync every JetStream write before acknowledging it (slower; survives power loss)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&f.logFile, "log-file", "", "write JSON logs here (default <data-dir>/worldgate.log)")
+	fs.StringVar(&f.llmConfig, "llm-config", "", "YAML LLM provider configuration (see README: Ollama, OpenAI-compatible, Anthropic); default: the offline scripted provider")
 	fs.DurationVar(&f.idleTimeout, "idle-timeout", 2*time.Minute, "with -demo-only: give up waiting for the pipeline to go idle after this long")
 	if err := config.Parse(fs, args, config.Prefix); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

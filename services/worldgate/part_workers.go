@@ -113,7 +113,11 @@ func startGates(ctx context.Context, st *stack) error {
 }
 
 func startAIWorker(ctx context.Context, st *stack) error {
-	provider, err := setup.Default(setup.Options{Registerer: st.reg, Logger: st.log.With("component", "llm")})
+	opts := setup.Options{Registerer: st.reg, Logger: st.log.With("component", "llm")}
+	provider, err := setup.Default(opts)
+	if st.f.llmConfig != "" {
+		provider, err = setup.Load(st.f.llmConfig, opts)
+	}
 	if err != nil {
 		return err
 	}
