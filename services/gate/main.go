@@ -28,9 +28,9 @@ import (
 	"github.com/worldgate/worldgate/services/gate/route"
 	"github.com/worldgate/worldgate/shared/admin"
 	"github.com/worldgate/worldgate/shared/config"
+	"github.com/worldgate/worldgate/shared/graphx"
 	"github.com/worldgate/worldgate/shared/logx"
 	"github.com/worldgate/worldgate/shared/mcpx/client"
-	"github.com/worldgate/worldgate/shared/mcpx/gremlinro"
 	"github.com/worldgate/worldgate/shared/metrics"
 	"github.com/worldgate/worldgate/shared/natsx"
 	"github.com/worldgate/worldgate/shared/runtime"
@@ -152,7 +152,10 @@ func run(args []string) error {
 		})
 	}
 	if slices.Contains(names, route.Invariant) {
-		g := gremlinro.New(gremlinro.Config{URL: f.graphURL, Username: f.graphUser, Password: f.graphPassword})
+		g, err := graphx.Open(graphx.Settings{ReadOnly: true, URL: f.graphURL, Username: f.graphUser, Password: f.graphPassword})
+		if err != nil {
+			return fmt.Errorf("the invariant gate needs the graph: %w", err)
+		}
 		defer g.Close()
 		deps.Graph = g
 		adm.AddCheck("graph", g.Ping)

@@ -21,8 +21,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/worldgate/worldgate/services/mcp-lore/loretools"
+	"github.com/worldgate/worldgate/shared/graphx"
 	"github.com/worldgate/worldgate/shared/mcpx"
-	"github.com/worldgate/worldgate/shared/mcpx/gremlinro"
 )
 
 func main() {
@@ -64,7 +64,7 @@ func run() error {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	srv, err := loretools.New(loretools.Options{
 		Options:         mcpx.Options{Logger: logger, Registerer: reg, Auth: auth, RateLimit: f.RateLimit()},
-		Graph:           gremlinro.Config{URL: *graphURL, Username: *graphUser, Password: *graphPass},
+		Graph:           graphx.Settings{ReadOnly: true, URL: *graphURL, Username: *graphUser, Password: *graphPass},
 		Facts:           facts,
 		RefreshInterval: *refresh,
 	})

@@ -22,8 +22,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/worldgate/worldgate/services/mcp-world/worldtools"
+	"github.com/worldgate/worldgate/shared/graphx"
 	"github.com/worldgate/worldgate/shared/mcpx"
-	"github.com/worldgate/worldgate/shared/mcpx/gremlinro"
 )
 
 func main() {
@@ -71,7 +71,7 @@ func run() error {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	srv, err := worldtools.New(worldtools.Options{
 		Options:   mcpx.Options{Logger: logger, Registerer: reg, Auth: auth, RateLimit: f.RateLimit()},
-		Graph:     gremlinro.Config{URL: *graphURL, Username: *graphUser, Password: *graphPass},
+		Graph:     graphx.Settings{ReadOnly: true, URL: *graphURL, Username: *graphUser, Password: *graphPass},
 		JetStream: js,
 		Stream:    *stream,
 	})

@@ -14,8 +14,8 @@ import (
 	"github.com/worldgate/worldgate/services/mcp-classify/classifytools"
 	"github.com/worldgate/worldgate/services/mcp-lore/loretools"
 	"github.com/worldgate/worldgate/services/mcp-world/worldtools"
+	"github.com/worldgate/worldgate/shared/graphx"
 	"github.com/worldgate/worldgate/shared/mcpx"
-	"github.com/worldgate/worldgate/shared/mcpx/gremlinro"
 )
 
 func init() { parts = append(parts, part{"mcp servers", startMCP}) }
@@ -32,7 +32,10 @@ func startMCP(ctx context.Context, st *stack) error {
 		return err
 	}
 	common := mcpx.Options{Logger: st.log.With("component", "mcp"), Registerer: st.reg, Auth: mcpx.AuthConfig{JWTSecret: secret}}
-	st.graphRO = gremlinro.New(gremlinro.Config{URL: st.graph.URL(), Username: devGraphReader, Password: devGraphReaderPassword})
+	st.graphRO, err = graphx.Open(graphx.Settings{ReadOnly: true, URL: st.graph.URL(), Username: devGraphReader, Password: devGraphReaderPassword})
+	if err != nil {
+		return err
+	}
 	st.onStop(st.graphRO.Close)
 
 	world, err := worldtools.New(worldtools.Options{Options: common, GraphConn: st.graphRO, JetStream: st.js})

@@ -23,7 +23,7 @@ import (
 	"github.com/worldgate/worldgate/events"
 	"github.com/worldgate/worldgate/services/graphd/server"
 	"github.com/worldgate/worldgate/shared/admin"
-	"github.com/worldgate/worldgate/shared/mcpx/gremlinro"
+	"github.com/worldgate/worldgate/shared/graphx"
 	"github.com/worldgate/worldgate/shared/metrics"
 	"github.com/worldgate/worldgate/shared/natsx"
 )
@@ -48,7 +48,7 @@ type stack struct {
 	admin *admin.Server
 	graph *server.Server
 
-	graphRO  *gremlinro.Conn   // graphd's read-only user, shared by readers
+	graphRO  *graphx.Conn      // graphd's read-only user, shared by readers
 	mcpURLs  map[string]string // server name → Streamable HTTP URL
 	mcpToken string
 

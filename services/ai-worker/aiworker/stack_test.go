@@ -20,12 +20,12 @@ import (
 	"github.com/worldgate/worldgate/services/mcp-classify/classifytools"
 	"github.com/worldgate/worldgate/services/mcp-lore/loretools"
 	"github.com/worldgate/worldgate/services/mcp-world/worldtools"
+	"github.com/worldgate/worldgate/shared/graphx"
 	"github.com/worldgate/worldgate/shared/llm"
 	"github.com/worldgate/worldgate/shared/llm/scripted"
 	"github.com/worldgate/worldgate/shared/logx"
 	"github.com/worldgate/worldgate/shared/mcpx"
 	"github.com/worldgate/worldgate/shared/mcpx/client"
-	"github.com/worldgate/worldgate/shared/mcpx/gremlinro"
 	"github.com/worldgate/worldgate/shared/natsx"
 	"github.com/worldgate/worldgate/shared/natsx/natstest"
 	"github.com/worldgate/worldgate/shared/runtime"
@@ -106,7 +106,7 @@ func startStack(t testing.TB, o stackOpts) *stack {
 	auth := mcpx.Options{Auth: mcpx.AuthConfig{StaticTokens: map[string]mcpx.Principal{
 		token: {Subject: "ai-worker", Scopes: []string{mcpx.ScopeWorldRead, mcpx.ScopeLoreRead, mcpx.ScopeClassifyRead}}}}}
 	world, err := worldtools.New(worldtools.Options{Options: auth, JetStream: s.nats.JS,
-		Graph: gremlinro.Config{URL: gs.URL(), Username: graphdtest.ReaderUser, Password: graphdtest.ReaderPassword}})
+		Graph: graphx.Settings{ReadOnly: true, URL: gs.URL(), Username: graphdtest.ReaderUser, Password: graphdtest.ReaderPassword}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,7 @@ import (
 
 	"github.com/worldgate/worldgate/events"
 	"github.com/worldgate/worldgate/services/gate/route"
-	"github.com/worldgate/worldgate/shared/mcpx/gremlinro"
+	"github.com/worldgate/worldgate/shared/graphx"
 )
 
 // invariant checks domain rules against the graph through a read-only connection.
@@ -265,7 +265,7 @@ func (g *invariant) facts(ctx context.Context, n needs) (facts, error) {
 		for i, id := range n.ids {
 			ids[i] = id
 		}
-		found, err := g.graph.List(ctx, func(gt *gremlingo.GraphTraversalSource) *gremlingo.GraphTraversal {
+		found, err := g.graph.Submit(ctx, func(gt *gremlingo.GraphTraversalSource) *gremlingo.GraphTraversal {
 			return gt.V(ids...).Id()
 		})
 		if err != nil {
@@ -276,20 +276,20 @@ func (g *invariant) facts(ctx context.Context, n needs) (facts, error) {
 		}
 	}
 	if n.exitsOf != "" && f.exists[n.exitsOf] {
-		rows, err := g.graph.List(ctx, func(gt *gremlingo.GraphTraversalSource) *gremlingo.GraphTraversal {
+		rows, err := g.graph.Submit(ctx, func(gt *gremlingo.GraphTraversalSource) *gremlingo.GraphTraversal {
 			return gt.V(n.exitsOf).OutE("exit").Project("direction", "to").By("direction").By(gremlingo.T__.InV().Id())
 		})
 		if err != nil {
 			return f, err
 		}
 		for _, r := range rows {
-			if m, ok := gremlinro.AsProps(r); ok {
+			if m, ok := graphx.AsProps(r); ok {
 				f.exits[m.String("direction")] = m.String("to")
 			}
 		}
 	}
 	if n.playerOf != "" && f.exists[n.playerOf] {
-		locs, err := g.graph.List(ctx, func(gt *gremlingo.GraphTraversalSource) *gremlingo.GraphTraversal {
+		locs, err := g.graph.Submit(ctx, func(gt *gremlingo.GraphTraversalSource) *gremlingo.GraphTraversal {
 			return gt.V(n.playerOf).Out("at").Id()
 		})
 		if err != nil {

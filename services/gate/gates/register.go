@@ -37,9 +37,9 @@ type ToolCaller interface {
 	Call(ctx context.Context, tool string, args any) (*client.Result, error)
 }
 
-// Graph runs read-only traversals; *gremlinro.Conn (shared/mcpx/gremlinro) is one.
+// Graph runs read-only traversals; *graphx.Conn opened with ReadOnly is one.
 type Graph interface {
-	List(ctx context.Context, build func(g *gremlingo.GraphTraversalSource) *gremlingo.GraphTraversal) ([]any, error)
+	Submit(ctx context.Context, build func(g *gremlingo.GraphTraversalSource) *gremlingo.GraphTraversal) ([]any, error)
 }
 
 // TemplateLookup tells the replay gate the SHA-256 of a prompt template version. The

@@ -23,10 +23,10 @@ import (
 	"github.com/worldgate/worldgate/services/graphd/graphdtest"
 	"github.com/worldgate/worldgate/services/graphd/server"
 	"github.com/worldgate/worldgate/services/mcp-classify/classifytools"
+	"github.com/worldgate/worldgate/shared/graphx"
 	"github.com/worldgate/worldgate/shared/logx"
 	"github.com/worldgate/worldgate/shared/mcpx"
 	"github.com/worldgate/worldgate/shared/mcpx/client"
-	"github.com/worldgate/worldgate/shared/mcpx/gremlinro"
 	"github.com/worldgate/worldgate/shared/natsx/natstest"
 	"github.com/worldgate/worldgate/shared/runtime"
 )
@@ -38,7 +38,7 @@ const classifyToken = "gate-test-token-0000000001"
 type stack struct {
 	nats     *natstest.Env
 	graph    *server.Server
-	reader   *gremlinro.Conn
+	reader   *graphx.Conn
 	writer   *gremlingo.GraphTraversalSource
 	classify *httptest.Server
 	mcp      *client.Client
@@ -54,7 +54,11 @@ var templates = gates.TemplateMap{
 func newStack(t testing.TB) *stack {
 	t.Helper()
 	s := &stack{nats: natstest.Start(t), graph: graphdtest.Start(t, graphdtest.InMemory()), reg: prometheus.NewRegistry()}
-	s.reader = gremlinro.New(gremlinro.Config{URL: s.graph.URL(), Username: graphdtest.ReaderUser, Password: graphdtest.ReaderPassword})
+	reader, err := graphx.Open(graphx.Settings{ReadOnly: true, URL: s.graph.URL(), Username: graphdtest.ReaderUser, Password: graphdtest.ReaderPassword})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.reader = reader
 	t.Cleanup(s.reader.Close)
 	conn, err := gremlingo.NewDriverRemoteConnection(s.graph.URL(), func(st *gremlingo.DriverRemoteConnectionSettings) {
 		st.AuthInfo = gremlingo.BasicAuthInfo(graphdtest.WriterUser, graphdtest.WriterPassword)

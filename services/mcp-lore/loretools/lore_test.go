@@ -10,9 +10,9 @@ import (
 	gremlingo "github.com/apache/tinkerpop/gremlin-go/v3/driver"
 	"github.com/worldgate/worldgate/services/graphd/graphdtest"
 	"github.com/worldgate/worldgate/services/mcp-lore/loretools"
+	"github.com/worldgate/worldgate/shared/graphx"
 	"github.com/worldgate/worldgate/shared/mcpx"
 	"github.com/worldgate/worldgate/shared/mcpx/client"
-	"github.com/worldgate/worldgate/shared/mcpx/gremlinro"
 )
 
 const token = "lore-test-token-0000000001"
@@ -154,7 +154,7 @@ func TestFactsFromGraph(t *testing.T) {
 	}
 	extra := loretools.Fact{ID: "lore:extra", Title: "Passed In", Text: "A fact passed in directly about griffins.", Canonical: true}
 	c := newClient(t, loretools.Options{
-		Graph: gremlinro.Config{URL: gs.URL(), Username: graphdtest.ReaderUser, Password: graphdtest.ReaderPassword},
+		Graph: graphx.Settings{ReadOnly: true, URL: gs.URL(), Username: graphdtest.ReaderUser, Password: graphdtest.ReaderPassword},
 		Facts: []loretools.Fact{extra},
 	})
 	out := search(t, c, map[string]any{"query": "trolls beneath the bridge"})

@@ -15,8 +15,8 @@ import (
 
 	gremlingo "github.com/apache/tinkerpop/gremlin-go/v3/driver"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/worldgate/worldgate/shared/graphx"
 	"github.com/worldgate/worldgate/shared/mcpx"
-	"github.com/worldgate/worldgate/shared/mcpx/gremlinro"
 )
 
 // Version of the server.
@@ -38,8 +38,8 @@ type Options struct {
 	mcpx.Options
 	// Graph, if it has a URL, is where LoreFact vertices are read from (use
 	// the graph's read-only user). Alternatively pass GraphConn.
-	Graph     gremlinro.Config
-	GraphConn *gremlinro.Conn
+	Graph     graphx.Settings
+	GraphConn *graphx.Conn
 	// Facts are indexed in addition to (and override by id) the graph's facts.
 	Facts []Fact
 	// RefreshInterval: the index is reloaded from the graph when a call finds
@@ -53,7 +53,7 @@ type Options struct {
 type Server struct {
 	mcp   *mcp.Server
 	opts  Options
-	graph *gremlinro.Conn
+	graph *graphx.Conn
 	index *Index
 
 	refreshMu sync.Mutex
@@ -99,7 +99,10 @@ func New(o Options) (*Server, error) {
 	}
 	srv := &Server{mcp: s, opts: o, graph: o.GraphConn, index: NewIndex(o.Embedder)}
 	if srv.graph == nil && o.Graph.URL != "" {
-		srv.graph = gremlinro.New(o.Graph)
+		o.Graph.ReadOnly = true
+		if srv.graph, err = graphx.Open(o.Graph); err != nil {
+			return nil, err
+		}
 	}
 	mcp.AddTool(s, &mcp.Tool{
 		Name:        "search-lore",
@@ -213,13 +216,13 @@ func (s *Server) ensureFresh(ctx context.Context) error {
 }
 
 func (s *Server) loadFromGraph(ctx context.Context) ([]Fact, error) {
-	vs, err := s.graph.List(ctx, func(g *gremlingo.GraphTraversalSource) *gremlingo.GraphTraversal {
+	vs, err := s.graph.Submit(ctx, func(g *gremlingo.GraphTraversalSource) *gremlingo.GraphTraversal {
 		return g.V().HasLabel("LoreFact").ElementMap()
 	})
 	if err != nil {
 		return nil, fmt.Errorf("reading LoreFact vertices: %w", err)
 	}
-	es, err := s.graph.List(ctx, func(g *gremlingo.GraphTraversalSource) *gremlingo.GraphTraversal {
+	es, err := s.graph.Submit(ctx, func(g *gremlingo.GraphTraversalSource) *gremlingo.GraphTraversal {
 		return g.V().HasLabel("LoreFact").OutE("about").ElementMap()
 	})
 	if err != nil {
@@ -227,14 +230,14 @@ func (s *Server) loadFromGraph(ctx context.Context) ([]Fact, error) {
 	}
 	about := map[string][]string{}
 	for _, e := range es {
-		if p, ok := gremlinro.AsProps(e); ok {
+		if p, ok := graphx.AsProps(e); ok {
 			from, to := p.Ref("OUT"), p.Ref("IN")
 			about[from] = append(about[from], to)
 		}
 	}
 	facts := make([]Fact, 0, len(vs))
 	for _, v := range vs {
-		p, ok := gremlinro.AsProps(v)
+		p, ok := graphx.AsProps(v)
 		if !ok {
 			continue
 		}

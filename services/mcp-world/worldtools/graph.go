@@ -7,8 +7,8 @@ import (
 
 	gremlingo "github.com/apache/tinkerpop/gremlin-go/v3/driver"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/worldgate/worldgate/shared/graphx"
 	"github.com/worldgate/worldgate/shared/mcpx"
-	"github.com/worldgate/worldgate/shared/mcpx/gremlinro"
 )
 
 // LocationInput names a location.
@@ -84,14 +84,14 @@ type NeighborsOutput struct {
 	Neighbors  []Neighbor `json:"neighbors"`
 }
 
-func (s *Server) list(ctx context.Context, build func(g *gremlingo.GraphTraversalSource) *gremlingo.GraphTraversal) ([]gremlinro.Props, error) {
-	res, err := s.graph.List(ctx, build)
+func (s *Server) list(ctx context.Context, build func(g *gremlingo.GraphTraversalSource) *gremlingo.GraphTraversal) ([]graphx.Props, error) {
+	res, err := s.graph.Submit(ctx, build)
 	if err != nil {
 		return nil, fmt.Errorf("graph read failed: %w", err)
 	}
-	out := make([]gremlinro.Props, 0, len(res))
+	out := make([]graphx.Props, 0, len(res))
 	for _, r := range res {
-		if p, ok := gremlinro.AsProps(r); ok {
+		if p, ok := graphx.AsProps(r); ok {
 			out = append(out, p)
 		}
 	}
@@ -99,7 +99,7 @@ func (s *Server) list(ctx context.Context, build func(g *gremlingo.GraphTraversa
 }
 
 // vertex reads one vertex with the given label; nil if absent.
-func (s *Server) vertex(ctx context.Context, id, label string) (gremlinro.Props, error) {
+func (s *Server) vertex(ctx context.Context, id, label string) (graphx.Props, error) {
 	vs, err := s.list(ctx, func(g *gremlingo.GraphTraversalSource) *gremlingo.GraphTraversal {
 		return g.V(id).HasLabel(label).ElementMap()
 	})
@@ -110,8 +110,8 @@ func (s *Server) vertex(ctx context.Context, id, label string) (gremlinro.Props,
 }
 
 // names reads the name of each id.
-func (s *Server) names(ctx context.Context, ids []string) (map[string]gremlinro.Props, error) {
-	out := map[string]gremlinro.Props{}
+func (s *Server) names(ctx context.Context, ids []string) (map[string]graphx.Props, error) {
+	out := map[string]graphx.Props{}
 	if len(ids) == 0 {
 		return out, nil
 	}
@@ -205,7 +205,7 @@ func (s *Server) getLocation(ctx context.Context, _ *mcp.CallToolRequest, in Loc
 	return nil, loc, nil
 }
 
-func refs(ps []gremlinro.Props) []Ref {
+func refs(ps []graphx.Props) []Ref {
 	out := make([]Ref, 0, len(ps))
 	for _, p := range ps {
 		out = append(out, Ref{ID: p.String("id"), Kind: p.String("label"), Name: p.String("name")})

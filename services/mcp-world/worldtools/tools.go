@@ -7,13 +7,14 @@ package worldtools
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/worldgate/worldgate/shared/graphx"
 	"github.com/worldgate/worldgate/shared/mcpx"
-	"github.com/worldgate/worldgate/shared/mcpx/gremlinro"
 )
 
 // Version of the server.
@@ -34,8 +35,8 @@ const (
 type Options struct {
 	mcpx.Options
 	// Graph names the graph and its read-only credentials; or pass GraphConn.
-	Graph     gremlinro.Config
-	GraphConn *gremlinro.Conn
+	Graph     graphx.Settings
+	GraphConn *graphx.Conn
 	// JetStream reads the COMMITTED stream (nil: list-recent-events reports
 	// that events are unavailable).
 	JetStream jetstream.JetStream
@@ -50,7 +51,7 @@ type Options struct {
 type Server struct {
 	mcp   *mcp.Server
 	opts  Options
-	graph *gremlinro.Conn
+	graph *graphx.Conn
 }
 
 // New builds mcp-world. Nothing is dialled until the first call.
@@ -68,7 +69,10 @@ func New(o Options) (*Server, error) {
 	}
 	srv := &Server{mcp: s, opts: o, graph: o.GraphConn}
 	if srv.graph == nil {
-		srv.graph = gremlinro.New(o.Graph)
+		o.Graph.ReadOnly = true
+		if srv.graph, err = graphx.Open(o.Graph); err != nil {
+			return nil, fmt.Errorf("mcp-world reads the graph: %w", err)
+		}
 	}
 	id := mcpx.StrLen(1, MaxIDLen)
 	mcp.AddTool(s, &mcp.Tool{
@@ -108,7 +112,7 @@ func New(o Options) (*Server, error) {
 func (s *Server) MCP() *mcp.Server { return s.mcp }
 
 // Graph returns the read-only graph connection.
-func (s *Server) Graph() *gremlinro.Conn { return s.graph }
+func (s *Server) Graph() *graphx.Conn { return s.graph }
 
 // Handler serves the MCP endpoint over Streamable HTTP (scope world:read).
 func (s *Server) Handler() http.Handler {

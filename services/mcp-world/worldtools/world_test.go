@@ -20,8 +20,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/worldgate/worldgate/services/graphd/graphdtest"
 	"github.com/worldgate/worldgate/services/mcp-world/worldtools"
+	"github.com/worldgate/worldgate/shared/graphx"
 	"github.com/worldgate/worldgate/shared/mcpx"
-	"github.com/worldgate/worldgate/shared/mcpx/gremlinro"
 )
 
 const token = "world-test-token-00000001"
@@ -116,7 +116,7 @@ func setup(t testing.TB, rl mcpx.RateLimit) *env {
 			}},
 			RateLimit: rl,
 		},
-		Graph:     gremlinro.Config{URL: gs.URL(), Username: graphdtest.ReaderUser, Password: graphdtest.ReaderPassword},
+		Graph:     graphx.Settings{ReadOnly: true, URL: gs.URL(), Username: graphdtest.ReaderUser, Password: graphdtest.ReaderPassword},
 		JetStream: js,
 	})
 	if err != nil {
@@ -354,11 +354,17 @@ func TestGraphAccessCannotWrite(t *testing.T) {
 		t.Fatal("property write succeeded")
 	}
 	// Even without the strategy, the reader credentials are refused.
-	drc, err := e.srv.Graph().Remote()
+	settings := e.srv.Graph().Settings()
+	settings.ReadOnly = false
+	conn, err := graphx.Open(settings)
 	if err != nil {
 		t.Fatal(err)
 	}
-	plain := gremlingo.Traversal_().WithRemote(drc)
+	defer conn.Close()
+	plain, err := conn.G()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := <-plain.AddV("Location").Property(gremlingo.T.Id, "loc:evil2").Iterate(); err == nil {
 		t.Fatal("write with the read-only user succeeded")
 	}

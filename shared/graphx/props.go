@@ -1,4 +1,4 @@
-package gremlinro
+package graphx
 
 import (
 	"fmt"
