@@ -14,34 +14,13 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/worldgate/worldgate/services/graphd/server"
+	"github.com/worldgate/worldgate/shared/config"
 )
-
-func env(name, def string) string {
-	if v, ok := os.LookupEnv("WORLDGATE_GRAPHD_" + name); ok {
-		return v
-	}
-	return def
-}
-
-func envInt(name string, def int) int {
-	if v, err := strconv.Atoi(env(name, "")); err == nil {
-		return v
-	}
-	return def
-}
-
-func envDur(name string, def time.Duration) time.Duration {
-	if v, err := time.ParseDuration(env(name, "")); err == nil {
-		return v
-	}
-	return def
-}
 
 func parseUsers(s string) ([]server.User, error) {
 	var out []server.User
@@ -68,15 +47,18 @@ func parseUsers(s string) ([]server.User, error) {
 
 func main() {
 	fs := flag.NewFlagSet("graphd", flag.ExitOnError)
-	listen := fs.String("listen", env("LISTEN", "127.0.0.1:8182"), "listen address (WORLDGATE_GRAPHD_LISTEN)")
-	data := fs.String("data", env("DATA", "./graph"), "data directory; empty for in-memory only (WORLDGATE_GRAPHD_DATA)")
-	users := fs.String("users", env("USERS", ""), "users as name:password[:ro],... ; empty disables authentication (WORLDGATE_GRAPHD_USERS)")
-	batch := fs.Int("batch-size", envInt("BATCH_SIZE", server.DefaultBatchSize), "results per response frame (WORLDGATE_GRAPHD_BATCH_SIZE)")
-	maxFrame := fs.Int64("max-frame-bytes", int64(envInt("MAX_FRAME_BYTES", server.DefaultMaxFrameBytes)), "largest accepted request frame (WORLDGATE_GRAPHD_MAX_FRAME_BYTES)")
-	timeout := fs.Duration("timeout", envDur("TIMEOUT", server.DefaultTraversalTimeout), "per-traversal time limit (WORLDGATE_GRAPHD_TIMEOUT)")
-	maxResults := fs.Int("max-results", envInt("MAX_RESULTS", server.DefaultMaxResults), "per-traversal result limit (WORLDGATE_GRAPHD_MAX_RESULTS)")
-	level := fs.String("log-level", env("LOG_LEVEL", "info"), "debug, info, warn or error (WORLDGATE_GRAPHD_LOG_LEVEL)")
-	_ = fs.Parse(os.Args[1:])
+	listen := fs.String("listen", "127.0.0.1:8182", "listen address (WORLDGATE_GRAPHD_LISTEN)")
+	data := fs.String("data", "./graph", "data directory; empty for in-memory only (WORLDGATE_GRAPHD_DATA)")
+	users := fs.String("users", "", "users as name:password[:ro],... ; empty disables authentication (WORLDGATE_GRAPHD_USERS)")
+	batch := fs.Int("batch-size", server.DefaultBatchSize, "results per response frame (WORLDGATE_GRAPHD_BATCH_SIZE)")
+	maxFrame := fs.Int64("max-frame-bytes", int64(server.DefaultMaxFrameBytes), "largest accepted request frame (WORLDGATE_GRAPHD_MAX_FRAME_BYTES)")
+	timeout := fs.Duration("timeout", server.DefaultTraversalTimeout, "per-traversal time limit (WORLDGATE_GRAPHD_TIMEOUT)")
+	maxResults := fs.Int("max-results", server.DefaultMaxResults, "per-traversal result limit (WORLDGATE_GRAPHD_MAX_RESULTS)")
+	level := fs.String("log-level", "info", "debug, info, warn or error (WORLDGATE_GRAPHD_LOG_LEVEL)")
+	if err := config.Parse(fs, os.Args[1:], "WORLDGATE_GRAPHD_"); err != nil {
+		fmt.Fprintln(os.Stderr, "graphd:", err)
+		os.Exit(2)
+	}
 
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(*level)); err != nil {

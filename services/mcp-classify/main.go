@@ -11,13 +11,13 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"github.com/worldgate/worldgate/shared/config"
+	"github.com/worldgate/worldgate/shared/metrics"
 	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/worldgate/worldgate/services/mcp-classify/classifytools"
 	"github.com/worldgate/worldgate/shared/mcpx"
 )
@@ -36,14 +36,15 @@ func run() error {
 	var f mcpx.CommonFlags
 	fs := flag.NewFlagSet("mcp-classify", flag.ExitOnError)
 	f.Register(fs, "127.0.0.1:7403", "127.0.0.1:9403")
-	_ = fs.Parse(os.Args[1:])
+	if err := config.Parse(fs, os.Args[1:], mcpx.EnvPrefix); err != nil {
+		return err
+	}
 	logger := f.Logger(os.Stderr, "mcp-classify")
 	auth, err := f.AuthConfig()
 	if err != nil {
 		return err
 	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg := metrics.NewRegistry()
 	srv, err := classifytools.New(classifytools.Options{Options: mcpx.Options{Logger: logger, Registerer: reg, Auth: auth, RateLimit: f.RateLimit()}})
 	if err != nil {
 		return err

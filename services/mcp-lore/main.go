@@ -12,14 +12,14 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"github.com/worldgate/worldgate/shared/config"
+	"github.com/worldgate/worldgate/shared/metrics"
 	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/worldgate/worldgate/services/mcp-lore/loretools"
 	"github.com/worldgate/worldgate/shared/graphx"
 	"github.com/worldgate/worldgate/shared/mcpx"
@@ -39,12 +39,14 @@ func run() error {
 	var f mcpx.CommonFlags
 	fs := flag.NewFlagSet("mcp-lore", flag.ExitOnError)
 	f.Register(fs, "127.0.0.1:7402", "127.0.0.1:9402")
-	graphURL := fs.String("graph-url", mcpx.Env("WORLDGATE_GRAPH_URL", ""), "Gremlin server URL (env WORLDGATE_GRAPH_URL)")
-	graphUser := fs.String("graph-user", mcpx.Env("WORLDGATE_GRAPH_READ_USER", "reader"), "read-only graph user (env WORLDGATE_GRAPH_READ_USER)")
-	graphPass := fs.String("graph-password", mcpx.Env("WORLDGATE_GRAPH_READ_PASSWORD", ""), "read-only graph password (env WORLDGATE_GRAPH_READ_PASSWORD)")
-	factsFile := fs.String("facts", mcpx.Env("WORLDGATE_LORE_FACTS", ""), "JSON file of extra facts [{id,title,text,tags,canonical}] (env WORLDGATE_LORE_FACTS)")
+	graphURL := fs.String("graph-url", "", "Gremlin server URL")
+	graphUser := fs.String("graph-user", "reader", "read-only graph user")
+	graphPass := fs.String("graph-password", "", "read-only graph password")
+	factsFile := fs.String("facts", "", "JSON file of extra facts [{id,title,text,tags,canonical}]")
 	refresh := fs.Duration("refresh", time.Minute, "reload facts from the graph this often")
-	_ = fs.Parse(os.Args[1:])
+	if err := config.Parse(fs, os.Args[1:], mcpx.EnvPrefix); err != nil {
+		return err
+	}
 	logger := f.Logger(os.Stderr, "mcp-lore")
 	auth, err := f.AuthConfig()
 	if err != nil {
@@ -60,8 +62,7 @@ func run() error {
 			return fmt.Errorf("facts file: %w", err)
 		}
 	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg := metrics.NewRegistry()
 	srv, err := loretools.New(loretools.Options{
 		Options:         mcpx.Options{Logger: logger, Registerer: reg, Auth: auth, RateLimit: f.RateLimit()},
 		Graph:           graphx.Settings{ReadOnly: true, URL: *graphURL, Username: *graphUser, Password: *graphPass},

@@ -12,15 +12,15 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"github.com/worldgate/worldgate/shared/config"
+	"github.com/worldgate/worldgate/shared/metrics"
+	"github.com/worldgate/worldgate/shared/natsx"
 	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/worldgate/worldgate/services/mcp-world/worldtools"
 	"github.com/worldgate/worldgate/shared/graphx"
 	"github.com/worldgate/worldgate/shared/mcpx"
@@ -40,13 +40,15 @@ func run() error {
 	var f mcpx.CommonFlags
 	fs := flag.NewFlagSet("mcp-world", flag.ExitOnError)
 	f.Register(fs, "127.0.0.1:7401", "127.0.0.1:9401")
-	graphURL := fs.String("graph-url", mcpx.Env("WORLDGATE_GRAPH_URL", "ws://127.0.0.1:8182/gremlin"), "Gremlin server URL (env WORLDGATE_GRAPH_URL)")
-	graphUser := fs.String("graph-user", mcpx.Env("WORLDGATE_GRAPH_READ_USER", "reader"), "read-only graph user (env WORLDGATE_GRAPH_READ_USER)")
-	graphPass := fs.String("graph-password", mcpx.Env("WORLDGATE_GRAPH_READ_PASSWORD", ""), "read-only graph password (env WORLDGATE_GRAPH_READ_PASSWORD)")
-	natsURL := fs.String("nats-url", mcpx.Env("WORLDGATE_NATS_URL", ""), "NATS URL for the COMMITTED stream; empty disables list-recent-events (env WORLDGATE_NATS_URL)")
-	natsCreds := fs.String("nats-creds", mcpx.Env("WORLDGATE_NATS_CREDS", ""), "NATS credentials file (env WORLDGATE_NATS_CREDS)")
-	stream := fs.String("stream", mcpx.Env("WORLDGATE_COMMITTED_STREAM", worldtools.DefaultStream), "committed stream name (env WORLDGATE_COMMITTED_STREAM)")
-	_ = fs.Parse(os.Args[1:])
+	graphURL := fs.String("graph-url", "ws://127.0.0.1:8182/gremlin", "Gremlin server URL")
+	graphUser := fs.String("graph-user", "reader", "read-only graph user")
+	graphPass := fs.String("graph-password", "", "read-only graph password")
+	natsURL := fs.String("nats-url", "", "NATS URL for the COMMITTED stream; empty disables list-recent-events")
+	natsCreds := fs.String("nats-creds", "", "NATS credentials file")
+	stream := fs.String("stream", worldtools.DefaultStream, "committed stream name")
+	if err := config.Parse(fs, os.Args[1:], mcpx.EnvPrefix); err != nil {
+		return err
+	}
 	logger := f.Logger(os.Stderr, "mcp-world")
 	auth, err := f.AuthConfig()
 	if err != nil {
@@ -54,21 +56,14 @@ func run() error {
 	}
 	var js jetstream.JetStream
 	if *natsURL != "" {
-		opts := []nats.Option{nats.Name("mcp-world"), nats.MaxReconnects(-1)}
-		if *natsCreds != "" {
-			opts = append(opts, nats.UserCredentials(*natsCreds))
-		}
-		nc, err := nats.Connect(*natsURL, opts...)
+		nc, j, err := natsx.Connect(natsx.ConnConfig{URL: *natsURL, Name: "mcp-world", Creds: *natsCreds}, logger)
 		if err != nil {
-			return fmt.Errorf("nats: %w", err)
-		}
-		defer nc.Drain()
-		if js, err = jetstream.New(nc); err != nil {
 			return err
 		}
+		defer nc.Drain()
+		js = j
 	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg := metrics.NewRegistry()
 	srv, err := worldtools.New(worldtools.Options{
 		Options:   mcpx.Options{Logger: logger, Registerer: reg, Auth: auth, RateLimit: f.RateLimit()},
 		Graph:     graphx.Settings{ReadOnly: true, URL: *graphURL, Username: *graphUser, Password: *graphPass},

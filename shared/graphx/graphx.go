@@ -86,7 +86,7 @@ func (s *Settings) RegisterFlags(fs *flag.FlagSet, prefix string) {
 }
 
 // ErrNotConfigured is returned when Settings.URL is empty.
-var ErrNotConfigured = errors.New("graph URL not configured: set -graph-url (WORLDGATE_GRAPH_URL)")
+var ErrNotConfigured = errors.New("graph URL not configured: set -graph-url (or its WORLDGATE_* environment variable)")
 
 // Conn is a lazily dialled connection. After a transport failure it drops the pool and the
 // next request dials again, so a restarted server is picked up without a restart here. Safe

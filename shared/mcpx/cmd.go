@@ -5,12 +5,12 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/worldgate/worldgate/shared/config"
+	"github.com/worldgate/worldgate/shared/logx"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
-	"strconv"
 	"strings"
 	"time"
 
@@ -18,56 +18,37 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Env returns the environment variable name, or def if it is unset.
-func Env(name, def string) string {
-	if v, ok := os.LookupEnv(name); ok {
-		return v
-	}
-	return def
-}
-
-// EnvFloat is Env for numbers (def on a parse error).
-func EnvFloat(name string, def float64) float64 {
-	if v, ok := os.LookupEnv(name); ok {
-		if f, err := strconv.ParseFloat(v, 64); err == nil {
-			return f
-		}
-	}
-	return def
-}
-
-// CommonFlags are the flags every MCP server binary shares. Each has a
-// WORLDGATE_* environment equivalent (the flag wins).
+// CommonFlags are the flags every MCP server binary shares. Parse them with
+// shared/config.Parse and EnvPrefix, which gives each a WORLDGATE_MCP_*
+// environment equivalent (the flag wins).
 type CommonFlags struct {
-	Listen     string  // WORLDGATE_MCP_LISTEN
-	Transport  string  // WORLDGATE_MCP_TRANSPORT: http | stdio
-	Admin      string  // WORLDGATE_ADMIN_LISTEN
-	TokenFile  string  // WORLDGATE_MCP_TOKEN_FILE
-	JWTSecret  string  // WORLDGATE_MCP_JWT_SECRET
-	NoAuth     bool    // WORLDGATE_MCP_NO_AUTH=1 (HTTP without tokens; local development only)
-	RatePerSec float64 // WORLDGATE_MCP_RATE
-	Burst      int     // WORLDGATE_MCP_BURST
-	LogLevel   string  // WORLDGATE_LOG_LEVEL
+	Listen     string
+	Transport  string // http | stdio
+	Admin      string
+	TokenFile  string
+	JWTSecret  string
+	NoAuth     bool // HTTP without tokens; local development only
+	RatePerSec float64
+	Burst      int
+	LogLevel   string
 }
 
-// Register defines the common flags on fs with defaults from the environment.
+// Register defines the common flags on fs.
 func (c *CommonFlags) Register(fs *flag.FlagSet, defaultListen, defaultAdmin string) {
-	fs.StringVar(&c.Listen, "listen", Env("WORLDGATE_MCP_LISTEN", defaultListen), "Streamable HTTP listen address (env WORLDGATE_MCP_LISTEN)")
-	fs.StringVar(&c.Transport, "transport", Env("WORLDGATE_MCP_TRANSPORT", "http"), "transport: http or stdio; stdio is trusted local use without tokens (env WORLDGATE_MCP_TRANSPORT)")
-	fs.StringVar(&c.Admin, "admin", Env("WORLDGATE_ADMIN_LISTEN", defaultAdmin), "admin listen address for /metrics /healthz /readyz; empty disables (env WORLDGATE_ADMIN_LISTEN)")
-	fs.StringVar(&c.TokenFile, "token-file", Env("WORLDGATE_MCP_TOKEN_FILE", ""), "JSON file of static bearer tokens (env WORLDGATE_MCP_TOKEN_FILE)")
-	fs.StringVar(&c.JWTSecret, "jwt-secret", Env("WORLDGATE_MCP_JWT_SECRET", ""), "HS256 secret for bearer JWTs (env WORLDGATE_MCP_JWT_SECRET)")
-	fs.BoolVar(&c.NoAuth, "no-auth", Env("WORLDGATE_MCP_NO_AUTH", "") == "1", "serve HTTP without authentication (development only; env WORLDGATE_MCP_NO_AUTH=1)")
-	fs.Float64Var(&c.RatePerSec, "rate", EnvFloat("WORLDGATE_MCP_RATE", 50), "tool calls per second per token (0 = unlimited; env WORLDGATE_MCP_RATE)")
-	fs.IntVar(&c.Burst, "burst", int(EnvFloat("WORLDGATE_MCP_BURST", 100)), "rate-limit burst per token (env WORLDGATE_MCP_BURST)")
-	fs.StringVar(&c.LogLevel, "log-level", Env("WORLDGATE_LOG_LEVEL", "info"), "debug|info|warn|error (env WORLDGATE_LOG_LEVEL)")
+	fs.StringVar(&c.Listen, "listen", defaultListen, "Streamable HTTP listen address")
+	fs.StringVar(&c.Transport, "transport", "http", "transport: http or stdio; stdio is trusted local use without tokens")
+	fs.StringVar(&c.Admin, "admin", defaultAdmin, "admin listen address for /metrics /healthz /readyz; empty disables")
+	fs.StringVar(&c.TokenFile, "token-file", "", "JSON file of static bearer tokens")
+	fs.StringVar(&c.JWTSecret, "jwt-secret", "", "HS256 secret for bearer JWTs")
+	fs.BoolVar(&c.NoAuth, "no-auth", false, "serve HTTP without authentication (development only)")
+	fs.Float64Var(&c.RatePerSec, "rate", 50, "tool calls per second per token (0 = unlimited)")
+	fs.IntVar(&c.Burst, "burst", 100, "rate-limit burst per token")
+	fs.StringVar(&c.LogLevel, "log-level", "info", "debug|info|warn|error")
 }
 
 // Logger returns a JSON slog logger writing to w at the configured level.
 func (c *CommonFlags) Logger(w io.Writer, service string) *slog.Logger {
-	var lvl slog.Level
-	_ = lvl.UnmarshalText([]byte(c.LogLevel))
-	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lvl})).With("service", service)
+	return logx.New(w, service, c.LogLevel)
 }
 
 // AuthConfig builds the authentication configuration from the flags.
@@ -161,15 +142,19 @@ func Run(ctx context.Context, o RunOptions) error {
 	return first
 }
 
+// EnvPrefix is the environment prefix of the MCP servers' flags: -listen is
+// WORLDGATE_MCP_LISTEN, -jwt-secret WORLDGATE_MCP_JWT_SECRET, and so on.
+const EnvPrefix = "WORLDGATE_MCP_"
+
 // IssueTokenCommand implements "<binary> issue-token": it prints an HS256 JWT
 // signed with -jwt-secret / WORLDGATE_MCP_JWT_SECRET.
 func IssueTokenCommand(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("issue-token", flag.ContinueOnError)
-	secret := fs.String("jwt-secret", Env("WORLDGATE_MCP_JWT_SECRET", ""), "HS256 secret (env WORLDGATE_MCP_JWT_SECRET)")
+	secret := fs.String("jwt-secret", "", "HS256 secret")
 	subject := fs.String("subject", "", "who the token is for, e.g. ai-worker")
 	scopes := fs.String("scopes", "world:read,lore:read,classify:read", "comma-separated scopes")
 	ttl := fs.Duration("ttl", 24*time.Hour, "validity")
-	if err := fs.Parse(args); err != nil {
+	if err := config.Parse(fs, args, EnvPrefix); err != nil {
 		return err
 	}
 	var sc []string
