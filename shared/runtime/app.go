@@ -188,7 +188,7 @@ func (a *App) recoverer(h chainFunc) chainFunc {
 		defer func() {
 			if r := recover(); r != nil {
 				err = fmt.Errorf("handler panicked: %v", r)
-				logx.From(m.Context(), a.log).Error("handler panicked", "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+				logx.From(m.Context(), a.log).Error("handler panicked", "correlationId", CorrelationID(m), "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
 			}
 		}()
 		return h(m)
@@ -282,7 +282,7 @@ func (a *App) deadLetter(stage string, c Consumer, h chainFunc) chainFunc {
 			return nil, fmt.Errorf("%w (and the dead letter could not be published: %v)", err, perr)
 		}
 		a.metrics.deadLetters.WithLabelValues(stage, reason).Inc()
-		logx.From(m.Context(), a.log).Error("message dead-lettered", "stage", stage, "reason", err.Error(),
+		logx.From(m.Context(), a.log).Error("message dead-lettered", "correlationId", CorrelationID(m), "stage", stage, "reason", err.Error(),
 			"deliveries", deliveries, "subject", m.Metadata.Get(MetaSubject))
 		return nil, nil
 	}
@@ -293,8 +293,11 @@ func (a *App) observe(name string, h chainFunc) chainFunc {
 	failed := a.metrics.handled.WithLabelValues(name, "error")
 	latency := a.metrics.latency.WithLabelValues(name)
 	return func(m *message.Message) ([]*message.Message, error) {
-		log := a.log.With("handler", name, "correlationId", CorrelationID(m), "msgId", m.UUID)
-		m.SetContext(logx.WithLogger(m.Context(), log))
+		// Handlers get a logger naming the handler and message; they add the domain ids they
+		// decode (correlation id included), so the runtime's own lines add it themselves.
+		handlerLog := a.log.With("handler", name, "msgId", m.UUID)
+		m.SetContext(logx.WithLogger(m.Context(), handlerLog))
+		log := handlerLog.With("correlationId", CorrelationID(m))
 		start := time.Now()
 		out, err := h(m)
 		latency.Observe(time.Since(start).Seconds())
