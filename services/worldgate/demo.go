@@ -6,7 +6,6 @@ import (
 	"context"
 	_ "embed"
 	"fmt"
-	"os"
 )
 
 // demoScenario is the demo's world events, one compact envelope per line; the missing envelope
@@ -38,7 +37,7 @@ func (st *stack) runDemo(ctx context.Context) (int, error) {
 }
 
 func (st *stack) publishDemo(ctx context.Context, lines []byte) (int, error) {
-	p := &publisher{js: st.js, fill: true, source: "worldgate-dev/demo", out: os.Stderr}
+	p := &publisher{js: st.js, fill: true, source: "worldgate-dev/demo", out: discardUnless(st.f.jsonOut)}
 	sc := bufio.NewScanner(bytes.NewReader(lines))
 	next := func() (string, bool, error) {
 		if !sc.Scan() {
@@ -46,7 +45,6 @@ func (st *stack) publishDemo(ctx context.Context, lines []byte) (int, error) {
 		}
 		return sc.Text(), true, nil
 	}
-	p.out = discardUnless(st.f.jsonOut)
 	if err := p.run(ctx, next); err != nil {
 		return 0, fmt.Errorf("publish demo scenario: %w", err)
 	}

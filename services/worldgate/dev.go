@@ -86,7 +86,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	say("  (all of this is in %s)", filepath.Join(f.dataDir, "endpoints.json"))
 
-	mark, err := st.mark(ctx)
+	runTally, err := st.newTally(ctx)
 	if err != nil {
 		return err
 	}
@@ -103,14 +103,14 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		if err := st.waitIdle(idleCtx); err != nil {
 			return fmt.Errorf("the pipeline did not go idle: %w", err)
 		}
-		sum, err := st.summary(ctx, mark)
+		sum, err := runTally.update(ctx)
 		if err != nil {
 			return err
 		}
 		return printSummary(stdout, sum, f.jsonOut)
 	}
 	say("serving; press Ctrl-C to stop")
-	st.liveStatus(ctx, mark, stderr)
+	st.liveStatus(ctx, runTally, stderr)
 	say("\nstopping: draining in-flight messages")
 	return nil
 }

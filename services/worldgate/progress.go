@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"os"
@@ -24,7 +25,7 @@ func newProgress(w io.Writer, name string) *progress {
 		buf := make([]byte, 64<<10)
 		for {
 			n, err := f.Read(buf)
-			p.total += strings.Count(string(buf[:n]), "\n")
+			p.total += bytes.Count(buf[:n], []byte{'\n'})
 			if err != nil {
 				break
 			}

@@ -162,7 +162,7 @@ type publisher struct {
 	out      io.Writer
 	progress *progress
 
-	published, duplicates, invalid int
+	valid, published, duplicates, invalid int
 }
 
 type pending struct {
@@ -209,6 +209,7 @@ func (p *publisher) run(ctx context.Context, next func() (string, bool, error)) 
 			fmt.Fprintf(p.out, "line %d: %v\n", line, err)
 			continue
 		}
+		p.valid++
 		if p.js != nil {
 			msg := &nats.Msg{Subject: events.Subject(env.Type), Data: data, Header: nats.Header{}}
 			msg.Header.Set(events.HeaderCorrelationID, env.CorrelationID)
@@ -230,9 +231,8 @@ func (p *publisher) run(ctx context.Context, next func() (string, bool, error)) 
 		return err
 	}
 	p.progress.done(line)
-	valid := line - p.invalid
 	if p.js == nil {
-		fmt.Fprintf(p.out, "%d valid, %d invalid\n", valid, p.invalid)
+		fmt.Fprintf(p.out, "%d valid, %d invalid\n", p.valid, p.invalid)
 	} else {
 		fmt.Fprintf(p.out, "published %d (%d already there: same idempotency key), %d invalid\n", p.published, p.duplicates, p.invalid)
 	}

@@ -7,10 +7,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -210,14 +211,7 @@ func portHint(err error, flagName string, port int) error {
 	return err
 }
 
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
+func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
 
 // Summary is what one demo run did, counted from the streams (and, for AI usage, from this
 // process's metrics).
@@ -233,15 +227,22 @@ type Summary struct {
 	CacheHits       int            `json:"cacheHits"`
 }
 
-// streamMark is each stream's last sequence when the run started, so a summary counts only
-// this run's messages even though the data directory keeps earlier ones.
-type streamMark map[string]uint64
+// tally counts what a run did, from each stream's last sequence when the run started, so it
+// counts only this run's messages even though the data directory keeps earlier ones. Each
+// update reads only the messages that arrived since the previous one.
+type tally struct {
+	st   *stack
+	next map[string]uint64 // per stream: the last sequence already counted
+	sum  Summary
+	seen map[string]bool // proposal ids already counted
+}
 
-var summaryStreams = []string{events.StreamWorld, events.StreamProposals, events.StreamCommitted, events.StreamDLQ}
+var tallyStreams = []string{events.StreamWorld, events.StreamProposals, events.StreamCommitted, events.StreamDLQ}
 
-func (st *stack) mark(ctx context.Context) (streamMark, error) {
-	m := streamMark{}
-	for _, name := range summaryStreams {
+func (st *stack) newTally(ctx context.Context) (*tally, error) {
+	t := &tally{st: st, next: map[string]uint64{}, seen: map[string]bool{},
+		sum: Summary{ProposalsByKind: map[string]int{}, Rejected: map[string]int{}}}
+	for _, name := range tallyStreams {
 		s, err := st.js.Stream(ctx, name)
 		if err != nil {
 			return nil, err
@@ -250,14 +251,15 @@ func (st *stack) mark(ctx context.Context) (streamMark, error) {
 		if err != nil {
 			return nil, err
 		}
-		m[name] = info.State.LastSeq
+		t.next[name] = info.State.LastSeq
 	}
-	return m, nil
+	return t, nil
 }
 
-// scan calls fn for every message of stream after its mark.
-func (st *stack) scan(ctx context.Context, stream string, from uint64, fn func(subject string, data []byte)) (int, error) {
-	s, err := st.js.Stream(ctx, stream)
+// scan calls fn for every message of stream after what was already counted, and returns how
+// many there were. With a nil fn it only counts.
+func (t *tally) scan(ctx context.Context, stream string, fn func(subject string, data []byte)) (int, error) {
+	s, err := t.st.js.Stream(ctx, stream)
 	if err != nil {
 		return 0, err
 	}
@@ -265,11 +267,12 @@ func (st *stack) scan(ctx context.Context, stream string, from uint64, fn func(s
 	if err != nil {
 		return 0, err
 	}
-	last := info.State.LastSeq
+	from, last := t.next[stream], info.State.LastSeq
 	if last <= from {
 		return 0, nil
 	}
 	if fn == nil {
+		t.next[stream] = last
 		return int(last - from), nil
 	}
 	c, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: from + 1})
@@ -277,7 +280,7 @@ func (st *stack) scan(ctx context.Context, stream string, from uint64, fn func(s
 		return 0, err
 	}
 	n := 0
-	for seq := from; seq < last; {
+	for t.next[stream] < last {
 		batch, err := c.Fetch(256, jetstream.FetchMaxWait(2*time.Second))
 		if err != nil {
 			return n, err
@@ -285,9 +288,8 @@ func (st *stack) scan(ctx context.Context, stream string, from uint64, fn func(s
 		got := 0
 		for msg := range batch.Messages() {
 			got++
-			meta, _ := msg.Metadata()
-			if meta != nil {
-				seq = meta.Sequence.Stream
+			if meta, err := msg.Metadata(); err == nil {
+				t.next[stream] = meta.Sequence.Stream
 			}
 			n++
 			fn(msg.Subject(), msg.Data())
@@ -299,27 +301,24 @@ func (st *stack) scan(ctx context.Context, stream string, from uint64, fn func(s
 	return n, nil
 }
 
-func (st *stack) summary(ctx context.Context, m streamMark) (*Summary, error) {
-	s := &Summary{ProposalsByKind: map[string]int{}, Rejected: map[string]int{}}
-	var err error
-	if s.Events, err = st.scan(ctx, events.StreamWorld, m[events.StreamWorld], nil); err != nil {
-		return nil, err
+// update brings the summary up to date and returns a copy of it.
+func (t *tally) update(ctx context.Context) (*Summary, error) {
+	s := &t.sum
+	for stream, total := range map[string]*int{events.StreamWorld: &s.Events, events.StreamCommitted: &s.Committed, events.StreamDLQ: &s.DeadLetters} {
+		n, err := t.scan(ctx, stream, nil)
+		if err != nil {
+			return nil, err
+		}
+		*total += n
 	}
-	if s.Committed, err = st.scan(ctx, events.StreamCommitted, m[events.StreamCommitted], nil); err != nil {
-		return nil, err
-	}
-	if s.DeadLetters, err = st.scan(ctx, events.StreamDLQ, m[events.StreamDLQ], nil); err != nil {
-		return nil, err
-	}
-	seen := map[string]bool{}
-	_, err = st.scan(ctx, events.StreamProposals, m[events.StreamProposals], func(subject string, data []byte) {
+	_, err := t.scan(ctx, events.StreamProposals, func(subject string, data []byte) {
 		switch {
 		case strings.HasPrefix(subject, "proposals.rejected."):
 			s.Rejected[strings.TrimPrefix(subject, "proposals.rejected.")]++
 		case strings.HasPrefix(subject, "proposals.gate."):
 			var p struct{ ProposalID, Kind string }
-			if json.Unmarshal(data, &p) == nil && p.ProposalID != "" && !seen[p.ProposalID] {
-				seen[p.ProposalID] = true
+			if json.Unmarshal(data, &p) == nil && p.ProposalID != "" && !t.seen[p.ProposalID] {
+				t.seen[p.ProposalID] = true
 				s.Proposals++
 				s.ProposalsByKind[p.Kind]++
 			}
@@ -328,10 +327,14 @@ func (st *stack) summary(ctx context.Context, m streamMark) (*Summary, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.Tokens = int(sumMetric(st.reg, "worldgate_ai_tokens_total", "type", "prompt", "completion"))
-	s.CostUSD = sumMetric(st.reg, "worldgate_ai_cost_usd_total", "", "")
-	s.CacheHits = int(sumMetric(st.reg, "worldgate_ai_cache_hits_total", "", ""))
-	return s, nil
+	reg := t.st.reg
+	s.Tokens = int(sumMetric(reg, "worldgate_ai_tokens_total", "type", "prompt", "completion"))
+	s.CostUSD = sumMetric(reg, "worldgate_ai_cost_usd_total", "")
+	s.CacheHits = int(sumMetric(reg, "worldgate_ai_cache_hits_total", ""))
+	out := *s
+	out.ProposalsByKind = maps.Clone(s.ProposalsByKind)
+	out.Rejected = maps.Clone(s.Rejected)
+	return &out, nil
 }
 
 // sumMetric adds up every series of a counter, or only those whose label has one of values.
@@ -349,7 +352,7 @@ func sumMetric(g prometheus.Gatherer, name, label string, values ...string) floa
 			if label != "" {
 				ok := false
 				for _, lp := range m.GetLabel() {
-					if lp.GetName() == label && contains(values, lp.GetValue()) {
+					if lp.GetName() == label && slices.Contains(values, lp.GetValue()) {
 						ok = true
 					}
 				}
@@ -361,15 +364,6 @@ func sumMetric(g prometheus.Gatherer, name, label string, values ...string) floa
 		}
 	}
 	return sum
-}
-
-func contains(list []string, v string) bool {
-	for _, x := range list {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }
 
 // waitIdle returns once every durable consumer on WORLD and PROPOSALS has nothing pending and
@@ -416,7 +410,7 @@ func (st *stack) busyConsumers(ctx context.Context) ([]string, error) {
 }
 
 // liveStatus keeps one status line up to date until ctx ends.
-func (st *stack) liveStatus(ctx context.Context, m streamMark, w io.Writer) {
+func (st *stack) liveStatus(ctx context.Context, t *tally, w io.Writer) {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for {
@@ -426,7 +420,7 @@ func (st *stack) liveStatus(ctx context.Context, m streamMark, w io.Writer) {
 		case <-tick.C:
 		}
 		sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		s, err := st.summary(sctx, m)
+		s, err := t.update(sctx)
 		cancel()
 		if err != nil {
 			continue
