@@ -10,8 +10,12 @@ FUZZTIME ?= 10s
 .PHONY: run test vet fmt-check unit fuzz bench build clean
 
 ## run: the whole stack in one process on embedded defaults (Ctrl-C stops it)
+# Built first rather than `go run`, so that Ctrl-C reaches worldgate itself and a clean drain
+# exits 0.
 run:
-	$(GO) run github.com/worldgate/worldgate/services/worldgate dev
+	@mkdir -p bin
+	$(GO) build -o bin/worldgate github.com/worldgate/worldgate/services/worldgate
+	./bin/worldgate dev
 
 ## build: every binary into ./bin
 build:

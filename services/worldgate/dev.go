@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/worldgate/worldgate/shared/config"
@@ -82,7 +83,8 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	defer st.stop()
 	say("worldgate dev: data in %s, logs in %s", f.dataDir, logPath)
 	for _, k := range sortedKeys(st.endpoints) {
-		say("  %-22s %v", k, st.endpoints[k])
+		v, _ := json.Marshal(st.endpoints[k])
+		say("  %-22s %s", k, strings.Trim(string(v), `"`))
 	}
 	say("  (all of this is in %s)", filepath.Join(f.dataDir, "endpoints.json"))
 
@@ -92,6 +94,10 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	if !f.noDemo {
 		n, err := st.runDemo(ctx)
+		if err != nil && ctx.Err() != nil {
+			say("interrupted during the demo; stopping: draining in-flight messages")
+			return nil
+		}
 		if err != nil {
 			return fmt.Errorf("demo: %w", err)
 		}

@@ -413,6 +413,9 @@ func (st *stack) busyConsumers(ctx context.Context) ([]string, error) {
 func (st *stack) liveStatus(ctx context.Context, t *tally, w io.Writer) {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
+	f, isFile := w.(*os.File)
+	tty := isFile && isTerminal(f)
+	last := ""
 	for {
 		select {
 		case <-ctx.Done():
@@ -429,8 +432,16 @@ func (st *stack) liveStatus(ctx context.Context, t *tally, w io.Writer) {
 		for _, n := range s.Rejected {
 			rejected += n
 		}
-		fmt.Fprintf(w, "\r\033[Kevents %d · proposals %d · committed %d · rejected %d · dead letters %d · tokens %d · $%.4f",
+		line := fmt.Sprintf("events %d · proposals %d · committed %d · rejected %d · dead letters %d · tokens %d · $%.4f",
 			s.Events, s.Proposals, s.Committed, rejected, s.DeadLetters, s.Tokens, s.CostUSD)
+		switch {
+		case tty:
+			fmt.Fprint(w, "\r\033[K"+line)
+		case line != last:
+			// Not a terminal (a log, a pipe): one line per change, not one per second.
+			fmt.Fprintln(w, line)
+		}
+		last = line
 	}
 }
 
