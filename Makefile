@@ -1,7 +1,7 @@
 # Worldgate — two commands matter: `make run` and `make test`.
 SHELL := /bin/bash
 GO ?= go
-MODULES := events schemas shared services
+MODULES := events schemas shared services deploy scripts
 # Packages whose tests run with the race detector (the rest run without it to keep `make test`
 # within ten minutes on two cores).
 RACE_MODULES := events shared

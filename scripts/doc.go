@@ -1,0 +1,2 @@
+// Package scripts holds the load, soak and chaos harnesses.
+package scripts

@@ -1,0 +1,3 @@
+module github.com/worldgate/worldgate/scripts
+
+go 1.26.0
