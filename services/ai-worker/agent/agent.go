@@ -33,6 +33,7 @@ import (
 	"github.com/worldgate/worldgate/shared/logx"
 	"github.com/worldgate/worldgate/shared/mcpx"
 	"github.com/worldgate/worldgate/shared/mcpx/client"
+	"github.com/worldgate/worldgate/shared/telemetry"
 )
 
 // Defaults.
@@ -181,8 +182,8 @@ func (a *Agent) Handle(ctx context.Context, role roles.Role, env *events.Envelop
 	if role.Kind == events.KindAmbience {
 		if note := a.freshAmbience(ctx, role, in.LocationID); note != "" {
 			a.m.tasks.WithLabelValues(role.Name, "skipped").Inc()
-			a.logger(ctx).Info(EventSkipped, "correlationId", env.CorrelationID, DimRole, role.Name,
-				DimPurpose, string(role.Purpose), "locationId", in.LocationID, "reason", note)
+			a.logger(ctx).Info(telemetry.PromptSkipped, "correlationId", env.CorrelationID, telemetry.DimRole, role.Name,
+				telemetry.DimPurpose, string(role.Purpose), "locationId", in.LocationID, "reason", note)
 			return &Result{Note: note}, nil
 		}
 	}
@@ -378,12 +379,12 @@ func (a *Agent) generate(ctx context.Context, role roles.Role, env *events.Envel
 	if err != nil {
 		return nil, err
 	}
-	outcome := OutcomeAccepted
+	outcome := telemetry.OutcomeAccepted
 	if t.repaired {
-		outcome = OutcomeModified
+		outcome = telemetry.OutcomeModified
 	}
 	a.m.tasks.WithLabelValues(role.Name, "proposed").Inc()
-	a.logger(ctx).Info(EventIssued, a.dims(t, res.Proposal, outcome)...)
+	a.logger(ctx).Info(telemetry.PromptIssued, a.dims(t, res.Proposal, outcome)...)
 	return res, nil
 }
 
@@ -472,8 +473,8 @@ func (a *Agent) runTools(ctx context.Context, t *task, calls []llm.ToolCall, ser
 			if !t.budget {
 				t.budget = true
 				a.m.budgetHits.WithLabelValues(string(t.role.Purpose)).Inc()
-				a.logger(ctx).Warn(EventToolBudget, "correlationId", t.env.CorrelationID, DimRole, t.role.Name,
-					DimPurpose, string(t.role.Purpose), "budget", budget, "requestedThisTurn", len(calls),
+				a.logger(ctx).Warn(telemetry.ToolBudgetExceeded, "correlationId", t.env.CorrelationID, telemetry.DimRole, t.role.Name,
+					telemetry.DimPurpose, string(t.role.Purpose), "budget", budget, "requestedThisTurn", len(calls),
 					"reason", fmt.Sprintf("the model asked for more than %d tool calls; calls beyond the budget were not run", budget))
 			}
 			rec.Error = budgetMessage(budget)
@@ -491,7 +492,7 @@ func (a *Agent) runTools(ctx context.Context, t *task, calls []llm.ToolCall, ser
 				if ctx.Err() != nil {
 					return "", ctx.Err()
 				}
-				a.logger(ctx).Warn(EventToolFailed, "correlationId", t.env.CorrelationID, DimRole, t.role.Name,
+				a.logger(ctx).Warn(telemetry.ToolFailed, "correlationId", t.env.CorrelationID, telemetry.DimRole, t.role.Name,
 					"server", rec.Server, "tool", c.Name, "kind", string(client.KindOf(err)), "error", err.Error())
 				switch client.KindOf(err) {
 				case client.KindUnavailable, client.KindTimeout, client.KindClosed:
@@ -614,7 +615,7 @@ func (a *Agent) fallback(ctx context.Context, t *task, cause, reason string) (*R
 	a.m.fallbacks.WithLabelValues(string(t.role.Purpose), cause).Inc()
 	a.m.toolCalls.WithLabelValues(string(t.role.Purpose)).Observe(float64(t.executed))
 	a.m.tasks.WithLabelValues(t.role.Name, "fallback").Inc()
-	a.logger(ctx).Warn(EventFallback, append(a.dims(t, res.Proposal, OutcomeModified), DimFallback, reason, "cause", cause)...)
+	a.logger(ctx).Warn(telemetry.PromptFallback, append(a.dims(t, res.Proposal, telemetry.OutcomeModified), telemetry.DimFallbackReason, reason, "cause", cause)...)
 	return res, nil
 }
 
@@ -626,9 +627,12 @@ func (a *Agent) dims(t *task, p *events.Proposal, outcome string) []any {
 	}
 	return []any{
 		"correlationId", p.CorrelationID, "proposalId", p.ProposalID, "kind", p.Kind,
-		DimRole, t.role.Name, DimPurpose, string(t.role.Purpose), DimProvider, pv.Provider, DimModel, pv.Model,
-		DimTokensPrompt, pv.Tokens.Prompt, DimTokensComp, pv.Tokens.Completion, DimCostUSD, pv.CostUSD,
-		DimLatencyMs, pv.LatencyMs, DimToolCalls, t.executed, DimValidation, outcome, DimCacheHit, pv.CacheHit,
-		DimRetryCount, p.Attempt, DimTemplateVersion, version, "contextHash", pv.ContextHash,
+		telemetry.DimRole, t.role.Name, telemetry.DimPurpose, string(t.role.Purpose), telemetry.DimProvider, pv.Provider, telemetry.DimModel, pv.Model,
+		telemetry.DimTokensPrompt, pv.Tokens.Prompt, telemetry.DimTokensCompletion, pv.Tokens.Completion, telemetry.DimCostUSD, pv.CostUSD,
+		telemetry.DimLatencyMs, pv.LatencyMs, telemetry.DimToolCalls, t.executed, telemetry.DimValidation, outcome, telemetry.DimCacheHit, pv.CacheHit,
+		// Moderation is the safety gate's: content is not flagged when issued; a flag arrives
+		// as Prompt.Genesis.Rejected with ai.moderation.flagged true.
+		telemetry.DimModerationFlagged, false,
+		telemetry.DimRetryCount, p.Attempt, telemetry.DimTemplateVersion, version, "contextHash", pv.ContextHash,
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/worldgate/worldgate/events"
 	"github.com/worldgate/worldgate/services/ai-worker/roles"
 	"github.com/worldgate/worldgate/shared/mcpx"
+	"github.com/worldgate/worldgate/shared/telemetry"
 )
 
 // MaxTransientRetries bounds how often one proposal is sent again after transient refusals
@@ -41,23 +42,24 @@ func (a *Agent) Rejected(ctx context.Context, rej *events.Rejection, mine []role
 	}
 	role := mine[i]
 	ctx = mcpx.WithCorrelationID(ctx, rej.CorrelationID)
-	log := a.logger(ctx).With("correlationId", rej.CorrelationID, "proposalId", rej.ProposalID, DimRole, role.Name,
-		DimPurpose, string(role.Purpose), "gate", rej.Gate, "code", string(rej.Code))
-	log.Info(EventRejected, "reason", rej.Reason, "transient", rej.Transient, DimRetryCount, rej.Attempt, DimValidation, OutcomeRejected)
+	log := a.logger(ctx).With("correlationId", rej.CorrelationID, "proposalId", rej.ProposalID, telemetry.DimRole, role.Name,
+		telemetry.DimPurpose, string(role.Purpose), "gate", rej.Gate, "code", string(rej.Code))
+	log.Info(telemetry.PromptRejected, append(invocation(rej), "reason", rej.Reason, "transient", rej.Transient,
+		telemetry.DimRetryCount, rej.Attempt, telemetry.DimValidation, telemetry.OutcomeRejected)...)
 	if p == nil {
-		log.Error(EventAbandoned, "reason", "the rejection does not carry the proposal, so it cannot be retried or regenerated")
+		log.Error(telemetry.PromptAbandoned, "reason", "the rejection does not carry the proposal, so it cannot be retried or regenerated")
 		return &Result{Note: "rejection without proposal"}, nil
 	}
 	if rej.Transient {
 		return a.retry(rej, role, log)
 	}
 	if !role.UsesLLM {
-		log.Info(EventAbandoned, "reason", "deterministic proposals are not regenerated: "+rej.Reason)
+		log.Info(telemetry.PromptAbandoned, "reason", "deterministic proposals are not regenerated: "+rej.Reason)
 		return &Result{Note: "deterministic proposal refused"}, nil
 	}
 	if p.Provenance != nil && p.Provenance.Fallback != "" {
 		a.m.tasks.WithLabelValues(role.Name, "abandoned").Inc()
-		log.Error(EventAbandoned, "reason", "the fallback content was refused too: "+rej.Reason)
+		log.Error(telemetry.PromptAbandoned, "reason", "the fallback content was refused too: "+rej.Reason)
 		return &Result{Note: "fallback refused"}, nil
 	}
 	var env *events.Envelope
@@ -87,8 +89,21 @@ func (a *Agent) Rejected(ctx context.Context, rej *events.Rejection, mine []role
 			fmt.Sprintf("refused after %d reprompts; last by the %s gate (%s): %s", MaxReprompts, rej.Gate, rej.Code, rej.Reason))
 	}
 	a.m.reprompts.WithLabelValues(string(role.Purpose)).Inc()
-	log.Info(EventReprompted, DimRetryCount, next, "reason", rej.Reason)
+	log.Info(telemetry.PromptReprompted, telemetry.DimRetryCount, next, "reason", rej.Reason)
 	return a.generate(ctx, role, env, in, next, &feedback{rej: rej, previous: p.Payload})
+}
+
+// invocation is the ai.* dimensions of the model invocation behind a refused proposal (zero when
+// the rejection does not carry the proposal). The safety gate's refusal is the moderation flag.
+func invocation(rej *events.Rejection) []any {
+	var pv events.Provenance
+	if rej.Proposal != nil && rej.Proposal.Provenance != nil {
+		pv = *rej.Proposal.Provenance
+	}
+	return []any{telemetry.DimProvider, pv.Provider, telemetry.DimModel, pv.Model,
+		telemetry.DimTokensPrompt, pv.Tokens.Prompt, telemetry.DimTokensCompletion, pv.Tokens.Completion,
+		telemetry.DimLatencyMs, pv.LatencyMs, telemetry.DimToolCalls, len(pv.ToolCalls),
+		telemetry.DimModerationFlagged, rej.Code == events.CodeSafetyFlagged}
 }
 
 // fallbackFor builds fallback content for a refused proposal without its trigger: the ids the
@@ -134,7 +149,7 @@ func (a *Agent) retry(rej *events.Rejection, role roles.Role, log interface {
 	}
 	if tries > MaxTransientRetries {
 		a.m.tasks.WithLabelValues(role.Name, "abandoned").Inc()
-		log.Error(EventAbandoned, "reason", fmt.Sprintf("refused transiently %d times by the %s gate: %s", tries, rej.Gate, rej.Reason))
+		log.Error(telemetry.PromptAbandoned, "reason", fmt.Sprintf("refused transiently %d times by the %s gate: %s", tries, rej.Gate, rej.Reason))
 		return &Result{Note: "too many transient refusals"}, nil
 	}
 	p.Route = events.Route{Pending: pending, Trail: p.Route.Trail}
@@ -144,7 +159,7 @@ func (a *Agent) retry(rej *events.Rejection, role roles.Role, log interface {
 		at = a.cfg.Now()
 	}
 	a.m.retries.WithLabelValues(string(role.Purpose)).Inc()
-	log.Info(EventRetried, "retryAfterSeconds", rej.RetryAfter, "to", pending[0])
+	log.Info(telemetry.PromptRetried, "retryAfterSeconds", rej.RetryAfter, "to", pending[0])
 	return &Result{Proposal: &p, Subject: events.GateSubject(pending[0]),
 		MsgID:     p.ProposalID + ":retry:" + rej.Gate + ":" + strconv.FormatInt(at.UnixNano(), 36),
 		NotBefore: at.Add(after)}, nil

@@ -11,6 +11,7 @@ import (
 	"github.com/worldgate/worldgate/services/ai-worker/roles"
 	"github.com/worldgate/worldgate/services/gate/provenance"
 	"github.com/worldgate/worldgate/shared/mcpx/client"
+	"github.com/worldgate/worldgate/shared/telemetry"
 )
 
 // Rules provenance: the deterministic world-rules agent has no model; it records itself.
@@ -37,7 +38,7 @@ func (a *Agent) resolveMove(ctx context.Context, role roles.Role, env *events.En
 	mv := in.Move
 	refuse := func(reason string) (*Result, error) {
 		a.m.tasks.WithLabelValues(role.Name, "refused").Inc()
-		a.logger(ctx).Info(EventMoveRefused, "correlationId", env.CorrelationID, DimRole, role.Name,
+		a.logger(ctx).Info(telemetry.MoveRefused, "correlationId", env.CorrelationID, telemetry.DimRole, role.Name,
 			"playerId", mv.PlayerID, "fromLocationId", mv.FromLocationID, "direction", mv.Direction, "reason", reason)
 		return &Result{Note: reason}, nil
 	}
@@ -97,8 +98,8 @@ func (a *Agent) resolveMove(ctx context.Context, role roles.Role, env *events.En
 	}
 	a.m.toolCalls.WithLabelValues(string(role.Purpose)).Observe(1)
 	a.m.tasks.WithLabelValues(role.Name, "proposed").Inc()
-	a.logger(ctx).Info(EventMoveProposed, "correlationId", env.CorrelationID, "proposalId", r.Proposal.ProposalID,
-		DimRole, role.Name, "playerId", mv.PlayerID, "fromLocationId", mv.FromLocationID, "toLocationId", to, "direction", dir)
+	a.logger(ctx).Info(telemetry.MoveProposed, "correlationId", env.CorrelationID, "proposalId", r.Proposal.ProposalID,
+		telemetry.DimRole, role.Name, "playerId", mv.PlayerID, "fromLocationId", mv.FromLocationID, "toLocationId", to, "direction", dir)
 	return r, nil
 }
 

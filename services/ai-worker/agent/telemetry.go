@@ -6,56 +6,7 @@ import (
 	"github.com/worldgate/worldgate/shared/metrics"
 )
 
-// Canonical log event names (the source design's Prompt.* vocabulary), defined once. Every
-// record carries correlationId, proposalId (when there is one) and the ai.* dimensions.
-const (
-	// EventIssued: a proposal with AI content was published.
-	EventIssued = "Prompt.Genesis.Issued"
-	// EventRejected: a gate refused one of our proposals.
-	EventRejected = "Prompt.Genesis.Rejected"
-	// EventReprompted: a refused proposal is regenerated with the reason.
-	EventReprompted = "Prompt.Genesis.Reprompted"
-	// EventRetried: a transiently refused proposal is sent again after retryAfter.
-	EventRetried = "Prompt.Genesis.Retried"
-	// EventFallback: static fallback content was proposed instead of AI content.
-	EventFallback = "Prompt.Genesis.Fallback"
-	// EventAbandoned: nothing more will be proposed for the trigger (fallback refused too).
-	EventAbandoned = "Prompt.Genesis.Abandoned"
-	// EventSkipped: the trigger needs no content (the location has fresh ambience).
-	EventSkipped = "Prompt.Genesis.Skipped"
-	// EventToolBudget: the model asked for more tool calls than the task budget.
-	EventToolBudget = "Prompt.Tool.BudgetExceeded"
-	// EventToolFailed: a tool call failed (the model is told; the task goes on or falls back).
-	EventToolFailed = "Prompt.Tool.Failed"
-	// EventMoveProposed / EventMoveRefused: the world-rules agent resolved a move request.
-	EventMoveProposed = "World.Move.Proposed"
-	EventMoveRefused  = "World.Move.Refused"
-)
-
-// Log dimension keys (the source design's ai.* names).
-const (
-	DimModel           = "ai.model"
-	DimProvider        = "ai.provider"
-	DimPurpose         = "ai.purpose"
-	DimRole            = "ai.role"
-	DimTokensPrompt    = "ai.tokens.prompt"
-	DimTokensComp      = "ai.tokens.completion"
-	DimCostUSD         = "ai.cost.usd"
-	DimLatencyMs       = "ai.latency.total_ms"
-	DimToolCalls       = "ai.toolCalls.count"
-	DimValidation      = "ai.validation.outcome"
-	DimCacheHit        = "ai.cache.hit"
-	DimRetryCount      = "ai.retry.count"
-	DimTemplateVersion = "ai.version.template"
-	DimFallback        = "ai.fallback.reason"
-)
-
-// Validation outcomes (ai.validation.outcome).
-const (
-	OutcomeAccepted = "accepted"
-	OutcomeRejected = "rejected"
-	OutcomeModified = "modified" // the answer needed a repair reprompt, or fell back
-)
+// The log event names and ai.* dimension keys are defined once, in shared/telemetry.
 
 // Fallback causes: the bounded label of worldgate_ai_fallbacks_total.
 const (

@@ -33,6 +33,7 @@ import (
 	"github.com/worldgate/worldgate/shared/logx"
 	"github.com/worldgate/worldgate/shared/metrics"
 	"github.com/worldgate/worldgate/shared/runtime"
+	"github.com/worldgate/worldgate/shared/telemetry"
 )
 
 // Name is the handler name and the durable consumer on PROPOSALS; also the gate name on
@@ -201,7 +202,7 @@ func (p *Processor) Handle(msg *message.Message) ([]*message.Message, error) {
 		if !d.Applied {
 			if fresh {
 				p.m.rejected.WithLabelValues(prop.Kind, string(events.CodeCommitConflict)).Inc()
-				log.Warn("proposal refused at commit", "eventId", c.EventID, "reason", d.Reason)
+				log.Warn(telemetry.CommitRefused, "code", string(events.CodeCommitConflict), "eventId", c.EventID, "reason", d.Reason)
 			}
 			out = append(out, p.rejection(prop, events.CodeCommitConflict, d.Reason, map[string]any{"eventId": c.EventID, "type": c.Type}))
 			continue
@@ -227,7 +228,7 @@ func (p *Processor) Handle(msg *message.Message) ([]*message.Message, error) {
 		if fresh {
 			p.m.committed.WithLabelValues(prop.Kind).Inc()
 			p.m.pipeline.WithLabelValues(prop.Kind).Observe(now.Sub(occurred(prop)).Seconds())
-			log.Debug("event committed", "eventId", c.EventID, "type", c.Type)
+			log.Info(telemetry.CommitApplied, "eventId", c.EventID, "type", c.Type)
 		} else {
 			log.Info("event already applied by this message before; publishing it again", "eventId", c.EventID)
 		}

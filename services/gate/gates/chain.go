@@ -15,6 +15,7 @@ import (
 	"github.com/worldgate/worldgate/shared/logx"
 	"github.com/worldgate/worldgate/shared/metrics"
 	"github.com/worldgate/worldgate/shared/runtime"
+	"github.com/worldgate/worldgate/shared/telemetry"
 )
 
 // chainMetrics are shared by every gate of a process (metrics.Register returns the existing
@@ -121,9 +122,9 @@ func (c *chain) handler(g Gate) message.HandlerFunc {
 		log := logx.From(m.Context(), c.log).With("gate", name, "proposalId", p.ProposalID, "correlationId", p.CorrelationID,
 			"kind", p.Kind, "attempt", p.Attempt, "outcome", d.Outcome.String(), "durationMs", float64(took.Microseconds())/1000)
 		if d.Outcome == Rejected {
-			log.Info("Proposal.Gate.Rejected", "code", string(d.Code), "reason", d.Reason, "transient", d.Transient)
+			log.Info(telemetry.GateRejected, "code", string(d.Code), "reason", d.Reason, "transient", d.Transient)
 		} else {
-			log.Info("Proposal.Gate."+map[Outcome]string{Passed: "Passed", Held: "Held"}[d.Outcome], "next", out.Subject)
+			log.Info(map[Outcome]string{Passed: telemetry.GatePassed, Held: telemetry.GateHeld}[d.Outcome], "next", out.Subject)
 		}
 		msg := runtime.NewMessage(out.Subject, out.ID, out.Data)
 		msg.Metadata.Set(events.HeaderCorrelationID, out.CorrelationID)
