@@ -25,7 +25,6 @@ import (
 	"github.com/worldgate/worldgate/services/graphd/server"
 	"github.com/worldgate/worldgate/shared/admin"
 	"github.com/worldgate/worldgate/shared/graphx"
-	"github.com/worldgate/worldgate/shared/metrics"
 	"github.com/worldgate/worldgate/shared/natsx"
 )
 
@@ -45,7 +44,7 @@ type stack struct {
 	nats  *natsx.Embedded
 	nc    *nats.Conn
 	js    jetstream.JetStream
-	reg   *prometheus.Registry
+	reg   *registry
 	admin *admin.Server
 	graph *server.Server
 
@@ -62,7 +61,7 @@ type stack struct {
 }
 
 func startStack(ctx context.Context, f devFlags, log *slog.Logger) (st *stack, err error) {
-	st = &stack{f: f, log: log, reg: metrics.NewRegistry(), endpoints: map[string]any{}}
+	st = &stack{f: f, log: log, reg: newRegistry(), endpoints: map[string]any{}}
 	defer func() {
 		if err != nil {
 			st.stop()
@@ -115,6 +114,7 @@ func startStack(ctx context.Context, f devFlags, log *slog.Logger) (st *stack, e
 	st.endpoints["graph.writer"] = map[string]string{"username": devGraphWriter, "password": devGraphWriterPassword}
 	st.endpoints["graph.reader"] = map[string]string{"username": devGraphReader, "password": devGraphReaderPassword}
 
+	st.reg.MustRegister(natsx.NewLagCollector(st.js, log, events.StreamWorld, events.StreamProposals))
 	st.admin = admin.New(st.reg, log)
 	st.admin.AddCheck("nats", func(context.Context) error {
 		if !st.nc.IsConnected() {
