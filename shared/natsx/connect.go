@@ -19,7 +19,8 @@ type ConnConfig struct {
 }
 
 // Connect connects with reconnection forever (a worker waits out a NATS restart instead of
-// dying) and returns the connection and its JetStream context.
+// dying) and returns the connection and its JetStream context. With a user, the connection's
+// inboxes are InboxPrefix(user), the only ones that user may subscribe to.
 func Connect(cfg ConnConfig, log *slog.Logger) (*nats.Conn, jetstream.JetStream, error) {
 	opts := []nats.Option{
 		nats.Name(cfg.Name),
@@ -33,9 +34,18 @@ func Connect(cfg ConnConfig, log *slog.Logger) (*nats.Conn, jetstream.JetStream,
 			}
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) { log.Info("NATS reconnected", "url", nc.ConnectedUrlRedacted()) }),
+		// Asynchronous errors, permissions violations among them, go to the log (nats.go would
+		// print them to stderr).
+		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+			if sub != nil {
+				log.Warn("NATS error", "err", err, "subject", sub.Subject)
+				return
+			}
+			log.Warn("NATS error", "err", err)
+		}),
 	}
 	if cfg.User != "" {
-		opts = append(opts, nats.UserInfo(cfg.User, cfg.Password))
+		opts = append(opts, nats.UserInfo(cfg.User, cfg.Password), nats.CustomInboxPrefix(InboxPrefix(cfg.User)))
 	}
 	if cfg.Creds != "" {
 		opts = append(opts, nats.UserCredentials(cfg.Creds))

@@ -20,7 +20,10 @@ type EmbeddedConfig struct {
 	// default), a process crash loses nothing but an OS crash or power loss can lose writes
 	// acknowledged within the last sync interval (2 minutes). On, publishing is much slower.
 	SyncAlways bool
-	// Accounts and users with permissions; nil runs without authentication.
+	// Users, when set, are the only ones who may connect, each with its permissions
+	// (services/natsauth computes Worldgate's). None: no authentication.
+	Users []User
+	// Configure adjusts the server options last (tests).
 	Configure func(*server.Options)
 	Logger    *slog.Logger
 }
@@ -52,6 +55,14 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 		NoSigs:     true,
 		SyncAlways: cfg.SyncAlways,
 		MaxPayload: 8 << 20,
+	}
+	for _, u := range cfg.Users {
+		if !validUserName(u.Name) || u.Password == "" {
+			return nil, fmt.Errorf("embedded NATS: user %q needs a name without spaces, dots or wildcards, and a password", u.Name)
+		}
+	}
+	if len(cfg.Users) > 0 {
+		opts.Users = serverUsers(cfg.Users)
 	}
 	if cfg.Configure != nil {
 		cfg.Configure(opts)

@@ -1,0 +1,309 @@
+package natsauth_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/worldgate/worldgate/events"
+	"github.com/worldgate/worldgate/services/gate/approval"
+	"github.com/worldgate/worldgate/services/gate/route"
+	"github.com/worldgate/worldgate/services/mcp-world/worldtools"
+	"github.com/worldgate/worldgate/services/natsauth"
+	"github.com/worldgate/worldgate/shared/logx"
+	"github.com/worldgate/worldgate/shared/natsx"
+)
+
+// server is a real embedded NATS server running with every role's user, provisioned by the
+// admin user.
+type authServer struct {
+	t     *testing.T
+	url   string
+	roles []natsauth.Role
+}
+
+func password(role string) string { return "pw-" + role }
+
+func startServer(t *testing.T) *authServer {
+	t.Helper()
+	rs, err := natsauth.Roles(route.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := natsx.StartEmbedded(natsx.EmbeddedConfig{StoreDir: t.TempDir(), Users: natsauth.Users(rs, password)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Shutdown)
+	s := &authServer{t: t, url: srv.ClientURL(), roles: rs}
+	_, js := s.connect(natsauth.Admin)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := natsx.Provision(ctx, js, natsx.DefaultTopology(natsx.TopologyOptions{}), logx.Discard()); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func (s *authServer) connect(role string) (*nats.Conn, jetstream.JetStream) {
+	s.t.Helper()
+	nc, js, err := natsx.Connect(natsx.ConnConfig{URL: s.url, Name: s.t.Name() + "/" + role, User: role, Password: password(role)}, logx.Discard())
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	s.t.Cleanup(nc.Close)
+	return nc, js
+}
+
+// violation publishes (or subscribes to) subject and returns the server's permissions
+// violation for it, or nil if the server accepted it. The server answers a refused operation
+// with -ERR before the PONG of the flush, and the client records it as its last error.
+func violation(t *testing.T, nc *nats.Conn, op, subject string) error {
+	t.Helper()
+	var err error
+	switch op {
+	case "publish":
+		err = nc.Publish(subject, []byte("{}"))
+	case "subscribe":
+		_, err = nc.SubscribeSync(subject)
+	}
+	if err != nil {
+		t.Fatalf("%s %s: %v", op, subject, err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	last := nc.LastError()
+	want := map[string]string{"publish": "publish to", "subscribe": "subscription to"}[op] + ` "` + strings.ToLower(subject) + `"`
+	if last != nil && errors.Is(last, nats.ErrPermissionViolation) && strings.Contains(strings.ToLower(last.Error()), want) {
+		return last
+	}
+	return nil
+}
+
+func refused(t *testing.T, nc *nats.Conn, role string, subjects ...string) {
+	t.Helper()
+	for _, s := range subjects {
+		if violation(t, nc, "publish", s) == nil {
+			t.Errorf("%s published to %s: the server should refuse it", role, s)
+		}
+	}
+}
+
+// stored publishes to subject through JetStream and requires the stream's acknowledgement.
+func stored(t *testing.T, js jetstream.JetStream, role, subject, stream string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	ack, err := js.Publish(ctx, subject, []byte("{}"))
+	if err != nil {
+		t.Errorf("%s publishing to %s: %v", role, subject, err)
+		return
+	}
+	if ack.Stream != stream {
+		t.Errorf("%s publishing to %s: stored in %s, want %s", role, subject, ack.Stream, stream)
+	}
+}
+
+func TestOnlyTheEventProcessorPublishesCommittedEvents(t *testing.T) {
+	s := startServer(t)
+	for _, r := range s.roles {
+		nc, js := s.connect(r.Name)
+		switch r.Name {
+		case natsauth.EventProcessor, natsauth.Admin:
+			stored(t, js, r.Name, events.CommittedSubject("Location.Created"), events.StreamCommitted)
+		default:
+			refused(t, nc, r.Name, events.CommittedSubject("Location.Created"), "world.committed.npc.removed")
+		}
+		switch r.Name {
+		case natsauth.Publisher, natsauth.Admin:
+			stored(t, js, r.Name, events.Subject(events.PlayerMoved), events.StreamWorld)
+		default:
+			refused(t, nc, r.Name, events.Subject(events.PlayerMoved))
+		}
+		if r.Name != natsauth.Admin {
+			// Nobody but the admin changes the topology.
+			refused(t, nc, r.Name, "$JS.API.STREAM.CREATE.EXTRA", "$JS.API.STREAM.DELETE."+events.StreamCommitted,
+				"$JS.API.STREAM.UPDATE."+events.StreamWorld, "$JS.API.STREAM.PURGE."+events.StreamProposals)
+		}
+	}
+}
+
+func TestPublisherPublishesWorldEventsOnly(t *testing.T) {
+	s := startServer(t)
+	nc, js := s.connect(natsauth.Publisher)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	env, err := events.NewEnvelope(events.PlayerMoved, "test", events.Actor{Kind: "player", ID: "player:ada"},
+		events.PlayerMovedPayload{PlayerID: "player:ada", FromLocationID: "loc:a", ToLocationID: "loc:b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := events.Publish(ctx, js, env); err != nil {
+		t.Fatalf("events.Publish as publisher: %v", err)
+	}
+	refused(t, nc, natsauth.Publisher, events.GateSubject(route.Schema), events.SubjectValidated, events.RejectedSubject(route.Schema),
+		events.SubjectAuditProposals, events.DeadLetterSubject("x"), "$KV."+natsx.BucketApprovals+".p",
+		"$JS.API.CONSUMER.MSG.NEXT."+events.StreamWorld+".ai-ambience")
+	if violation(t, nc, "subscribe", events.SubjectWorldAll) == nil {
+		t.Error("publisher subscribed to world events")
+	}
+	if violation(t, nc, "subscribe", "_INBOX.operator.>") == nil {
+		t.Error("publisher subscribed to the operator's inbox")
+	}
+}
+
+func TestAIWorkerProposesOnlyToTheFirstGate(t *testing.T) {
+	s := startServer(t)
+	nc, js := s.connect(natsauth.AIWorker)
+	stored(t, js, natsauth.AIWorker, events.GateSubject(route.Schema), events.StreamProposals)
+	// A transient refusal (rate, audit, invariant) sends the proposal back to that gate.
+	stored(t, js, natsauth.AIWorker, events.GateSubject(route.Rate), events.StreamProposals)
+	stored(t, js, natsauth.AIWorker, events.DeadLetterSubject("ai-ambience"), events.StreamDLQ)
+	refused(t, nc, natsauth.AIWorker, events.SubjectValidated, events.CommittedSubject("Ambience.Generated"),
+		events.GateSubject(route.Safety), events.GateSubject(route.Dedup), events.GateSubject(route.Approval),
+		events.RejectedSubject(route.Schema), events.SubjectApproval, events.SubjectAuditProposals,
+		events.Subject(events.PlayerMoved), "$KV."+natsx.BucketApprovals+".p", "$KV."+natsx.BucketRate+".k",
+		"$JS.API.CONSUMER.MSG.NEXT.PROPOSALS.gate-schema", "$JS.ACK.PROPOSALS.event-processor.1.1.1.1.1.1")
+	if violation(t, nc, "subscribe", events.SubjectCommittedAll) == nil {
+		t.Error("ai-worker subscribed to committed events")
+	}
+	// The AI cache is its own to read and write.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	kv, err := js.KeyValue(ctx, natsx.BucketAICache)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Put(ctx, "ctx-hash", []byte("out")); err != nil {
+		t.Fatal(err)
+	}
+	if e, err := kv.Get(ctx, "ctx-hash"); err != nil || string(e.Value()) != "out" {
+		t.Fatalf("AI cache read back %v, %v", e, err)
+	}
+}
+
+// hops computes, independently of the package, where gate g may forward: the next gate on
+// every route that names it, or proposals.validated after the last.
+func hops(g string) []string {
+	r := route.Default()
+	var out []string
+	for _, k := range r.Kinds() {
+		gates, _ := r.For(k)
+		for i := range gates {
+			if gates[i] != g {
+				continue
+			}
+			if i+1 < len(gates) {
+				out = append(out, events.GateSubject(gates[i+1]))
+			} else {
+				out = append(out, events.SubjectValidated)
+			}
+		}
+	}
+	return out
+}
+
+func TestEachGatePublishesOnlyToItsNextHops(t *testing.T) {
+	s := startServer(t)
+	for _, g := range route.KnownGates() {
+		role := natsauth.GateRole(g)
+		nc, js := s.connect(role)
+		next := hops(g)
+		if len(next) == 0 {
+			t.Fatalf("gate %s has no next hop on the default routes", g)
+		}
+		for _, h := range next {
+			stored(t, js, role, h, events.StreamProposals)
+		}
+		stored(t, js, role, events.RejectedSubject(g), events.StreamProposals)
+		stored(t, js, role, events.DeadLetterSubject("gate-"+g), events.StreamDLQ)
+		var skips []string
+		for _, other := range append(route.KnownGates(), "validated") {
+			subject := events.GateSubject(other)
+			if other == "validated" {
+				subject = events.SubjectValidated
+			}
+			if !slices.Contains(next, subject) {
+				skips = append(skips, subject)
+			}
+		}
+		for _, other := range route.KnownGates() {
+			if other != g {
+				skips = append(skips, events.RejectedSubject(other), events.DeadLetterSubject("gate-"+other))
+			}
+		}
+		refused(t, nc, role, skips...)
+		refused(t, nc, role, events.CommittedSubject("Location.Created"), events.Subject(events.PlayerMoved), "$KV."+natsx.BucketAICache+".k")
+		if g != route.Audit {
+			refused(t, nc, role, events.SubjectAuditProposals)
+		}
+		if g != route.Approval {
+			refused(t, nc, role, events.SubjectApproval, "$KV."+natsx.BucketApprovals+".p")
+		}
+	}
+	// The names the issue gives: the schema gate cannot jump to audit or to validated.
+	nc, _ := s.connect(natsauth.GateRole(route.Schema))
+	refused(t, nc, "gate-schema", events.GateSubject(route.Audit), events.SubjectValidated)
+}
+
+func TestGatesUserIsTheUnionOfEveryGate(t *testing.T) {
+	s := startServer(t)
+	nc, js := s.connect(natsauth.Gates)
+	for _, g := range route.KnownGates() {
+		for _, h := range hops(g) {
+			stored(t, js, natsauth.Gates, h, events.StreamProposals)
+		}
+	}
+	stored(t, js, natsauth.Gates, events.SubjectAuditProposals, events.StreamAudit)
+	refused(t, nc, natsauth.Gates, events.GateSubject(route.Schema), events.CommittedSubject("Location.Created"))
+}
+
+func TestEventProcessorAndMCPWorld(t *testing.T) {
+	s := startServer(t)
+	nc, js := s.connect(natsauth.EventProcessor)
+	stored(t, js, natsauth.EventProcessor, events.RejectedSubject("processor"), events.StreamProposals)
+	refused(t, nc, natsauth.EventProcessor, events.SubjectValidated, events.GateSubject(route.Schema), events.RejectedSubject(route.Audit))
+
+	_, ajs := s.connect(natsauth.Admin)
+	stored(t, ajs, natsauth.Admin, events.CommittedSubject("Location.Created"), events.StreamCommitted)
+	nc, js = s.connect(natsauth.MCPWorld)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := worldtools.RecentEvents(ctx, js, events.StreamCommitted, "loc:a", 5, 50); err != nil {
+		t.Fatalf("mcp-world reading the committed log: %v", err)
+	}
+	refused(t, nc, natsauth.MCPWorld, "$JS.API.STREAM.INFO."+events.StreamProposals, "$JS.API.STREAM.MSG.GET."+events.StreamWorld,
+		events.GateSubject(route.Schema))
+}
+
+func TestOperatorDecidesButCannotStealWork(t *testing.T) {
+	s := startServer(t)
+	nc, js := s.connect(natsauth.Operator)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	store, err := approval.Open(ctx, js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.List(ctx); err != nil {
+		t.Fatalf("operator listing held proposals: %v", err)
+	}
+	for _, h := range hops(route.Approval) {
+		stored(t, js, natsauth.Operator, h, events.StreamProposals)
+	}
+	stored(t, js, natsauth.Operator, events.RejectedSubject(route.Approval), events.StreamProposals)
+	refused(t, nc, natsauth.Operator, events.SubjectValidated, events.RejectedSubject(route.Schema), "$KV."+natsx.BucketRate+".k",
+		"$JS.API.CONSUMER.MSG.NEXT.PROPOSALS.gate-schema", "$JS.API.CONSUMER.DELETE.PROPOSALS.event-processor",
+		"$JS.API.CONSUMER.CREATE.WORLD.ai-ambience.world.events.player.moved")
+	// Reading is allowed: stream information through JetStream.
+	if _, err := js.Stream(ctx, events.StreamProposals); err != nil {
+		t.Fatalf("operator reading stream information: %v", err)
+	}
+}

@@ -1,0 +1,81 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/worldgate/worldgate/services/gate/route"
+	"github.com/worldgate/worldgate/services/natsauth"
+	"github.com/worldgate/worldgate/shared/logx"
+	"github.com/worldgate/worldgate/shared/natsx"
+)
+
+func init() {
+	commands["nats-config"] = command{"write the NATS server configuration with one user per role (deploy/nats)", runNATSConfig}
+	commands["provision"] = command{"create or update the JetStream streams and buckets (as the admin user)", runProvision}
+}
+
+func runNATSConfig(_ context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("nats-config", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	out := fs.String("out", "deploy/nats", "directory for "+natsauth.ServerConfFile+" and "+natsauth.AuthConfFile)
+	doc := fs.String("doc", "", "also write the table of roles and permissions here (e.g. docs/nats-permissions.md)")
+	routesFile := fs.String("routes", "", "routes file (YAML) the gates run with; empty: the embedded default")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	routes, err := route.Load(*routesFile)
+	if err != nil {
+		return err
+	}
+	rs, err := natsauth.Roles(routes)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(*out, 0o755); err != nil {
+		return err
+	}
+	files := map[string]string{
+		filepath.Join(*out, natsauth.ServerConfFile): natsauth.RenderServer(),
+		filepath.Join(*out, natsauth.AuthConfFile):   natsauth.RenderAuth(rs),
+	}
+	if *doc != "" {
+		files[*doc] = natsauth.RenderDoc(rs)
+	}
+	for _, path := range sortedKeys(files) {
+		if err := os.WriteFile(path, []byte(files[path]), 0o644); err != nil {
+			return err
+		}
+		fmt.Fprintln(stdout, "wrote", path)
+	}
+	return nil
+}
+
+func runProvision(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("provision", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var n natsFlags
+	n.register(fs)
+	replicas := fs.Int("replicas", 1, "stream replicas (3 in production)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	log := logx.New(stderr, "worldgate-provision", "info")
+	nc, js, err := natsx.Connect(natsx.ConnConfig{URL: n.url, Name: "worldgate-provision", User: n.user, Password: n.password}, log)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := natsx.Provision(ctx, js, natsx.DefaultTopology(natsx.TopologyOptions{Replicas: *replicas}), log); err != nil {
+		return fmt.Errorf("%w (provisioning needs the %s user)", err, natsauth.Admin)
+	}
+	fmt.Fprintln(stdout, "topology provisioned")
+	return nil
+}
