@@ -19,6 +19,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/worldgate/worldgate/events"
 	"github.com/worldgate/worldgate/services/ai-worker/aiworker"
 	"github.com/worldgate/worldgate/services/gate/route"
 	"github.com/worldgate/worldgate/shared/admin"
@@ -134,6 +135,7 @@ func run(args []string) error {
 		Roles: roleNames, ToolBudget: f.toolBudget, AmbienceFreshFor: f.freshFor, AckWait: f.ackWait}); err != nil {
 		return err
 	}
+	reg.MustRegister(natsx.NewLagCollector(js, log, events.StreamWorld, events.StreamProposals))
 	adm := admin.New(reg, log)
 	adm.AddCheck("handlers", app.Ready)
 	adm.AddCheck("mcp", func(context.Context) error {

@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/worldgate/worldgate/events"
 	"github.com/worldgate/worldgate/services/event-processor/processor"
 	"github.com/worldgate/worldgate/shared/admin"
 	"github.com/worldgate/worldgate/shared/config"
@@ -84,6 +85,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	reg.MustRegister(natsx.NewLagCollector(js, log, events.StreamProposals))
 	adm := admin.New(reg, log)
 	adm.AddCheck("graph", p.Ready)
 	adm.AddCheck("handlers", app.Ready)

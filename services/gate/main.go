@@ -23,6 +23,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/worldgate/worldgate/events"
 	"github.com/worldgate/worldgate/services/gate/approval"
 	"github.com/worldgate/worldgate/services/gate/gates"
 	"github.com/worldgate/worldgate/services/gate/route"
@@ -132,6 +133,7 @@ func run(args []string) error {
 		}
 	}
 	reg := metrics.NewRegistry()
+	reg.MustRegister(natsx.NewLagCollector(js, log, events.StreamProposals))
 	adm := admin.New(reg, log)
 	deps := gates.Deps{JetStream: js, Routes: &routes, Config: cfg, Registerer: reg, Logger: log}
 	if slices.Contains(names, route.Safety) {
