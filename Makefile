@@ -7,7 +7,7 @@ MODULES := events schemas shared services deploy scripts
 RACE_MODULES := events shared
 FUZZTIME ?= 10s
 
-.PHONY: run test vet fmt-check unit fuzz bench build clean
+.PHONY: run test vet fmt-check unit fuzz rules bench build clean
 
 ## run: the whole stack in one process on embedded defaults (Ctrl-C stops it)
 # Built first rather than `go run`, so that Ctrl-C reaches worldgate itself and a clean drain
@@ -23,8 +23,9 @@ build:
 	cd services && for d in worldgate graphd gate event-processor ai-worker mcp-world mcp-lore mcp-classify; do \
 		[ -f $$d/main.go ] && $(GO) build -o ../bin/$$d ./$$d || exit 1; done
 
-## test: vet, formatting, every module's tests, and a short fuzz of each decoder of outside input
-test: vet fmt-check unit fuzz
+## test: vet, formatting, every module's tests, a short fuzz of each decoder of outside input, and the
+## Prometheus rules' promtool tests
+test: vet fmt-check unit fuzz rules
 
 vet:
 	@for m in $(MODULES); do (cd $$m && $(GO) vet ./...) || exit 1; done
@@ -43,6 +44,11 @@ fuzz:
 	cd events && $(GO) test -run '^$$' -fuzz '^FuzzDecodeEnvelope$$' -fuzztime $(FUZZTIME) .
 	@if [ -d services/graphd/graphbinary ]; then cd services && for f in $$($(GO) test -list '^Fuzz' ./graphd/graphbinary | grep '^Fuzz'); do \
 		$(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) ./graphd/graphbinary || exit 1; done; fi
+
+## rules: the Prometheus configuration and rules are valid and the alerts pass their unit tests
+rules:
+	promtool check config deploy/prometheus/prometheus.yml
+	promtool test rules deploy/prometheus/tests/*.yml
 
 ## bench: the benchmarks, with figures
 bench:
