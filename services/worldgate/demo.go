@@ -6,6 +6,8 @@ import (
 	"context"
 	_ "embed"
 	"fmt"
+
+	"github.com/worldgate/worldgate/services/natsauth"
 )
 
 // demoScenario is the demo's world events, one compact envelope per line; the missing envelope
@@ -37,7 +39,11 @@ func (st *stack) runDemo(ctx context.Context) (int, error) {
 }
 
 func (st *stack) publishDemo(ctx context.Context, lines []byte) (int, error) {
-	p := &publisher{js: st.js, fill: true, source: "worldgate-dev/demo", out: discardUnless(st.f.jsonOut)}
+	_, js, err := st.connectAs(natsauth.Publisher) // as a game backend would
+	if err != nil {
+		return 0, err
+	}
+	p := &publisher{js: js, fill: true, source: "worldgate-dev/demo", out: discardUnless(st.f.jsonOut)}
 	sc := bufio.NewScanner(bytes.NewReader(lines))
 	next := func() (string, bool, error) {
 		if !sc.Scan() {

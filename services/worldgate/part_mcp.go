@@ -14,6 +14,7 @@ import (
 	"github.com/worldgate/worldgate/services/mcp-classify/classifytools"
 	"github.com/worldgate/worldgate/services/mcp-lore/loretools"
 	"github.com/worldgate/worldgate/services/mcp-world/worldtools"
+	"github.com/worldgate/worldgate/services/natsauth"
 	"github.com/worldgate/worldgate/shared/graphx"
 	"github.com/worldgate/worldgate/shared/mcpx"
 )
@@ -38,7 +39,11 @@ func startMCP(ctx context.Context, st *stack) error {
 	}
 	st.onStop(st.graphRO.Close)
 
-	world, err := worldtools.New(worldtools.Options{Options: common, GraphConn: st.graphRO, JetStream: st.js})
+	_, js, err := st.connectAs(natsauth.MCPWorld)
+	if err != nil {
+		return err
+	}
+	world, err := worldtools.New(worldtools.Options{Options: common, GraphConn: st.graphRO, JetStream: js})
 	if err != nil {
 		return err
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/worldgate/worldgate/services/event-processor/processor"
 	"github.com/worldgate/worldgate/services/gate/gates"
 	"github.com/worldgate/worldgate/services/gate/route"
+	"github.com/worldgate/worldgate/services/natsauth"
 	"github.com/worldgate/worldgate/services/worldfile"
 	"github.com/worldgate/worldgate/shared/graphx"
 	"github.com/worldgate/worldgate/shared/llm/setup"
@@ -33,15 +34,20 @@ func init() {
 	)
 }
 
-// newApp builds one worker's runtime app on the stack's connection and metrics registry.
-func (st *stack) newApp(name, description string) (*runtime.App, error) {
-	app, err := runtime.New(runtime.Options{Name: name, Description: description, Conn: st.nc, JetStream: st.js,
+// newApp builds one worker's runtime app on the stack's metrics registry, connected to NATS as
+// its role's user (services/natsauth), so dev runs under the production permissions.
+func (st *stack) newApp(name, role, description string) (*runtime.App, jetstream.JetStream, error) {
+	nc, js, err := st.connectAs(role)
+	if err != nil {
+		return nil, nil, err
+	}
+	app, err := runtime.New(runtime.Options{Name: name, Description: description, Conn: nc, JetStream: js,
 		Registerer: st.reg, Logger: st.log.With("worker", name)})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	st.admin.AddCheck(name, app.Ready)
-	return app, nil
+	return app, js, nil
 }
 
 func startProcessor(_ context.Context, st *stack) error {
@@ -51,7 +57,7 @@ func startProcessor(_ context.Context, st *stack) error {
 		return err
 	}
 	st.onStop(conn.Close)
-	app, err := st.newApp("event-processor", "applies validated proposals to the graph, exactly once")
+	app, _, err := st.newApp("event-processor", natsauth.EventProcessor, "applies validated proposals to the graph, exactly once")
 	if err != nil {
 		return err
 	}
@@ -92,7 +98,7 @@ func startGates(ctx context.Context, st *stack) error {
 	if err != nil {
 		return err
 	}
-	app, err := st.newApp("gate", "the proposal gates: schema, safety, invariant, dedup, replay, rate, approval, audit")
+	app, js, err := st.newApp("gate", natsauth.Gates, "the proposal gates: schema, safety, invariant, dedup, replay, rate, approval, audit")
 	if err != nil {
 		return err
 	}
@@ -102,7 +108,7 @@ func startGates(ctx context.Context, st *stack) error {
 	cfg.Rate.Window = 10 * time.Second
 	cfg.Rate.Budgets[events.KindNPCDialogue] = gates.Budget{ActorCount: 6, ActorCostUSD: 0.05, GlobalCount: 600, GlobalCostUSD: 5}
 	err = gates.Register(app, gates.Deps{
-		JetStream: st.js, Classify: classify, Graph: st.graphRO, Templates: templateLookup{}, Config: cfg,
+		JetStream: js, Classify: classify, Graph: st.graphRO, Templates: templateLookup{}, Config: cfg,
 		Registerer: st.reg, Logger: st.log.With("worker", "gate"),
 	}, []string{"all"})
 	if err != nil {
@@ -125,11 +131,11 @@ func startAIWorker(ctx context.Context, st *stack) error {
 	if err != nil {
 		return err
 	}
-	kv, err := st.js.KeyValue(ctx, natsx.BucketAICache)
+	app, js, err := st.newApp("ai-worker", natsauth.AIWorker, "agent roles: ambience, npc-dialogue, quest-planner, world-rules")
 	if err != nil {
 		return err
 	}
-	app, err := st.newApp("ai-worker", "agent roles: ambience, npc-dialogue, quest-planner, world-rules")
+	kv, err := js.KeyValue(ctx, natsx.BucketAICache)
 	if err != nil {
 		return err
 	}
@@ -151,7 +157,11 @@ func loadDemoWorldOnce(ctx context.Context, st *stack) error {
 	if err != nil {
 		return err
 	}
-	n, err := publishWorld(ctx, st.js, w)
+	_, js, err := st.connectAs(natsauth.Operator) // as `worldgate world load` would
+	if err != nil {
+		return err
+	}
+	n, err := publishWorld(ctx, js, w)
 	if err != nil {
 		return err
 	}

@@ -23,6 +23,7 @@ import (
 
 	"github.com/worldgate/worldgate/events"
 	"github.com/worldgate/worldgate/services/graphd/server"
+	"github.com/worldgate/worldgate/services/natsauth"
 	"github.com/worldgate/worldgate/shared/admin"
 	"github.com/worldgate/worldgate/shared/graphx"
 	"github.com/worldgate/worldgate/shared/natsx"
@@ -48,6 +49,10 @@ type stack struct {
 	admin *admin.Server
 	graph *server.Server
 
+	// natsPasswords are the dev passwords of the NATS users (services/natsauth), by role; st.nc
+	// is the admin's connection (provisioning, the summary), each worker connects as its role.
+	natsPasswords map[string]string
+
 	graphRO  *graphx.Conn      // graphd's read-only user, shared by readers
 	mcpURLs  map[string]string // server name → Streamable HTTP URL
 	mcpToken string
@@ -69,21 +74,28 @@ func startStack(ctx context.Context, f devFlags, log *slog.Logger) (st *stack, e
 	}()
 	st.workersCtx, st.cancelWorkers = context.WithCancel(context.Background())
 
+	var users []natsx.User
+	st.natsPasswords, users, err = devNATSUsers(f.dataDir)
+	if err != nil {
+		return nil, err
+	}
 	st.nats, err = natsx.StartEmbedded(natsx.EmbeddedConfig{
 		Host: f.host, Port: portOrRandom(f.natsPort), StoreDir: filepath.Join(f.dataDir, "nats"),
-		SyncAlways: f.syncAlways, Logger: log,
+		SyncAlways: f.syncAlways, Users: users, Logger: log,
 	})
 	if err != nil {
 		return nil, portHint(err, "nats-port", f.natsPort)
 	}
 	st.onStop(st.nats.Shutdown)
 	st.endpoints["nats.url"] = st.nats.ClientURL()
+	st.endpoints["nats.publisher"] = st.natsCredentials(natsauth.Publisher) // worldgate publish
+	st.endpoints["nats.operator"] = st.natsCredentials(natsauth.Operator)   // status, proposals, world load
+	st.endpoints["nats.admin"] = st.natsCredentials(natsauth.Admin)         // every right: the nats CLI, provision
 
-	st.nc, st.js, err = natsx.Connect(natsx.ConnConfig{URL: st.nats.ClientURL(), Name: "worldgate-dev"}, log)
+	st.nc, st.js, err = st.connectAs(natsauth.Admin)
 	if err != nil {
 		return nil, err
 	}
-	st.onStop(func() { _ = st.nc.Drain() })
 	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if err := natsx.Provision(pctx, st.js, natsx.DefaultTopology(natsx.TopologyOptions{}), log); err != nil {

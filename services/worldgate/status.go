@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/worldgate/worldgate/shared/config"
+	"github.com/worldgate/worldgate/shared/natsx"
 )
 
 func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -31,13 +32,14 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 		return exitError{2}
 	}
-	nc, err := nats.Connect(*url, nats.UserInfo(*user, *password), nats.Timeout(3*time.Second))
+	// Services answer discovery only into the inboxes of the operator and admin users.
+	nc, err := nats.Connect(*url, nats.UserInfo(*user, *password), nats.CustomInboxPrefix(natsx.InboxPrefix(*user)), nats.Timeout(3*time.Second))
 	if err != nil {
 		return fmt.Errorf("connect to NATS at %s: %w", *url, err)
 	}
 	defer nc.Close()
 	// NATS service discovery: every service answers $SRV.STATS with its endpoints' statistics.
-	inbox := nats.NewInbox()
+	inbox := nc.NewInbox()
 	sub, err := nc.SubscribeSync(inbox)
 	if err != nil {
 		return err

@@ -1,0 +1,116 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/worldgate/worldgate/events"
+	"github.com/worldgate/worldgate/services/natsauth"
+	"github.com/worldgate/worldgate/shared/logx"
+	"github.com/worldgate/worldgate/shared/natsx/natstest"
+)
+
+// The whole pipeline of `worldgate dev` runs under the production NATS users: every worker
+// connected as its own role, the demo world loaded as the operator, a world event published
+// with endpoints.json's publisher credentials reaching the committed log, discovery answering
+// the operator, and no permissions violation anywhere.
+func TestDevPipelineRunsUnderPerRoleNATSUsers(t *testing.T) {
+	dir := t.TempDir()
+	logPath := filepath.Join(dir, "worldgate.log")
+	logOut, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logOut.Close()
+	f := devFlags{dataDir: dir, host: "127.0.0.1", noDemo: true}
+	ctx := context.Background()
+	// Starting loads the demo world: proposals published as the operator pass every gate and
+	// are committed by the event-processor, each on its own user.
+	st, err := startStack(ctx, f, logx.New(logOut, "worldgate-dev", "debug"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.stop()
+	world := natstest.StreamMsgs(t, st.js, events.StreamCommitted, "")
+	if world == 0 {
+		t.Fatal("the demo world was not committed")
+	}
+
+	connz, err := st.nats.Server().Connz(&server.ConnzOptions{Username: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var users []string
+	for _, c := range connz.Conns {
+		users = append(users, c.AuthorizedUser)
+	}
+	for _, role := range []string{natsauth.Admin, natsauth.Operator, natsauth.AIWorker, natsauth.Gates, natsauth.EventProcessor, natsauth.MCPWorld} {
+		if !slices.Contains(users, role) {
+			t.Errorf("no connection as %s; connected users: %v", role, users)
+		}
+	}
+
+	raw, err := os.ReadFile(filepath.Join(dir, "endpoints.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ep struct {
+		URL       string            `json:"nats.url"`
+		Publisher map[string]string `json:"nats.publisher"`
+		Operator  map[string]string `json:"nats.operator"`
+	}
+	if err := json.Unmarshal(raw, &ep); err != nil {
+		t.Fatal(err)
+	}
+	if ep.Publisher["user"] != natsauth.Publisher || ep.Publisher["password"] == "" || ep.Operator["user"] != natsauth.Operator {
+		t.Fatalf("endpoints.json does not name the publisher and operator credentials: %s", raw)
+	}
+	var stderr bytes.Buffer
+	err = runPublish(ctx, []string{"-nats-url", ep.URL, "-nats-user", ep.Publisher["user"], "-nats-password", ep.Publisher["password"],
+		"-type", events.PlayerMoveRequested, "-actor", "player:player:ana",
+		"-payload", `{"playerId":"player:ana","fromLocationId":"loc:ash-gate","direction":"north"}`}, &bytes.Buffer{}, &stderr)
+	if err != nil {
+		t.Fatalf("publish as publisher: %v\n%s", err, stderr.String())
+	}
+	natstest.WaitFor(t, 30*time.Second, "the move to be committed", func() bool {
+		return natstest.StreamMsgs(t, st.js, events.StreamCommitted, "") > world
+	})
+
+	var out bytes.Buffer
+	err = runStatus(ctx, []string{"-nats-url", ep.URL, "-nats-user", ep.Operator["user"], "-nats-password", ep.Operator["password"], "-wait", "500ms"}, &out, &stderr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, svc := range []string{"worldgate-ai-worker", "worldgate-gate", "worldgate-event-processor"} {
+		if !strings.Contains(out.String(), svc) {
+			t.Errorf("status as operator did not list %s:\n%s", svc, out.String())
+		}
+	}
+	out.Reset()
+	err = runProposals(ctx, []string{"list", "-all", "-nats-url", ep.URL, "-nats-user", ep.Operator["user"], "-nats-password", ep.Operator["password"]}, &out, &stderr)
+	if err != nil {
+		t.Fatalf("proposals list as operator: %v\n%s", err, stderr.String())
+	}
+
+	st.stop()
+	log, err := os.ReadFile(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(strings.ToLower(string(log)), "permissions violation") {
+		for _, line := range strings.Split(string(log), "\n") {
+			if strings.Contains(strings.ToLower(line), "permissions violation") {
+				t.Error(line)
+			}
+		}
+	}
+}
