@@ -120,10 +120,13 @@ func (g *argGen) value(name string, s map[string]any, depth int) any {
 	if enum, ok := s["enum"].([]any); ok && len(enum) > 0 {
 		return enum[g.rng.IntN(len(enum))]
 	}
-	for _, k := range []string{"anyOf", "oneOf"} {
-		if alts, ok := s[k].([]any); ok && len(alts) > 0 {
-			if m, ok := alts[0].(map[string]any); ok {
-				return g.value(name, m, depth+1)
+	s, exclude, resolved := g.pickRequired(s)
+	if !resolved {
+		for _, k := range []string{"anyOf", "oneOf"} {
+			if alts, ok := s[k].([]any); ok && len(alts) > 0 {
+				if m, ok := alts[0].(map[string]any); ok {
+					return g.value(name, m, depth+1)
+				}
 			}
 		}
 	}
@@ -146,11 +149,21 @@ func (g *argGen) value(name string, s map[string]any, depth int) any {
 				ps = map[string]any{}
 			}
 			required := slices.Contains(req, k)
-			if !required && (g.requiredOnly || g.hint(k) == "") {
+			if !required && (g.requiredOnly || g.hint(k) == "" || slices.Contains(exclude, k)) {
 				continue // optional and nothing to say about it
 			}
 			if v := g.value(k, ps, depth+1); v != nil {
 				out[k] = v
+			}
+		}
+		if len(out) == 0 && len(req) == 0 && !g.requiredOnly {
+			// Nothing required and nothing hinted ("give factId or topic"): a call with no
+			// arguments asks nothing, so ask by the first free-text property.
+			for _, k := range keys {
+				if ps, _ := props[k].(map[string]any); ps != nil && freeText(k) && schemaType(g.resolve(ps)) == "string" {
+					out[k] = g.value(k, ps, depth+1)
+					break
+				}
 			}
 		}
 		return out
@@ -202,6 +215,71 @@ func (g *argGen) number(name string, s map[string]any) any {
 // hint finds a value the prompt gives for a property: "locationId" matches
 // locationId / location_id / location; "id" on get-location matches
 // locationId.
+// pickRequired handles an object whose anyOf/oneOf alternatives only say which
+// properties are required ("give factId or topic"): it picks one alternative
+// and returns the object schema with that alternative's properties required,
+// and the properties only the other alternatives require, to leave out. It
+// picks the first alternative the prompt has values for, else one asking for
+// free text rather than an id, which is easier to guess. Other schemas come
+// back unchanged and resolved false.
+func (g *argGen) pickRequired(s map[string]any) (out map[string]any, exclude []string, resolved bool) {
+	if _, ok := s["properties"].(map[string]any); !ok {
+		return s, nil, false
+	}
+	var alts [][]string
+	for _, k := range []string{"oneOf", "anyOf"} {
+		list, _ := s[k].([]any)
+		for _, a := range list {
+			m, ok := a.(map[string]any)
+			if !ok || len(m) != 1 || m["required"] == nil {
+				return s, nil, false
+			}
+			alts = append(alts, stringSet(m["required"]))
+		}
+	}
+	if len(alts) == 0 {
+		return s, nil, false
+	}
+	hinted := func(props []string) bool {
+		for _, p := range props {
+			if g.hint(p) == "" {
+				return false
+			}
+		}
+		return true
+	}
+	idLike := func(props []string) bool {
+		return slices.ContainsFunc(props, func(p string) bool { return strings.HasSuffix(norm(p), "id") })
+	}
+	pick := slices.IndexFunc(alts, hinted)
+	if pick < 0 {
+		pick = max(0, slices.IndexFunc(alts, func(props []string) bool { return !idLike(props) }))
+	}
+	out = make(map[string]any, len(s))
+	for k, v := range s {
+		if k != "oneOf" && k != "anyOf" {
+			out[k] = v
+		}
+	}
+	req := stringSet(s["required"])
+	for i, props := range alts {
+		for _, p := range props {
+			switch {
+			case i == pick && !slices.Contains(req, p):
+				req = append(req, p)
+			case i != pick && !slices.Contains(alts[pick], p):
+				exclude = append(exclude, p)
+			}
+		}
+	}
+	reqAny := make([]any, len(req))
+	for i, p := range req {
+		reqAny[i] = p
+	}
+	out["required"] = reqAny
+	return out, exclude, true
+}
+
 func (g *argGen) hint(prop string) string {
 	p := norm(prop)
 	cands := []string{p}
@@ -219,11 +297,20 @@ func (g *argGen) hint(prop string) string {
 	return ""
 }
 
+// freeText reports whether a property takes a search phrase rather than an id.
+func freeText(name string) bool {
+	switch norm(name) {
+	case "query", "q", "topic", "search", "keywords", "subject", "term":
+		return true
+	}
+	return false
+}
+
 func (g *argGen) str(name string, s map[string]any) string {
 	n := norm(name)
 	v := g.hint(name)
 	switch {
-	case n == "query" || n == "q" || n == "topic" || n == "search" || n == "keywords" || n == "subject" || n == "term":
+	case freeText(name):
 		v = g.query()
 	case n == "text" || n == "utterance" || n == "message" || n == "content" || n == "input":
 		if g.f.utterance != "" {

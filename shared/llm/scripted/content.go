@@ -2,6 +2,7 @@ package scripted
 
 import (
 	"encoding/json"
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -171,6 +172,18 @@ func (w *writer) ambience() map[string]any {
 
 var intents = []string{"greet", "inform", "warn", "trade", "refuse", "hint_quest"}
 
+// hostile reports whether the player's classified intent is hostile.
+func (f *facts) hostile() bool {
+	if len(f.intents) == 0 {
+		return false
+	}
+	switch strings.ToLower(f.intents[0]) {
+	case "threaten", "hostile", "attack", "insult":
+		return true
+	}
+	return false
+}
+
 func (w *writer) dialogue() map[string]any {
 	intent := w.pick(intents)
 	if len(w.f.intents) > 0 {
@@ -205,16 +218,22 @@ func (w *writer) dialogue() map[string]any {
 		someone = w.f.names[1]
 	}
 	var line string
-	switch intent {
-	case "greet":
+	said := strings.TrimSpace(w.f.utterance)
+	switch {
+	case w.f.hostile() && said != "" && w.f.refusal == "":
+		// Like real models, it throws a hostile player's words back at them. When those
+		// words break the moderation policy the safety gate refuses the line; the reprompt
+		// carries the refusal, and then the model answers without quoting.
+		line = fmt.Sprintf(w.pick([]string{"%q? Say that again and the watch hears of it.", "%q, is it? I have heard worse from better.", "You walk in here and tell me %q? Walk on."}), said)
+	case intent == "greet":
 		line = w.pick([]string{"Well met, traveller. " + place + " doesn't see many new faces these days.", "Ah, a visitor! Welcome to " + place + ". Mind the step.", "Evening. You look like you've walked a long way to reach " + place + "."})
-	case "inform":
+	case intent == "inform":
 		line = w.pick([]string{"They say " + topic + ". Make of that what you will.", "If you want my advice, learn this first: " + topic + ".", "Ask anyone in " + place + " and they'll tell you: " + topic + "."})
-	case "warn":
+	case intent == "warn":
 		line = w.pick([]string{"Keep off the " + dir + " road after dark. Things walk there that shouldn't.", "I'd not linger here, friend. " + place + " has a long memory.", "Watch yourself. Not everyone in " + place + " is what they seem."})
-	case "trade":
+	case intent == "trade":
 		line = w.pick([]string{"I might have something for you, if your coin is good.", "Everything has a price in " + place + ". What are you offering?", "Fresh from the " + dir + " road. Take a look, no touching."})
-	case "refuse":
+	case intent == "refuse":
 		line = w.pick([]string{"I've nothing to say to you about that.", "Not here. Not now. Walk on.", "You'll get no help from me, stranger."})
 	default:
 		line = w.pick([]string{"If it's work you want, ask " + someone + " about " + topic + ".", "There's a matter " + dir + " of " + place + " that needs a steady hand.", "Folk say " + topic + ". Someone ought to look into it."})
@@ -266,10 +285,8 @@ func (w *writer) quest() map[string]any {
 	}
 	// Keep the first (meet the quest giver) and last (return) in place;
 	// shuffle the middle.
-	mid := slices.Clone(cands[1 : len(cands)-1])
-	if len(cands) > 5 {
-		mid = append(mid, cands[5])
-	}
+	mid := slices.Clone(cands[1:4])
+	mid = append(mid, cands[5:]...)
 	w.rng.Shuffle(len(mid), func(i, j int) { mid[i], mid[j] = mid[j], mid[i] })
 	objs := []string{cands[0]}
 	objs = append(objs, mid[:n-2]...)

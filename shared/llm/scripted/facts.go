@@ -24,6 +24,7 @@ type facts struct {
 	intents   []string            // classified intents
 	moods     []string            // moods mentioned
 	utterance string              // the player's words, if any
+	refusal   string              // why a validator refused the previous answer, on a reprompt
 	all       string              // everything, lower-cased, for keyword cues
 	hasTool   bool                // tool results were present
 }
@@ -31,6 +32,7 @@ type facts struct {
 var (
 	kvPattern   = regexp.MustCompile(`"?([A-Za-z_][A-Za-z0-9_\-]*)"?\s*[:=]\s*(?:"([^"\n]{1,160})"|([A-Za-z0-9_.:/\-]+))`)
 	quotedLine  = regexp.MustCompile(`(?m)^\s*("(?:[^"\\]|\\.)*")\s*$`)
+	labelled    = regexp.MustCompile(`(?m)^<<<DATA label="([^"]*)"[^\n]*\n\s*("(?:[^"\\]|\\.)*")\s*$`)
 	nameKeys    = []string{"name", "title", "displayname", "label"}
 	descKeys    = []string{"description", "summary", "text", "fact", "content", "details", "body", "snippet", "excerpt"}
 	dirKeys     = []string{"direction", "dir"}
@@ -57,6 +59,14 @@ func gather(req *llm.Request) *facts {
 			f.text(m.Content)
 			if u := dataBlock(m.Content); u != "" {
 				f.utterance = u
+			}
+			for label, v := range labelledBlocks(m.Content) {
+				switch label {
+				case "player_said", "utterance":
+					f.utterance = v
+				case "rejection_reason":
+					f.refusal = v
+				}
 			}
 		case llm.RoleAssistant:
 			for _, c := range m.ToolCalls {
@@ -100,6 +110,19 @@ func dataBlock(s string) string {
 	return u
 }
 
+// labelledBlocks reads the data blocks the prompt package renders
+// (<<<DATA label="…" …, then the JSON-quoted value), by label.
+func labelledBlocks(s string) map[string]string {
+	out := map[string]string{}
+	for _, m := range labelled.FindAllStringSubmatch(s, -1) {
+		var v string
+		if json.Unmarshal([]byte(m[2]), &v) == nil {
+			out[m[1]] = v
+		}
+	}
+	return out
+}
+
 func (f *facts) text(s string) {
 	for _, m := range kvPattern.FindAllStringSubmatch(s, 64) {
 		v := m[2]
@@ -136,14 +159,19 @@ func (f *facts) walk(v any, path []string) {
 				kind = strings.ToLower(s)
 			}
 		}
+		// The object's own fields first, then what is nested in it: a classifier's intent
+		// comes before its alternatives' intents, a location's name before its exits'.
 		for _, k := range keys {
-			nk := norm(k)
-			sub := append(slices.Clip(path), nk)
 			if s, ok := x[k].(string); ok {
-				f.leaf(nk, s, sub, kind)
-				continue
+				nk := norm(k)
+				f.leaf(nk, s, append(slices.Clip(path), nk), kind)
 			}
-			f.walk(x[k], sub)
+		}
+		for _, k := range keys {
+			if _, ok := x[k].(string); !ok {
+				nk := norm(k)
+				f.walk(x[k], append(slices.Clip(path), nk))
+			}
 		}
 	case []any:
 		for _, e := range x {

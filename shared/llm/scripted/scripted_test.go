@@ -4,11 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"maps"
 	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/worldgate/worldgate/shared/llm"
+	"github.com/worldgate/worldgate/shared/llm/prompt"
 	"github.com/worldgate/worldgate/shared/llm/scripted"
 )
 
@@ -262,5 +265,115 @@ func TestContextLength(t *testing.T) {
 	_, err := p.Complete(context.Background(), ambienceRequest("loc-tavern"))
 	if llm.KindOf(err) != llm.KindContextLength {
 		t.Fatalf("want context_length_exceeded, got %v", err)
+	}
+}
+
+// Quest objectives never repeat, whatever the context (an item in the results used to put the
+// closing "Return to …" objective in twice).
+func TestQuestObjectivesAreDistinct(t *testing.T) {
+	p := scripted.New(scripted.Options{})
+	results := maps.Clone(tavernResults)
+	results["get-location"] = `{"id":"loc-mine","name":"The Deep Mine","description":"Tunnels of warm red rock.","npcs":[{"name":"Ivy Flint"}],"items":[{"name":"a miner's lamp"}]}`
+	for i := range 60 {
+		req := &llm.Request{
+			Purpose: llm.PurposeQuestSeed, Model: scripted.ModelLarge,
+			Messages: []llm.Message{{Role: llm.RoleUser, Content: fmt.Sprintf("Seed quest %d near locationId: \"loc-mine\".", i)}},
+			Tools:    ambienceTools,
+		}
+		resp, _ := runLoop(t, p, req, results)
+		var q struct{ Objectives []string }
+		if err := json.Unmarshal([]byte(resp.Text), &q); err != nil || len(q.Objectives) < 3 {
+			t.Fatalf("quest %d: %s (%v)", i, resp.Text, err)
+		}
+		seen := map[string]bool{}
+		for _, o := range q.Objectives {
+			if seen[o] {
+				t.Fatalf("quest %d repeats %q: %v", i, o, q.Objectives)
+			}
+			seen[o] = true
+		}
+	}
+}
+
+// A hostile player's words come back quoted in the NPC's line (what the safety gate is there
+// to catch); once a validator has refused that, the reprompt answers without quoting.
+func TestHostileWordsQuotedUntilRefused(t *testing.T) {
+	p := scripted.New(scripted.Options{})
+	said := prompt.Data("player_said", "You worthless idiot, pay up or else.")
+	ask := func(extra ...string) string {
+		content := strings.Join(append([]string{"npcId: npc-1", said.String()}, extra...), "\n")
+		req := &llm.Request{Purpose: llm.PurposeNPCDialogue, Messages: []llm.Message{
+			{Role: llm.RoleUser, Content: content},
+			{Role: llm.RoleAssistant, ToolCalls: []llm.ToolCall{{ID: "c1", Name: "classify-intent", Args: json.RawMessage(`{}`)}}},
+			{Role: llm.RoleTool, ToolCallID: "c1", Name: "classify-intent", Content: `{"alternatives":[{"confidence":0.48,"intent":"ask_about"}],"confidence":0.68,"intent":"threaten"}`},
+		}}
+		resp, err := p.Complete(context.Background(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var d struct{ Line, Intent string }
+		if err := json.Unmarshal([]byte(resp.Text), &d); err != nil {
+			t.Fatal(err)
+		}
+		if d.Intent != "warn" && d.Intent != "refuse" {
+			t.Errorf("intent %q for a threat", d.Intent)
+		}
+		return d.Line
+	}
+	if line := ask(); !strings.Contains(line, "worthless idiot") {
+		t.Fatalf("first answer does not quote the player: %q", line)
+	}
+	refused := prompt.Data("rejection_reason", "safety gate, SAFETY_FLAGGED: The text was flagged for harassment.")
+	if line := ask(refused.String()); strings.Contains(line, "worthless") {
+		t.Fatalf("the reprompt quotes the player again: %q", line)
+	}
+}
+
+// A tool that wants one of two properties ("give factId or topic", as oneOf of required
+// lists) is called with exactly one, valid against its schema; with nothing in the prompt to
+// fill an id, the model asks by topic.
+func TestOneOfRequiredToolArgs(t *testing.T) {
+	schema := json.RawMessage(`{"type":"object","additionalProperties":false,
+	 "properties":{"factId":{"type":"string","minLength":1},"topic":{"type":"string","minLength":1}},
+	 "oneOf":[{"required":["factId"]},{"required":["topic"]}]}`)
+	tools := []llm.Tool{{Name: "get-canonical-fact", Description: "A lore fact by id or topic", InputSchema: schema}}
+	for _, c := range []struct{ prompt, want string }{
+		{`Describe locationId: "loc:forge-row".`, "topic"},
+		{`Tell the lore of factId: "lore:sundering".`, "factId"},
+	} {
+		p := scripted.New(scripted.Options{})
+		resp, err := p.Complete(context.Background(), &llm.Request{Purpose: llm.PurposeAmbience,
+			Messages: []llm.Message{{Role: llm.RoleUser, Content: c.prompt}}, Tools: tools})
+		if err != nil || len(resp.ToolCalls) != 1 {
+			t.Fatalf("%s: %v %+v", c.prompt, err, resp)
+		}
+		args := resp.ToolCalls[0].Args
+		if err := llm.ValidateJSON(schema, args); err != nil {
+			t.Fatalf("%s: args %s do not validate: %v", c.prompt, args, err)
+		}
+		var got map[string]string
+		_ = json.Unmarshal(args, &got)
+		if len(got) != 1 || got[c.want] == "" {
+			t.Errorf("%s: args %s, want only %s", c.prompt, args, c.want)
+		}
+	}
+}
+
+// A tool whose properties are all optional ("give factId or topic", said only in words) is not
+// called with no arguments: with no id in the prompt the model asks by topic.
+func TestAllOptionalToolAsksByFreeText(t *testing.T) {
+	schema := json.RawMessage(`{"type":"object","additionalProperties":false,
+	 "properties":{"factId":{"type":"string"},"topic":{"type":"string"}}}`)
+	p := scripted.New(scripted.Options{})
+	resp, err := p.Complete(context.Background(), &llm.Request{Purpose: llm.PurposeAmbience,
+		Messages: []llm.Message{{Role: llm.RoleUser, Content: `Describe locationId: "loc:forge-row".`}},
+		Tools:    []llm.Tool{{Name: "get-canonical-fact", InputSchema: schema}}})
+	if err != nil || len(resp.ToolCalls) != 1 {
+		t.Fatalf("%v %+v", err, resp)
+	}
+	var got map[string]string
+	_ = json.Unmarshal(resp.ToolCalls[0].Args, &got)
+	if len(got) != 1 || got["topic"] == "" {
+		t.Fatalf("args %s, want a topic only", resp.ToolCalls[0].Args)
 	}
 }
