@@ -90,7 +90,9 @@ func replayProblems(p *events.Proposal, templates TemplateLookup) []string {
 			out = append(out, "provenance.contextHash does not recompute from the recorded tool results, template and model")
 		}
 	}
-	if !pv.CacheHit && pv.Tokens.Prompt+pv.Tokens.Completion == 0 {
+	// Tokens are owed by content a model wrote: not by a cache hit (the original call paid
+	// them) nor by fallback content that no model call preceded.
+	if !pv.CacheHit && pv.Fallback == "" && pv.Tokens.Prompt+pv.Tokens.Completion == 0 {
 		out = append(out, "provenance.tokens are not recorded")
 	}
 	return out

@@ -150,11 +150,13 @@ func TestReplayProblems(t *testing.T) {
 		edit func(*events.Provenance)
 		want string
 	}{
-		"model":        {func(p *events.Provenance) { p.Model = "" }, "model is empty"},
-		"template sha": {func(p *events.Provenance) { p.PromptTemplate.SHA256 = strings.Repeat("0", 64) }, "has sha256"},
-		"context":      {func(p *events.Provenance) { p.ContextHash = strings.Repeat("0", 64) }, "does not recompute"},
-		"no result":    {func(p *events.Provenance) { p.ToolCalls[0].Result = nil }, "no recorded result"},
-		"cache hit":    {func(p *events.Provenance) { p.Tokens = events.Tokens{}; p.CacheHit = true }, ""},
+		"model":                          {func(p *events.Provenance) { p.Model = "" }, "model is empty"},
+		"template sha":                   {func(p *events.Provenance) { p.PromptTemplate.SHA256 = strings.Repeat("0", 64) }, "has sha256"},
+		"context":                        {func(p *events.Provenance) { p.ContextHash = strings.Repeat("0", 64) }, "does not recompute"},
+		"no result":                      {func(p *events.Provenance) { p.ToolCalls[0].Result = nil }, "no recorded result"},
+		"cache hit":                      {func(p *events.Provenance) { p.Tokens = events.Tokens{}; p.CacheHit = true }, ""},
+		"no tokens":                      {func(p *events.Provenance) { p.Tokens = events.Tokens{} }, "tokens are not recorded"},
+		"fallback before any model call": {func(p *events.Provenance) { p.Tokens = events.Tokens{}; p.Fallback = "mcp-world is unreachable" }, ""},
 	} {
 		p := good()
 		c.edit(p.Provenance)
