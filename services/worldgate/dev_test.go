@@ -38,7 +38,10 @@ func TestDevDemoOnlyPrintsSummaryAndEndpoints(t *testing.T) {
 	if s.Events < 20 || s.Committed == 0 || s.Tokens == 0 || s.CostUSD <= 0 || s.CacheHits == 0 || s.DeadLetters != 0 {
 		t.Errorf("summary %+v: want events, commits, tokens, cost and cache hits, and no dead letters", s)
 	}
-	for _, gate := range []string{"invariant", "dedup", "rate"} {
+	// The scenario is written so that four gates refuse something on every run: a hostile
+	// player's words quoted back (safety), an NPC that does not exist (invariant), repeated
+	// requests (dedup) and one player spamming an NPC (rate).
+	for _, gate := range []string{"safety", "invariant", "dedup", "rate"} {
 		if s.Rejected[gate] == 0 {
 			t.Errorf("no rejection from the %s gate: %+v", gate, s.Rejected)
 		}
