@@ -41,7 +41,8 @@ func main() {
 }
 
 type flags struct {
-	natsURL, natsCreds, admin, logLevel        string
+	natsURL, natsUser, natsPassword, natsCreds string
+	admin, logLevel                            string
 	llmConfig, llmProvider, llmBaseURL, llmKey string
 	llmModel, llmRichModel                     string
 	worldURL, loreURL, classifyURL, mcpToken   string
@@ -55,6 +56,8 @@ func run(args []string) error {
 	var f flags
 	fs := flag.NewFlagSet("ai-worker", flag.ContinueOnError)
 	fs.StringVar(&f.natsURL, "nats-url", "nats://127.0.0.1:4222", "NATS server URL")
+	fs.StringVar(&f.natsUser, "nats-user", "", "NATS user (deploy/nats: ai-worker)")
+	fs.StringVar(&f.natsPassword, "nats-password", "", "NATS password")
 	fs.StringVar(&f.natsCreds, "nats-creds", "", "NATS .creds file")
 	fs.StringVar(&f.admin, "admin", "127.0.0.1:9420", "admin listen address (/metrics, /healthz, /readyz)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
@@ -91,7 +94,7 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
-	nc, js, err := natsx.Connect(natsx.ConnConfig{URL: f.natsURL, Name: "ai-worker", Creds: f.natsCreds}, log)
+	nc, js, err := natsx.Connect(natsx.ConnConfig{URL: f.natsURL, Name: "ai-worker", User: f.natsUser, Password: f.natsPassword, Creds: f.natsCreds}, log)
 	if err != nil {
 		return err
 	}

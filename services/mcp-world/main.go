@@ -44,6 +44,8 @@ func run() error {
 	graphUser := fs.String("graph-user", "reader", "read-only graph user")
 	graphPass := fs.String("graph-password", "", "read-only graph password")
 	natsURL := fs.String("nats-url", "", "NATS URL for the COMMITTED stream; empty disables list-recent-events")
+	natsUser := fs.String("nats-user", "", "NATS user (deploy/nats: mcp-world)")
+	natsPassword := fs.String("nats-password", "", "NATS password")
 	natsCreds := fs.String("nats-creds", "", "NATS credentials file")
 	stream := fs.String("stream", worldtools.DefaultStream, "committed stream name")
 	if err := config.Parse(fs, os.Args[1:], mcpx.EnvPrefix); err != nil {
@@ -56,7 +58,7 @@ func run() error {
 	}
 	var js jetstream.JetStream
 	if *natsURL != "" {
-		nc, j, err := natsx.Connect(natsx.ConnConfig{URL: *natsURL, Name: "mcp-world", Creds: *natsCreds}, logger)
+		nc, j, err := natsx.Connect(natsx.ConnConfig{URL: *natsURL, Name: "mcp-world", User: *natsUser, Password: *natsPassword, Creds: *natsCreds}, logger)
 		if err != nil {
 			return err
 		}
