@@ -106,6 +106,9 @@ func runProposals(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err := parseFlags(fs, rest); err != nil {
 		return err
 	}
+	if id == "" && fs.NArg() > 0 {
+		id = fs.Arg(0) // the id after the flags
+	}
 	if verb != "list" && id == "" {
 		return fmt.Errorf("proposals %s needs a proposal id", verb)
 	}

@@ -52,4 +52,9 @@ func TestProposalsListEmptyAndRejectNeedsReason(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "-reason") {
 		t.Fatalf("want a request for a reason, got %v", err)
 	}
+	// The id may also follow the flags.
+	err = runProposals(context.Background(), []string{"show", "-nats-url", e.Server.ClientURL(), "p-1"}, &bytes.Buffer{}, &bytes.Buffer{})
+	if err == nil || strings.Contains(err.Error(), "needs a proposal id") || !strings.Contains(err.Error(), "p-1") {
+		t.Fatalf("show after flags: %v", err)
+	}
 }
