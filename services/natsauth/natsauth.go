@@ -123,13 +123,15 @@ func (p *perms) build() *natsx.Permissions {
 func (p *perms) inbox(user string) { p.sub = append(p.sub, natsx.InboxPrefix(user)+".>") }
 
 // consumer lets a worker create or update its durable pull consumer, pull from it and settle
-// what it receives. A single-filter consumer is created on ….<durable>.<filter>.
+// what it receives (a single-filter consumer is created on ….<durable>.<filter>), and list
+// the stream's consumers: its lag collector (natsx.LagCollector) reports them.
 func (p *perms) consumer(stream, durable string) {
 	p.pub = append(p.pub,
 		api("CONSUMER.CREATE", stream, durable), api("CONSUMER.CREATE", stream, durable, ">"),
 		api("CONSUMER.INFO", stream, durable),
 		api("CONSUMER.MSG.NEXT", stream, durable),
-		"$JS.ACK."+stream+"."+durable+".>")
+		"$JS.ACK."+stream+"."+durable+".>",
+		api("CONSUMER.LIST", stream))
 }
 
 // kv lets a worker read and write bucket; watch adds listing keys (an ordered consumer of

@@ -307,3 +307,29 @@ func TestOperatorDecidesButCannotStealWork(t *testing.T) {
 		t.Fatalf("operator reading stream information: %v", err)
 	}
 }
+
+// Workers report the lag of the streams they consume (natsx.LagCollector lists their consumers).
+func TestWorkersReadTheLagOfTheirStreams(t *testing.T) {
+	s := startServer(t)
+	for role, streams := range map[string][]string{
+		natsauth.AIWorker:       {events.StreamWorld, events.StreamProposals},
+		natsauth.Gates:          {events.StreamProposals},
+		natsauth.EventProcessor: {events.StreamProposals},
+	} {
+		_, js := s.connect(role)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		for _, name := range streams {
+			st, err := js.Stream(ctx, name)
+			if err != nil {
+				t.Fatalf("%s: stream %s: %v", role, name, err)
+			}
+			lister := st.ListConsumers(ctx)
+			for range lister.Info() {
+			}
+			if err := lister.Err(); err != nil {
+				t.Errorf("%s listing the consumers of %s: %v", role, name, err)
+			}
+		}
+		cancel()
+	}
+}
