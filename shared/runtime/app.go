@@ -17,9 +17,14 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/worldgate/worldgate/events"
 	"github.com/worldgate/worldgate/shared/logx"
+	"github.com/worldgate/worldgate/shared/telemetry"
+	"github.com/worldgate/worldgate/shared/tracing"
 )
 
 // Options configure an App.
@@ -36,6 +41,9 @@ type Options struct {
 	Retries int
 	// CloseTimeout bounds how long a shutdown waits for in-flight messages. Default 30s.
 	CloseTimeout time.Duration
+	// TracerProvider traces every handled message (see shared/tracing). Nil: the provider
+	// tracing.Setup installed, and none (tracing off) when it installed none.
+	TracerProvider trace.TracerProvider
 }
 
 // App runs a worker's handlers on one Watermill router.
@@ -45,6 +53,7 @@ type App struct {
 	pub     *Publisher
 	metrics *handlerMetrics
 	log     *slog.Logger
+	tracer  trace.Tracer // nil: tracing off
 
 	mu       sync.Mutex
 	handlers []string
@@ -80,13 +89,20 @@ func New(opts Options) (*App, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &App{
+	a := &App{
 		opts:    opts,
 		router:  router,
 		pub:     NewPublisher(opts.JetStream, 10*time.Second),
 		metrics: newHandlerMetrics(opts.Registerer),
 		log:     opts.Logger,
-	}, nil
+	}
+	if opts.TracerProvider == nil {
+		opts.TracerProvider = tracing.Provider()
+	}
+	if opts.TracerProvider != nil {
+		a.tracer = tracing.Tracer(opts.TracerProvider)
+	}
+	return a, nil
 }
 
 // Publisher is the app's JetStream publisher, for handlers that publish outside their return
@@ -96,7 +112,8 @@ func (a *App) Publisher() *Publisher { return a.pub }
 // Handle registers h on the durable consumer c. h returns the messages to publish (built with
 // NewMessage); the input is acknowledged only after every one is acknowledged by JetStream.
 // Around h, once: panic recovery, in-process retries, publishing, correlation-id propagation,
-// bounded redelivery with backoff and a dead letter on deadletter.<name>, metrics and logs.
+// bounded redelivery with backoff and a dead letter on deadletter.<name>, metrics and logs,
+// and, when tracing is on, a span per message whose context every output carries.
 func (a *App) Handle(name string, c Consumer, h message.HandlerFunc) {
 	c.setDefaults()
 	if c.Durable == "" {
@@ -104,10 +121,12 @@ func (a *App) Handle(name string, c Consumer, h message.HandlerFunc) {
 	}
 	chain := a.recoverer(h)
 	chain = a.correlate(chain)
+	chain = a.injectTrace(chain)
 	chain = a.publishOutputs(chain)
 	chain = a.retry(chain)
 	chain = a.deadLetter(name, c, chain)
 	chain = a.observe(name, chain)
+	chain = a.traced(name, chain)
 	a.router.AddConsumerHandler(name, name, newSubscriber(a.opts.JetStream, c, a.log.With("handler", name)),
 		func(m *message.Message) error {
 			_, err := chain(m)
@@ -196,7 +215,8 @@ func (a *App) recoverer(h chainFunc) chainFunc {
 }
 
 // correlate gives every produced message the input's correlation id and the input's id as
-// causation id, unless the handler set them, and carries the trace context along.
+// causation id, unless the handler set them, and carries the trace context along (as it
+// arrived; when tracing is on, injectTrace then replaces it with the handler's span).
 func (a *App) correlate(h chainFunc) chainFunc {
 	return func(m *message.Message) ([]*message.Message, error) {
 		out, err := h(m)
@@ -278,11 +298,19 @@ func (a *App) deadLetter(stage string, c Consumer, h chainFunc) chainFunc {
 		dl.Metadata.Set(events.HeaderDLQSubject, m.Metadata.Get(MetaSubject))
 		dl.Metadata.Set(events.HeaderDLQStream, m.Metadata.Get(MetaStream))
 		dl.Metadata.Set(events.HeaderDLQSequence, m.Metadata.Get(MetaSequence))
+		if a.tracer != nil {
+			tracing.Propagator().Inject(m.Context(), propagation.MapCarrier(dl.Metadata)) // points to the handler's span
+		}
 		if perr := a.pub.PublishContext(m.Context(), "", dl); perr != nil {
 			return nil, fmt.Errorf("%w (and the dead letter could not be published: %v)", err, perr)
 		}
 		a.metrics.deadLetters.WithLabelValues(stage, reason).Inc()
-		logx.From(m.Context(), a.log).Error("message dead-lettered", "correlationId", CorrelationID(m), "stage", stage, "reason", err.Error(),
+		if a.tracer != nil {
+			span := trace.SpanFromContext(m.Context())
+			span.RecordError(err)
+			span.SetStatus(codes.Error, "dead-lettered: "+err.Error())
+		}
+		logx.From(m.Context(), a.log).Error(telemetry.DeadLettered, "correlationId", CorrelationID(m), "stage", stage, "reason", err.Error(),
 			"deliveries", deliveries, "subject", m.Metadata.Get(MetaSubject))
 		return nil, nil
 	}
@@ -310,6 +338,41 @@ func (a *App) observe(name string, h chainFunc) chainFunc {
 		handled.Inc()
 		a.handled.Add(1)
 		return out, nil
+	}
+}
+
+// traced starts one span per delivered message, named after the handler, as a child of the
+// trace context in the message's headers, and puts it in the message's context for the layers
+// inside (outputs, dead letters, the handler's own calls). Off, it is not installed.
+func (a *App) traced(name string, h chainFunc) chainFunc {
+	if a.tracer == nil {
+		return h
+	}
+	return func(m *message.Message) ([]*message.Message, error) {
+		ctx := tracing.Propagator().Extract(m.Context(), propagation.MapCarrier(m.Metadata))
+		ctx, span := a.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(
+			tracing.AttrMessagingSystem.String("nats"), tracing.AttrDestination.String(m.Metadata.Get(MetaSubject)),
+			tracing.AttrStream.String(m.Metadata.Get(MetaStream)), tracing.AttrCorrelationID.String(CorrelationID(m)),
+			tracing.AttrHandler.String(name)))
+		m.SetContext(ctx)
+		out, err := h(m)
+		tracing.EndSpan(span, err)
+		return out, err
+	}
+}
+
+// injectTrace writes the handler's span into every message it produces, so the next hop's
+// span is its child. Off, it is not installed.
+func (a *App) injectTrace(h chainFunc) chainFunc {
+	if a.tracer == nil {
+		return h
+	}
+	return func(m *message.Message) ([]*message.Message, error) {
+		out, err := h(m)
+		for _, o := range out {
+			tracing.Propagator().Inject(m.Context(), propagation.MapCarrier(o.Metadata))
+		}
+		return out, err
 	}
 }
 
