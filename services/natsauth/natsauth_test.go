@@ -18,6 +18,7 @@ import (
 	"github.com/worldgate/worldgate/services/natsauth"
 	"github.com/worldgate/worldgate/shared/logx"
 	"github.com/worldgate/worldgate/shared/natsx"
+	"github.com/worldgate/worldgate/shared/natsx/natstest"
 )
 
 // server is a real embedded NATS server running with every role's user, provisioned by the
@@ -332,4 +333,43 @@ func TestWorkersReadTheLagOfTheirStreams(t *testing.T) {
 		}
 		cancel()
 	}
+}
+
+// The approval gate holds a destructive proposal; the operator approves it, which records the
+// decision and forwards the proposal to the approval gate's next hop; the gate's expiry sweep
+// lists the held proposals. Each as its own user.
+func TestApprovalHeldByTheGateDecidedByTheOperator(t *testing.T) {
+	s := startServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, gjs := s.connect(natsauth.GateRole(route.Approval))
+	gate, err := approval.Open(ctx, gjs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &events.Proposal{ProposalID: "p-remove-exit", Kind: events.KindExitRemoved, CorrelationID: "c-1",
+		Route: events.Route{Pending: []string{route.Approval, route.Audit}}}
+	if err := gate.Hold(ctx, p, 0); err != nil {
+		t.Fatalf("approval gate holding a proposal: %v", err)
+	}
+	if n, err := gate.ExpireDue(ctx); err != nil || n != 0 {
+		t.Fatalf("approval gate sweeping: %d, %v", n, err)
+	}
+	_, ojs := s.connect(natsauth.Operator)
+	op, err := approval.Open(ctx, ojs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, err := op.List(ctx, approval.StatusPending)
+	if err != nil || len(held) != 1 {
+		t.Fatalf("operator listing held proposals: %v, %v", held, err)
+	}
+	rec, err := op.Approve(ctx, p.ProposalID, "tester")
+	if err != nil || rec.Status != approval.StatusApproved || !rec.Published {
+		t.Fatalf("operator approving: %+v, %v", rec, err)
+	}
+	_, ajs := s.connect(natsauth.Admin)
+	natstest.WaitFor(t, 5*time.Second, "the approved proposal at the audit gate", func() bool {
+		return natstest.StreamMsgs(t, ajs, events.StreamProposals, events.GateSubject(route.Audit)) == 1
+	})
 }
