@@ -82,6 +82,22 @@ func Roles(routes route.Routes) ([]Role, error) {
 	return out, nil
 }
 
+// GateSet is the role of a process running several gates (gate -gate schema,safety): the union
+// of their permissions, named gates-<g1>-<g2>…. Gates is the set of every gate.
+func GateSet(routes route.Routes, gates []string) (Role, error) {
+	if len(gates) == 0 {
+		return Role{}, fmt.Errorf("a gate set needs at least one gate")
+	}
+	for _, g := range gates {
+		if !slices.Contains(route.KnownGates(), g) {
+			return Role{}, fmt.Errorf("unknown gate %q in a gate set: use %s", g, strings.Join(route.KnownGates(), ", "))
+		}
+	}
+	name := "gates-" + strings.Join(gates, "-")
+	return Role{Name: name, Summary: fmt.Sprintf("`gate -gate %s`: those gates' permissions together", strings.Join(gates, ",")),
+		Permissions: gatePerms(routes, name, gates...)}, nil
+}
+
 // Lookup returns the role named name.
 func Lookup(rs []Role, name string) (Role, bool) {
 	i := slices.IndexFunc(rs, func(r Role) bool { return r.Name == name })

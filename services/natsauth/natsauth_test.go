@@ -373,3 +373,28 @@ func TestApprovalHeldByTheGateDecidedByTheOperator(t *testing.T) {
 		return natstest.StreamMsgs(t, ajs, events.StreamProposals, events.GateSubject(route.Audit)) == 1
 	})
 }
+
+func TestGateSetIsTheUnionOfItsGates(t *testing.T) {
+	routes := route.Default()
+	rs, err := natsauth.Roles(routes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, err := natsauth.GateSet(routes, []string{route.Schema, route.Safety})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var union []string
+	for _, g := range []string{route.Schema, route.Safety} {
+		r, _ := natsauth.Lookup(rs, natsauth.GateRole(g))
+		union = append(union, r.Permissions.Publish...)
+	}
+	slices.Sort(union)
+	union = slices.Compact(union)
+	if set.Name != "gates-schema-safety" || !slices.Equal(set.Permissions.Publish, union) {
+		t.Fatalf("gate set %s publishes %v; want the union %v", set.Name, set.Permissions.Publish, union)
+	}
+	if _, err := natsauth.GateSet(routes, []string{route.Schema, "vibes"}); err == nil || !strings.Contains(err.Error(), "vibes") {
+		t.Fatalf("unknown gate in a set: %v", err)
+	}
+}

@@ -130,7 +130,8 @@ const docIntro = "Least privilege is enforced by the NATS server, not by the wor
 	"(`gate-schema` → `WORLDGATE_NATS_GATE_SCHEMA_PASSWORD`) and refuses to start if one is missing.\n\n" +
 	"**Connecting.** Every service takes `-nats-url`, `-nats-user`, `-nats-password` (and\n" +
 	"`-nats-creds`), i.e. `WORLDGATE_NATS_USER`, `WORLDGATE_NATS_PASSWORD`. A process running several\n" +
-	"gates uses the `gates` user (the union), or a configuration generated for its set. Each user may\n" +
+	"gates uses the `gates` user (every gate), or a user generated for its set with\n" +
+	"`worldgate nats-config -gate-sets \"schema,safety\"` (user `gates-schema-safety`). Each user may\n" +
 	"subscribe only to its own inboxes, `_INBOX.<user>.>`, so no worker reads replies meant for\n" +
 	"another: `shared/natsx.Connect` sets that inbox prefix from the user name; a client in another\n" +
 	"language sets it too (e.g. `nats.CustomInboxPrefix(\"_INBOX.publisher\")`).\n\n" +

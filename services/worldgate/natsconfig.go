@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/worldgate/worldgate/services/gate/route"
@@ -26,6 +27,7 @@ func runNATSConfig(_ context.Context, args []string, stdout, stderr io.Writer) e
 	out := fs.String("out", "deploy/nats", "directory for "+natsauth.ServerConfFile+" and "+natsauth.AuthConfFile)
 	doc := fs.String("doc", "", "also write the table of roles and permissions here (e.g. docs/nats-permissions.md)")
 	routesFile := fs.String("routes", "", "routes file (YAML) the gates run with; empty: the embedded default")
+	gateSets := fs.String("gate-sets", "", `extra users for processes running several gates, e.g. "schema,safety;dedup,rate" (users gates-schema-safety, gates-dedup-rate)`)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -36,6 +38,16 @@ func runNATSConfig(_ context.Context, args []string, stdout, stderr io.Writer) e
 	rs, err := natsauth.Roles(routes)
 	if err != nil {
 		return err
+	}
+	for _, set := range strings.Split(*gateSets, ";") {
+		if set = strings.TrimSpace(set); set == "" {
+			continue
+		}
+		r, err := natsauth.GateSet(routes, strings.Split(set, ","))
+		if err != nil {
+			return fmt.Errorf("-gate-sets: %w", err)
+		}
+		rs = append(rs, r)
 	}
 	if err := os.MkdirAll(*out, 0o755); err != nil {
 		return err
