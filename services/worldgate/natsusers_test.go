@@ -14,8 +14,10 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/worldgate/worldgate/events"
+	"github.com/worldgate/worldgate/services/gate/route"
 	"github.com/worldgate/worldgate/services/natsauth"
 	"github.com/worldgate/worldgate/shared/logx"
+	"github.com/worldgate/worldgate/shared/natsx"
 	"github.com/worldgate/worldgate/shared/natsx/natstest"
 )
 
@@ -111,6 +113,60 @@ func TestDevPipelineRunsUnderPerRoleNATSUsers(t *testing.T) {
 			if strings.Contains(strings.ToLower(line), "permissions violation") {
 				t.Error(line)
 			}
+		}
+	}
+}
+
+// `worldgate nats-config` writes what is committed in deploy/nats and docs.
+func TestNATSConfigWritesTheCommittedFiles(t *testing.T) {
+	dir := t.TempDir()
+	doc := filepath.Join(dir, "nats-permissions.md")
+	if err := runNATSConfig(context.Background(), []string{"-out", dir, "-doc", doc}, &bytes.Buffer{}, &bytes.Buffer{}); err != nil {
+		t.Fatal(err)
+	}
+	for got, committed := range map[string]string{
+		filepath.Join(dir, natsauth.AuthConfFile):   "../../deploy/nats/" + natsauth.AuthConfFile,
+		filepath.Join(dir, natsauth.ServerConfFile): "../../deploy/nats/" + natsauth.ServerConfFile,
+		doc: "../../docs/nats-permissions.md",
+	} {
+		a, err := os.ReadFile(got)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(committed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(a, b) {
+			t.Errorf("%s differs from what nats-config writes: run `go generate ./services/natsauth`", committed)
+		}
+	}
+}
+
+// `worldgate provision` creates the topology as the admin user of a server with the users.
+func TestProvisionAsAdmin(t *testing.T) {
+	rs, err := natsauth.Roles(route.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := natsx.StartEmbedded(natsx.EmbeddedConfig{StoreDir: t.TempDir(), Users: natsauth.Users(rs, func(r string) string { return "pw-" + r })})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Shutdown()
+	var out bytes.Buffer
+	args := []string{"-nats-url", srv.ClientURL(), "-nats-user", natsauth.Admin, "-nats-password", "pw-" + natsauth.Admin}
+	if err := runProvision(context.Background(), args, &out, &bytes.Buffer{}); err != nil {
+		t.Fatal(err)
+	}
+	nc, js, err := natsx.Connect(natsx.ConnConfig{URL: srv.ClientURL(), User: natsauth.Operator, Password: "pw-" + natsauth.Operator}, logx.Discard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	for _, s := range natsx.DefaultTopology(natsx.TopologyOptions{}).Streams {
+		if natstest.StreamMsgs(t, js, s.Name, "") != 0 {
+			t.Errorf("stream %s is not empty", s.Name)
 		}
 	}
 }
