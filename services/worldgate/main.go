@@ -23,6 +23,7 @@ var commands = map[string]command{
 	"dev":     {"run the whole stack in one process on embedded defaults", runDev},
 	"publish": {"validate and publish world events (flags, JSON, or a JSON-lines file)", runPublish},
 	"status":  {"list the running Worldgate services found through NATS service discovery", runStatus},
+	"trace":   {"trace <correlationId>: rebuild one journey from the streams (timeline, or -json)", runTrace},
 }
 
 // exitError carries a process exit code for an error already reported to the user.

@@ -23,6 +23,7 @@ import (
 	"github.com/worldgate/worldgate/shared/mcpx/client"
 	"github.com/worldgate/worldgate/shared/natsx"
 	"github.com/worldgate/worldgate/shared/runtime"
+	"github.com/worldgate/worldgate/shared/tracing"
 )
 
 func init() {
@@ -191,7 +192,10 @@ func publishWorld(ctx context.Context, js jetstream.JetStream, w *worldfile.Worl
 		msg := runtime.NewMessage(p.Route.Next(), p.ProposalID+"@submit", data)
 		msg.Metadata.Set(events.HeaderCorrelationID, p.CorrelationID)
 		msg.Metadata.Set(events.HeaderType, p.Kind)
-		if err := runtime.NewPublisher(js, 0).PublishContext(ctx, "", msg); err != nil {
+		_, span := tracing.StartPublish(ctx, p.Route.Next(), p.CorrelationID, tracing.MetadataCarrier(msg.Metadata))
+		err = runtime.NewPublisher(js, 0).PublishContext(ctx, "", msg)
+		tracing.EndSpan(span, err)
+		if err != nil {
 			return i, err
 		}
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/worldgate/worldgate/shared/config"
 	"github.com/worldgate/worldgate/shared/logx"
 	"github.com/worldgate/worldgate/shared/natsx"
+	"github.com/worldgate/worldgate/shared/tracing"
 )
 
 type publishFlags struct {
@@ -214,7 +215,9 @@ func (p *publisher) run(ctx context.Context, next func() (string, bool, error)) 
 			msg := &nats.Msg{Subject: events.Subject(env.Type), Data: data, Header: nats.Header{}}
 			msg.Header.Set(events.HeaderCorrelationID, env.CorrelationID)
 			msg.Header.Set(events.HeaderType, env.Type)
+			_, span := tracing.StartPublish(ctx, msg.Subject, env.CorrelationID, tracing.HeaderCarrier(msg.Header)) // first hop; nothing when tracing is off
 			f, err := p.js.PublishMsgAsync(msg, jetstream.WithMsgID(env.IdempotencyKey))
+			tracing.EndSpan(span, err)
 			if err != nil {
 				return fmt.Errorf("line %d: publish: %w", line, err)
 			}

@@ -58,7 +58,7 @@ func TestTraceContextFollowsEveryHop(t *testing.T) {
 	publishTraced := func(id, body string) {
 		msg := &nats.Msg{Subject: "proposals.gate.in", Data: []byte(body), Header: nats.Header{}}
 		msg.Header.Set(events.HeaderCorrelationID, "corr-"+id)
-		_, span := tracing.StartPublish(context.Background(), msg.Subject, "corr-"+id, msg.Header)
+		_, span := tracing.StartPublish(context.Background(), msg.Subject, "corr-"+id, tracing.HeaderCarrier(msg.Header))
 		_, err := e.JS.PublishMsg(context.Background(), msg, jetstream.WithMsgID(id))
 		tracing.EndSpan(span, err)
 		if err != nil {

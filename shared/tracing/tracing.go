@@ -180,6 +180,12 @@ func (h HeaderCarrier) Keys() []string {
 	return keys
 }
 
+// MetadataCarrier adapts a watermill message's metadata (which becomes NATS headers) to the
+// propagation API.
+func MetadataCarrier(m map[string]string) propagation.TextMapCarrier {
+	return propagation.MapCarrier(m)
+}
+
 // Inject writes the trace context of ctx's span into h. It writes nothing when ctx carries no
 // valid span (tracing off, or no span started).
 func Inject(ctx context.Context, h nats.Header) {
@@ -205,10 +211,11 @@ const (
 )
 
 // StartPublish starts a producer span for a first-hop publish (an envelope from the CLI, a
-// world file's proposals) and writes its context into h, so the workers' spans join the
-// trace. Off, it touches nothing and returns a no-op span. End the span once the publish is
-// acknowledged, passing the error if any to EndSpan.
-func StartPublish(ctx context.Context, subject, correlationID string, h nats.Header) (context.Context, trace.Span) {
+// world file's proposals) and writes its context into the message's headers (HeaderCarrier of
+// a nats.Header, or MetadataCarrier of a watermill message's metadata), so the workers'
+// spans join the trace. Off, it touches nothing and returns a no-op span. End the span with
+// EndSpan once the publish is sent.
+func StartPublish(ctx context.Context, subject, correlationID string, headers propagation.TextMapCarrier) (context.Context, trace.Span) {
 	tp := Provider()
 	if tp == nil {
 		return ctx, trace.SpanFromContext(ctx)
@@ -216,7 +223,7 @@ func StartPublish(ctx context.Context, subject, correlationID string, h nats.Hea
 	ctx, span := Tracer(tp).Start(ctx, "publish "+subject, trace.WithSpanKind(trace.SpanKindProducer),
 		trace.WithAttributes(AttrMessagingSystem.String("nats"), AttrDestination.String(subject),
 			AttrCorrelationID.String(correlationID)))
-	Inject(ctx, h)
+	propagator.Inject(ctx, headers)
 	return ctx, span
 }
 

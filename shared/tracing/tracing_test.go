@@ -24,7 +24,7 @@ func TestOffByDefaultInstallsNothingAndInjectsNothing(t *testing.T) {
 		t.Fatal("tracing is on without an endpoint")
 	}
 	h := nats.Header{}
-	ctx, span := StartPublish(context.Background(), "world.events.player.moved", "c-1", h)
+	ctx, span := StartPublish(context.Background(), "world.events.player.moved", "c-1", HeaderCarrier(h))
 	EndSpan(span, nil)
 	if len(h) != 0 || trace.SpanContextFromContext(ctx).IsValid() {
 		t.Fatalf("off, but the publish got trace context: %v", h)
@@ -54,7 +54,7 @@ func TestSetupExportsSpansOverOTLPHTTP(t *testing.T) {
 		t.Fatal("an endpoint was given but tracing is off")
 	}
 	h := nats.Header{}
-	_, span := StartPublish(context.Background(), "world.events.player.moved", "corr-export", h)
+	_, span := StartPublish(context.Background(), "world.events.player.moved", "corr-export", HeaderCarrier(h))
 	EndSpan(span, nil)
 	tp := h.Get("traceparent")
 	if !strings.HasPrefix(tp, "00-"+span.SpanContext().TraceID().String()+"-"+span.SpanContext().SpanID().String()) {

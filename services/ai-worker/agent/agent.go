@@ -493,6 +493,7 @@ func (a *Agent) runTools(ctx context.Context, t *task, calls []llm.ToolCall, ser
 					return "", ctx.Err()
 				}
 				a.logger(ctx).Warn(telemetry.ToolFailed, "correlationId", t.env.CorrelationID, telemetry.DimRole, t.role.Name,
+					telemetry.DimPurpose, string(t.role.Purpose),
 					"server", rec.Server, "tool", c.Name, "kind", string(client.KindOf(err)), "error", err.Error())
 				switch client.KindOf(err) {
 				case client.KindUnavailable, client.KindTimeout, client.KindClosed:

@@ -1,0 +1,230 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/worldgate/worldgate/events"
+	"github.com/worldgate/worldgate/services/gate/route"
+	"github.com/worldgate/worldgate/services/natsauth"
+	"github.com/worldgate/worldgate/shared/logx"
+	"github.com/worldgate/worldgate/shared/telemetry"
+	"github.com/worldgate/worldgate/shared/tracing"
+)
+
+// One run of the whole dev stack (tracing on, to an in-memory exporter) with two journeys
+// published through the CLI: a greeting to an NPC who exists, which is committed, and one to
+// an NPC who does not, which every attempt fails at the invariant gate. `worldgate trace`
+// rebuilds both from the streams; the spans of the committed journey form one trace across
+// every hop; and every event name in the logs is a catalogued one with its dimensions.
+func TestTraceRebuildsCommittedAndRejectedJourneys(t *testing.T) {
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	defer func() { _ = tp.Shutdown(context.Background()) }()
+	defer tracing.Use(tp)()
+
+	dir := t.TempDir()
+	logPath := filepath.Join(dir, "worldgate.log")
+	logOut, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logOut.Close()
+	ctx := context.Background()
+	st, err := startStack(ctx, devFlags{dataDir: dir, host: "127.0.0.1", noDemo: true}, logx.New(logOut, "worldgate-dev", "info"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.stop()
+	url := st.nats.ClientURL()
+	as := func(role string) []string {
+		c := st.natsCredentials(role)
+		return []string{"-nats-url", url, "-nats-user", c["user"], "-nats-password", c["password"]}
+	}
+	for id, payload := range map[string]string{
+		"trace-commit": `{"playerId":"player:cass","npcId":"npc:oren","locationId":"loc:tavern","utterance":"Any news from the mines?"}`,
+		"trace-reject": `{"playerId":"player:ana","npcId":"npc:ghost","locationId":"loc:ash-gate","utterance":"Hello? Is anyone there?"}`,
+	} {
+		var stderr bytes.Buffer
+		args := append(as(natsauth.Publisher), "-type", events.PlayerSpokeToNPC, "-actor", "player:player:ana", "-correlation-id", id, "-payload", payload)
+		if err := runPublish(ctx, args, &bytes.Buffer{}, &stderr); err != nil {
+			t.Fatalf("publish %s: %v\n%s", id, err, stderr.String())
+		}
+	}
+	idle, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	if err := st.waitIdle(idle); err != nil {
+		t.Fatal(err)
+	}
+	trace := func(t *testing.T, args ...string) (string, error) {
+		var out, stderr bytes.Buffer
+		err := runTrace(ctx, append(args, as(natsauth.Operator)...), &out, &stderr)
+		return out.String() + stderr.String(), err
+	}
+	journey := func(t *testing.T, id string) *Journey {
+		out, err := trace(t, id, "-json")
+		if err != nil {
+			t.Fatalf("trace %s -json: %v\n%s", id, err, out)
+		}
+		var j Journey
+		if err := json.Unmarshal([]byte(out), &j); err != nil {
+			t.Fatalf("not JSON: %v\n%s", err, out)
+		}
+		return &j
+	}
+
+	t.Run("committed", func(t *testing.T) {
+		j := journey(t, "trace-commit")
+		if j.Outcome != "committed" || j.Envelope == nil || j.Envelope.Type != events.PlayerSpokeToNPC || len(j.Proposals) != 1 {
+			t.Fatalf("journey %+v: want one proposal from the envelope, committed", j)
+		}
+		p := j.Proposals[0]
+		want, err := route.Default().For(events.KindNPCDialogue)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var gates []string
+		last := 0.0
+		for _, d := range p.Decisions {
+			gates = append(gates, d.Gate)
+			if d.Outcome != events.OutcomePassed || d.OffsetMs < last || d.DurationMs < 0 {
+				t.Errorf("decision %+v after +%.1fms: want passed, in order", d, last)
+			}
+			last = d.OffsetMs
+		}
+		if !slices.Equal(gates, want) {
+			t.Errorf("gate decisions %v, want the npc_dialogue route %v", gates, want)
+		}
+		if p.Final != "committed" || p.Model == "" || p.Template == "" || p.ToolCalls == 0 || p.OffsetMs <= 0 {
+			t.Errorf("proposal %+v: want committed, with model, template and tool calls, after the envelope", p)
+		}
+		if j.Tokens.Prompt == 0 || j.Tokens.Completion == 0 || j.CostUSD <= 0 || j.Tokens != p.Tokens {
+			t.Errorf("totals tokens %+v cost %v: want the proposal's non-zero usage %+v", j.Tokens, j.CostUSD, p.Tokens)
+		}
+		if len(j.Committed) != 1 || j.Committed[0].Type != "NPCDialogueAccepted" || j.Committed[0].ProposalID != p.ProposalID ||
+			j.Committed[0].OffsetMs < last {
+			t.Errorf("committed %+v: want NPCDialogueAccepted of %s after the last gate (+%.1fms)", j.Committed, p.ProposalID, last)
+		}
+		if j.Scanned[events.StreamWorld].Matched != 1 || j.Scanned[events.StreamProposals].Headers == 0 ||
+			j.Scanned[events.StreamProposals].Bodies != j.Scanned[events.StreamProposals].Matched {
+			t.Errorf("scan %+v: want one envelope, and bodies fetched only for matching proposals", j.Scanned)
+		}
+
+		text, err := trace(t, "trace-commit")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{"journey trace-commit: COMMITTED", "envelope", "Player.SpokeToNPC", p.ProposalID,
+			"npc_dialogue · attempt 0", "schema", "audit", "passed", "committed  NPCDialogueAccepted", p.Model} {
+			if !strings.Contains(text, want) {
+				t.Errorf("timeline lacks %q:\n%s", want, text)
+			}
+		}
+		t.Log("\n" + text)
+	})
+
+	t.Run("rejected", func(t *testing.T) {
+		j := journey(t, "trace-reject")
+		if j.Outcome != "rejected" || len(j.Committed) != 0 || len(j.Proposals) < 2 {
+			t.Fatalf("journey %+v: want several refused proposals and no commit", j)
+		}
+		for i, p := range j.Proposals {
+			if p.Final != "rejected" || p.Attempt != i || len(p.Rejections) == 0 {
+				t.Fatalf("proposal %d %+v: want attempt %d, refused", i, p, i)
+			}
+			r := p.Rejections[len(p.Rejections)-1]
+			if r.Gate != route.Invariant || r.Code != string(events.CodeInvariantViolation) || !strings.Contains(r.Reason, "npc:ghost") {
+				t.Errorf("proposal %d refused by %+v: want the invariant gate naming npc:ghost", i, r)
+			}
+			if d := p.Decisions[len(p.Decisions)-1]; d.Gate != route.Invariant || d.Outcome != events.OutcomeRejected || d.Code != r.Code {
+				t.Errorf("proposal %d's last decision %+v: want the invariant gate's refusal", i, d)
+			}
+			if i > 0 && (p.FollowsUp != j.Proposals[i-1].ProposalID || p.OffsetMs < j.Proposals[i-1].Rejections[0].OffsetMs) {
+				t.Errorf("proposal %d follows up %q at +%.1fms: want %s, after its rejection", i, p.FollowsUp, p.OffsetMs, j.Proposals[i-1].ProposalID)
+			}
+		}
+		if last := j.Proposals[len(j.Proposals)-1]; last.Fallback == "" {
+			t.Errorf("the last attempt %+v should be the static fallback", last)
+		}
+		text, err := trace(t, "trace-reject")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{"journey trace-reject: REJECTED", "INVARIANT_VIOLATION", "npc:ghost", "reprompt of " + j.Proposals[0].ProposalID,
+			"REJECTED   by invariant: INVARIANT_VIOLATION", "fallback content after"} {
+			if !strings.Contains(text, want) {
+				t.Errorf("timeline lacks %q:\n%s", want, text)
+			}
+		}
+		t.Log("\n" + text)
+	})
+
+	t.Run("unknown", func(t *testing.T) {
+		out, err := trace(t, "no-such-journey", "-since", "1h")
+		if err == nil || !strings.Contains(err.Error(), `no message with correlation id "no-such-journey"`) {
+			t.Fatalf("got %v\n%s", err, out)
+		}
+	})
+
+	t.Run("one trace across the hops", func(t *testing.T) {
+		var traceIDs []string
+		handlers := map[string]bool{}
+		for _, s := range exp.GetSpans() {
+			for _, kv := range s.Attributes {
+				if kv.Key == tracing.AttrCorrelationID && kv.Value.AsString() == "trace-commit" {
+					traceIDs = append(traceIDs, s.SpanContext.TraceID().String())
+					handlers[s.Name] = true
+				}
+			}
+		}
+		slices.Sort(traceIDs)
+		if len(slices.Compact(traceIDs)) != 1 {
+			t.Fatalf("the committed journey's spans are in %d traces, want 1", len(slices.Compact(slices.Clone(traceIDs))))
+		}
+		for _, h := range []string{"publish world.events.player.spoketonpc", "gate-schema", "gate-audit", "event-processor"} {
+			if !handlers[h] {
+				t.Errorf("no span %q in the journey's trace; spans: %v", h, handlers)
+			}
+		}
+	})
+
+	t.Run("logs use the telemetry catalog", func(t *testing.T) {
+		st.stop() // flush every worker's last lines
+		f, err := os.Open(logPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		counts := map[string]int{}
+		sc := bufio.NewScanner(f)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			var rec map[string]any
+			if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
+				t.Fatalf("not a JSON log line: %s", sc.Text())
+			}
+			if err := telemetry.Check(rec); err != nil {
+				t.Error(err)
+			}
+			msg, _ := rec["msg"].(string)
+			counts[msg]++
+		}
+		for _, name := range []string{telemetry.PromptIssued, telemetry.PromptRejected, telemetry.PromptReprompted, telemetry.PromptFallback,
+			telemetry.GatePassed, telemetry.GateRejected, telemetry.CommitApplied} {
+			if counts[name] == 0 {
+				t.Errorf("the run logged no %s", name)
+			}
+		}
+	})
+}
