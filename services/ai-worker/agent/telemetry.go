@@ -48,7 +48,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		retries: metrics.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "ai_transient_retries_total",
 			Help: "Transiently refused proposals sent again after retryAfter, by purpose."}, []string{"purpose"})),
 		tasks: metrics.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "ai_tasks_total",
-			Help: "Agent tasks by role and outcome (proposed, fallback, skipped, refused)."}, []string{"role", "outcome"})),
+			Help: "Agent tasks by role and outcome (proposed, fallback, skipped, refused; abandoned: a refused proposal given up on)."}, []string{"role", "outcome"})),
 		budgetHits: metrics.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "ai_tool_budget_exceeded_total",
 			Help: "Tasks in which the model asked for more tool calls than the per-task budget, by purpose."}, []string{"purpose"})),
 	}
