@@ -63,8 +63,8 @@ func RenderServer() string {
 		b.WriteString("# " + line + "\n")
 	}
 	b.WriteString(`# Worldgate's NATS server: JetStream on, clients on 4222, monitoring on 8222, and only the
-# users of ` + AuthConfFile + ` (one per role, least privilege). Streams, consumers' streams and
-# buckets are provisioned by the admin user (` + "`worldgate provision`" + `), not by the workers.
+# users of ` + AuthConfFile + ` (one per role, least privilege). Streams and buckets are
+# provisioned by the admin user (` + "`worldgate provision`" + `), not by the workers.
 server_name: worldgate
 listen: 0.0.0.0:4222
 http: 0.0.0.0:8222
