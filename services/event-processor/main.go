@@ -26,6 +26,7 @@ import (
 	"github.com/worldgate/worldgate/shared/metrics"
 	"github.com/worldgate/worldgate/shared/natsx"
 	"github.com/worldgate/worldgate/shared/runtime"
+	"github.com/worldgate/worldgate/shared/tracing"
 )
 
 func main() {
@@ -39,7 +40,7 @@ func run() error {
 	fs := flag.NewFlagSet("event-processor", flag.ContinueOnError)
 	var nc natsx.ConnConfig
 	fs.StringVar(&nc.URL, "nats-url", "nats://127.0.0.1:4222", "NATS server URL")
-	fs.StringVar(&nc.User, "nats-user", "", "NATS user")
+	fs.StringVar(&nc.User, "nats-user", "", "NATS user (deploy/nats: event-processor)")
 	fs.StringVar(&nc.Password, "nats-password", "", "NATS password")
 	fs.StringVar(&nc.Creds, "nats-creds", "", "NATS .creds file")
 	gs := graphx.Settings{URL: "ws://127.0.0.1:8182/gremlin", Username: "worldgate"}
@@ -49,12 +50,19 @@ func run() error {
 	replicas := fs.Int("replicas", 1, "JetStream stream replicas when provisioning")
 	inFlight := fs.Int("max-in-flight", 1, "proposals applied at once (1 keeps stream order)")
 	ackWait := fs.Duration("ack-wait", 30*time.Second, "how long a crashed processor's message waits before redelivery")
+	tc := tracing.Config{ServiceName: processor.Name}
+	tc.RegisterFlags(fs)
 	if err := config.Parse(fs, os.Args[1:], config.Prefix); err != nil {
 		return err
 	}
 	log := logx.New(os.Stderr, processor.Name, *logLevel)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	stopTracing, err := tracing.Setup(ctx, tc)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 
 	nc.Name = processor.Name
 	conn, js, err := natsx.Connect(nc, log)

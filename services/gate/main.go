@@ -35,6 +35,7 @@ import (
 	"github.com/worldgate/worldgate/shared/metrics"
 	"github.com/worldgate/worldgate/shared/natsx"
 	"github.com/worldgate/worldgate/shared/runtime"
+	"github.com/worldgate/worldgate/shared/tracing"
 )
 
 func main() {
@@ -49,6 +50,7 @@ type flags struct {
 	graphURL, graphUser, graphPassword                string
 	classifyURL, classifyToken                        string
 	routes, templates, admin, logLevel                string
+	tracing                                           tracing.Config
 	budgets, blocked                                  string
 	provision                                         bool
 	replicas, maxDeliver, dedupDistance               int
@@ -60,7 +62,7 @@ func parse(args []string) (flags, error) {
 	fs := flag.NewFlagSet("gate", flag.ContinueOnError)
 	fs.StringVar(&f.gates, "gate", "all", "gates to run: comma-separated names ("+strings.Join(route.KnownGates(), ",")+") or all")
 	fs.StringVar(&f.natsURL, "nats-url", "nats://127.0.0.1:4222", "NATS server URL")
-	fs.StringVar(&f.natsUser, "nats-user", "", "NATS user")
+	fs.StringVar(&f.natsUser, "nats-user", "", "NATS user (deploy/nats: gate-<name> for one gate, gates for -gate all)")
 	fs.StringVar(&f.natsPassword, "nats-password", "", "NATS password")
 	fs.StringVar(&f.natsCreds, "nats-creds", "", "NATS credentials file")
 	fs.BoolVar(&f.provision, "provision", true, "provision the JetStream topology at start (idempotent)")
@@ -82,6 +84,8 @@ func parse(args []string) (flags, error) {
 	fs.DurationVar(&f.dedupWindow, "dedup-window", time.Hour, "how long accepted fingerprints count")
 	fs.DurationVar(&f.approvalExpiry, "approval-expiry", 0, "held proposals expire after this long (0: never)")
 	fs.DurationVar(&f.refWait, "invariant-reference-wait", 3*time.Second, "how long world-building proposals wait for referenced entities of their batch")
+	f.tracing.ServiceName = "gate"
+	f.tracing.RegisterFlags(fs)
 	err := config.Parse(fs, args, config.Prefix)
 	return f, err
 }
@@ -119,6 +123,11 @@ func run(args []string) error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
+	stopTracing, err := tracing.Setup(ctx, f.tracing)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 	nc, js, err := natsx.Connect(natsx.ConnConfig{URL: f.natsURL, Name: "gate", User: f.natsUser, Password: f.natsPassword, Creds: f.natsCreds}, log)
 	if err != nil {
 		return err
