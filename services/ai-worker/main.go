@@ -31,6 +31,7 @@ import (
 	"github.com/worldgate/worldgate/shared/metrics"
 	"github.com/worldgate/worldgate/shared/natsx"
 	"github.com/worldgate/worldgate/shared/runtime"
+	"github.com/worldgate/worldgate/shared/tracing"
 )
 
 func main() {
@@ -77,6 +78,8 @@ func run(args []string) error {
 	fs.DurationVar(&f.freshFor, "ambience-fresh-for", 10*time.Minute, "skip ambience for a location whose ambience is younger than this (negative: never skip)")
 	fs.DurationVar(&f.ackWait, "ack-wait", 3*time.Minute, "how long a task may take before its trigger is redelivered")
 	fs.BoolVar(&f.provision, "provision", true, "provision the JetStream topology (idempotent) at start")
+	tc := tracing.Config{ServiceName: "ai-worker"}
+	tc.RegisterFlags(fs)
 	if err := config.Parse(fs, args, config.Prefix); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -101,6 +104,11 @@ func run(args []string) error {
 	defer nc.Close()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
+	stopTracing, err := tracing.Setup(ctx, tc)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 	if f.provision {
 		pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		err := natsx.Provision(pctx, js, natsx.DefaultTopology(natsx.TopologyOptions{}), log)

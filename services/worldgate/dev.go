@@ -14,6 +14,7 @@ import (
 
 	"github.com/worldgate/worldgate/shared/config"
 	"github.com/worldgate/worldgate/shared/logx"
+	"github.com/worldgate/worldgate/shared/tracing"
 )
 
 type devFlags struct {
@@ -31,6 +32,7 @@ type devFlags struct {
 	logFile     string
 	idleTimeout time.Duration
 	llmConfig   string
+	tracing     tracing.Config
 }
 
 func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -51,6 +53,8 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.StringVar(&f.logFile, "log-file", "", "write JSON logs here (default <data-dir>/worldgate.log)")
 	fs.StringVar(&f.llmConfig, "llm-config", "", "YAML LLM provider configuration (see README: Ollama, OpenAI-compatible, Anthropic); default: the offline scripted provider")
 	fs.DurationVar(&f.idleTimeout, "idle-timeout", 2*time.Minute, "with -demo-only: give up waiting for the pipeline to go idle after this long")
+	f.tracing.ServiceName = "worldgate-dev"
+	f.tracing.RegisterFlags(fs)
 	if err := config.Parse(fs, args, config.Prefix); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -70,6 +74,11 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	defer logOut.Close()
 	log := logx.New(logOut, "worldgate-dev", f.logLevel)
+	stopTracing, err := tracing.Setup(ctx, f.tracing) // off unless -otlp-endpoint
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 
 	say := func(format string, a ...any) {
 		if !f.jsonOut {

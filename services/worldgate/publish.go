@@ -51,6 +51,8 @@ func runPublish(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs.BoolVar(&f.validateOnly, "validate-only", false, "only validate; needs no server. Exit 1 if any envelope is invalid")
 	fs.BoolVar(&f.quiet, "quiet", false, "no progress bar")
 	fs.IntVar(&f.maxBytes, "max-bytes", events.DefaultMaxBytes, "size limit of one envelope")
+	tc := tracing.Config{ServiceName: "worldgate-publish"}
+	tc.RegisterFlags(fs)
 	if err := config.Parse(fs, args, config.Prefix); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -63,6 +65,11 @@ func runPublish(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	defer closeInput()
 
+	stopTracing, err := tracing.Setup(ctx, tc) // each envelope starts a trace when on
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 	var js jetstream.JetStream
 	if !f.validateOnly {
 		nc, j, err := natsx.Connect(natsx.ConnConfig{URL: f.natsURL, Name: "worldgate-publish", User: f.user, Password: f.password}, logx.Discard())

@@ -21,6 +21,7 @@ import (
 	"net/url"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"go.opentelemetry.io/otel"
@@ -91,10 +92,10 @@ func Use(tp trace.TracerProvider) (restore func()) {
 }
 
 // Setup turns tracing on when cfg has an endpoint: an SDK tracer provider exporting in batches
-// over OTLP/HTTP, installed for the process. Off, it installs nothing. The returned shutdown
-// flushes the spans still buffered; call it before exiting.
-func Setup(ctx context.Context, cfg Config) (shutdown func(context.Context) error, err error) {
-	noop := func(context.Context) error { return nil }
+// over OTLP/HTTP, installed for the process. Off, it installs nothing. The returned stop
+// flushes the spans still buffered (waiting at most 5 s) and turns tracing off; defer it.
+func Setup(ctx context.Context, cfg Config) (stop func() error, err error) {
+	noop := func() error { return nil }
 	if !cfg.Enabled() {
 		return noop, nil
 	}
@@ -117,8 +118,10 @@ func Setup(ctx context.Context, cfg Config) (shutdown func(context.Context) erro
 	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res),
 		sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(cfg.SampleRatio))))
 	restore := Use(tp)
-	return func(ctx context.Context) error {
+	return func() error {
 		restore()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
 		return tp.Shutdown(ctx)
 	}, nil
 }

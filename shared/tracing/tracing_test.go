@@ -15,11 +15,11 @@ import (
 )
 
 func TestOffByDefaultInstallsNothingAndInjectsNothing(t *testing.T) {
-	shutdown, err := Setup(context.Background(), Config{})
+	stop, err := Setup(context.Background(), Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer shutdown(context.Background())
+	defer stop()
 	if Provider() != nil {
 		t.Fatal("tracing is on without an endpoint")
 	}
@@ -46,7 +46,7 @@ func TestSetupExportsSpansOverOTLPHTTP(t *testing.T) {
 	}))
 	defer collector.Close()
 
-	shutdown, err := Setup(context.Background(), Config{Endpoint: collector.URL, SampleRatio: 1, ServiceName: "gate"})
+	stop, err := Setup(context.Background(), Config{Endpoint: collector.URL, SampleRatio: 1, ServiceName: "gate"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,11 +60,11 @@ func TestSetupExportsSpansOverOTLPHTTP(t *testing.T) {
 	if !strings.HasPrefix(tp, "00-"+span.SpanContext().TraceID().String()+"-"+span.SpanContext().SpanID().String()) {
 		t.Fatalf("traceparent %q does not name the publish span", tp)
 	}
-	if err := shutdown(context.Background()); err != nil { // flushes the batch
+	if err := stop(); err != nil { // flushes the batch
 		t.Fatal(err)
 	}
 	if Provider() != nil {
-		t.Fatal("shutdown left tracing on")
+		t.Fatal("stop left tracing on")
 	}
 	mu.Lock()
 	defer mu.Unlock()
