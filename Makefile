@@ -23,6 +23,12 @@ build:
 	cd services && for d in worldgate graphd gate event-processor ai-worker mcp-world mcp-lore mcp-classify; do \
 		[ -f $$d/main.go ] && $(GO) build -o ../bin/$$d ./$$d || exit 1; done
 
+## images: one container image per program (deploy/docker/Dockerfile; needs Docker with BuildKit)
+IMAGES := worldgate graphd gate event-processor ai-worker mcp-world mcp-lore mcp-classify
+VERSION ?= dev
+images:
+	for s in $(IMAGES); do docker build -f deploy/docker/Dockerfile --target $$s -t worldgate/$$s:$(VERSION) . || exit 1; done
+
 ## test: vet, formatting, every module's tests, a short fuzz of each decoder of outside input, and the
 ## Prometheus rules' promtool tests
 test: vet fmt-check unit fuzz rules

@@ -1,0 +1,243 @@
+package deploy
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/worldgate/worldgate/deploy/internal/cli"
+)
+
+// The deployment files are checked against the programs themselves: TestMain builds every
+// binary once and reads its real flags from `-h` (deploy/internal/cli).
+
+// program is one binary of services/.
+type program struct {
+	name      string // binary, image target (Dockerfile stage) and compose/Kubernetes base name
+	envPrefix string // WORLDGATE_, WORLDGATE_GRAPHD_ or WORLDGATE_MCP_
+	// adminPort is the port of the image's admin address (/metrics, /healthz, /readyz); 0 when it
+	// has none. listenPort is the served port of a server (MCP, Gremlin).
+	adminPort, listenPort int
+}
+
+var programs = []program{
+	{name: "worldgate", envPrefix: "WORLDGATE_"},
+	{name: "graphd", envPrefix: "WORLDGATE_GRAPHD_", listenPort: 8182},
+	{name: "gate", envPrefix: "WORLDGATE_", adminPort: 9410},
+	{name: "event-processor", envPrefix: "WORLDGATE_", adminPort: 9105},
+	{name: "ai-worker", envPrefix: "WORLDGATE_", adminPort: 9420},
+	{name: "mcp-world", envPrefix: "WORLDGATE_MCP_", adminPort: 9401, listenPort: 7401},
+	{name: "mcp-lore", envPrefix: "WORLDGATE_MCP_", adminPort: 9402, listenPort: 7402},
+	{name: "mcp-classify", envPrefix: "WORLDGATE_MCP_", adminPort: 9403, listenPort: 7403},
+}
+
+func programNamed(name string) (program, bool) {
+	i := slices.IndexFunc(programs, func(p program) bool { return p.name == name })
+	if i < 0 {
+		return program{}, false
+	}
+	return programs[i], true
+}
+
+// consumer is a JetStream durable consumer a worker reads.
+type consumer struct{ stream, durable string }
+
+// aiRoles are the ai-worker's agent roles; each reads stream WORLD on the durable ai-<role>
+// (services/ai-worker/roles: Role.Durable), and every ai-worker reads rejections on
+// ai-rejections (aiworker.RejectionsDurable).
+var aiRoles = []string{"ambience", "npc-dialogue", "quest-planner", "world-rules"}
+
+// worker is one deployable that consumes from JetStream: it gets its own compose service,
+// Kubernetes Deployment and ScaledObject, and its own NATS user.
+type worker struct {
+	name      string // compose service, Deployment, ScaledObject and NATS user
+	program   string
+	args      []string // extra arguments: gate -gate <name>
+	consumers []consumer
+}
+
+// workers lists every worker: one per gate (gate -gate <g> on durable gate-<g>, shared by its
+// replicas: services/gate/gates.Register), the event-processor (durable event-processor on
+// proposals.validated) and the ai-worker.
+func workers(t *testing.T) []worker {
+	var ws []worker
+	for _, g := range gateNames(t) {
+		ws = append(ws, worker{name: "gate-" + g, program: "gate", args: []string{"-gate", g},
+			consumers: []consumer{{"PROPOSALS", "gate-" + g}}})
+	}
+	ws = append(ws, worker{name: "event-processor", program: "event-processor", consumers: []consumer{{"PROPOSALS", "event-processor"}}})
+	ai := worker{name: "ai-worker", program: "ai-worker"}
+	for _, r := range aiRoles {
+		ai.consumers = append(ai.consumers, consumer{"WORLD", "ai-" + r})
+	}
+	ai.consumers = append(ai.consumers, consumer{"PROPOSALS", "ai-rejections"})
+	return append(ws, ai)
+}
+
+// mcpServers are the MCP servers: deployed on their own too, but HTTP servers, not consumers.
+var mcpServers = []string{"mcp-world", "mcp-lore", "mcp-classify"}
+
+var (
+	repoRoot string
+	commands = map[string]cli.Command{} // by program name, and "worldgate <sub>" for the CLI
+	update   = flag.Bool("update", false, "rewrite docs/configuration.md from the programs' flags")
+)
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	if err := setup(); err != nil {
+		fmt.Fprintln(os.Stderr, "deploy tests:", err)
+		os.Exit(1)
+	}
+	os.Exit(m.Run())
+}
+
+func setup() error {
+	wd, err := os.Getwd()
+	if err != nil {
+		return err
+	}
+	repoRoot = filepath.Dir(wd)
+	dir, err := os.MkdirTemp("", "worldgate-deploy-bins-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	var pkgs []string
+	for _, p := range programs {
+		pkgs = append(pkgs, "github.com/worldgate/worldgate/services/"+p.name)
+	}
+	bins, err := cli.Build(ctx, repoRoot, dir, pkgs...)
+	if err != nil {
+		return err
+	}
+	for _, p := range programs {
+		if p.name == "worldgate" {
+			continue
+		}
+		c, err := cli.Help(ctx, p.name, bins[p.name])
+		if err != nil {
+			return err
+		}
+		commands[p.name] = c
+	}
+	subs, err := cli.Subcommands(ctx, bins["worldgate"])
+	if err != nil {
+		return err
+	}
+	for _, s := range subs {
+		c, err := cli.Help(ctx, "worldgate "+s.Name, bins["worldgate"], s.Name)
+		if err != nil {
+			// A subcommand without flags (or with subcommands of its own) prints none.
+			c = cli.Command{Name: "worldgate " + s.Name}
+		}
+		c.Summary = s.Summary
+		commands["worldgate "+s.Name] = c
+	}
+	return nil
+}
+
+// gateNames are the gates, as `gate -h` lists them ("comma-separated names (schema,…) or all").
+func gateNames(t *testing.T) []string {
+	t.Helper()
+	f, ok := commands["gate"].Lookup("gate")
+	if !ok {
+		t.Fatal("gate has no -gate flag")
+	}
+	m := regexp.MustCompile(`\(([a-z,]+)\)`).FindStringSubmatch(f.Usage)
+	if m == nil {
+		t.Fatalf("cannot read the gate names from -gate's usage %q", f.Usage)
+	}
+	return strings.Split(m[1], ",")
+}
+
+// checkEnv fails the test when env (a variable set for program) is not one of its flags'
+// variables. apiKeyEnvs are variables a flag names (ai-worker -llm-api-key-env): also allowed.
+func checkEnv(t *testing.T, where, prog, env string) {
+	t.Helper()
+	c, ok := commands[prog]
+	if !ok {
+		t.Fatalf("%s: unknown program %q", where, prog)
+	}
+	if _, ok := c.LookupEnv(env); ok {
+		return
+	}
+	for _, f := range c.Flags {
+		if strings.HasSuffix(f.Name, "-env") && strings.Trim(f.Default, `"`) == env {
+			return
+		}
+	}
+	t.Errorf("%s: %s sets no flag of %s (its variables: %s)", where, env, prog, strings.Join(envNames(c), ", "))
+}
+
+// checkArgs fails the test when args (command-line arguments for program) name a flag it lacks.
+func checkArgs(t *testing.T, where, prog string, args []string) {
+	t.Helper()
+	c := commands[prog]
+	if strings.HasPrefix(prog, "worldgate") && len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		sub, ok := commands["worldgate "+args[0]]
+		if !ok {
+			t.Errorf("%s: worldgate has no command %q", where, args[0])
+			return
+		}
+		c, args = sub, args[1:]
+	}
+	for _, a := range args {
+		if !strings.HasPrefix(a, "-") {
+			continue
+		}
+		name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if _, ok := c.Lookup(name); !ok {
+			t.Errorf("%s: %s has no flag -%s", where, c.Name, name)
+		}
+	}
+}
+
+func envNames(c cli.Command) []string {
+	var out []string
+	for _, f := range c.Flags {
+		out = append(out, f.Env)
+	}
+	return out
+}
+
+func TestFlagsAreRead(t *testing.T) {
+	for _, p := range programs {
+		if p.name == "worldgate" {
+			continue
+		}
+		c := commands[p.name]
+		for _, f := range c.Flags {
+			if f.Env != p.envPrefix+strings.ToUpper(strings.NewReplacer("-", "_", ".", "_").Replace(f.Name)) {
+				t.Errorf("%s -%s: environment variable %q does not follow %s<FLAG>", p.name, f.Name, f.Env, p.envPrefix)
+			}
+		}
+		if p.adminPort != 0 {
+			f, ok := c.Lookup("admin")
+			if !ok || !strings.HasSuffix(strings.Trim(f.Default, `"`), fmt.Sprintf(":%d", p.adminPort)) {
+				t.Errorf("%s: -admin default %q, want port %d (the images and manifests use it)", p.name, f.Default, p.adminPort)
+			}
+		}
+		if p.listenPort != 0 {
+			f, ok := c.Lookup("listen")
+			if !ok || !strings.HasSuffix(strings.Trim(f.Default, `"`), fmt.Sprintf(":%d", p.listenPort)) {
+				t.Errorf("%s: -listen default %q, want port %d", p.name, f.Default, p.listenPort)
+			}
+		}
+	}
+	if len(gateNames(t)) < 8 {
+		t.Errorf("gates %v: fewer than the eight of the architecture", gateNames(t))
+	}
+	if _, ok := commands["worldgate provision"]; !ok {
+		t.Error("worldgate has no provision command: compose and Kubernetes run it to create the streams")
+	}
+}
