@@ -398,3 +398,17 @@ func TestGateSetIsTheUnionOfItsGates(t *testing.T) {
 		t.Fatalf("unknown gate in a set: %v", err)
 	}
 }
+
+// A worker started with -provision against a server the admin provisioned only reads the
+// topology, which its user may do.
+func TestWorkersCheckAProvisionedTopology(t *testing.T) {
+	s := startServer(t)
+	for _, role := range []string{natsauth.AIWorker, natsauth.Gates, natsauth.GateRole(route.Schema), natsauth.EventProcessor} {
+		_, js := s.connect(role)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if err := natsx.Provision(ctx, js, natsx.DefaultTopology(natsx.TopologyOptions{}), logx.Discard()); err != nil {
+			t.Errorf("%s checking the topology: %v", role, err)
+		}
+		cancel()
+	}
+}
