@@ -114,14 +114,18 @@ wait_for 120 "the pipeline to go idle" idle
 # Prometheus cannot see the first increment of a counter that appears between two scrapes (it
 # is born at its value), and the demo's rejections come in bursts of under a second: play the
 # scenario once more, so that the series now present rise while Prometheus watches.
-echo "== publishing the demo scenario again"
+echo "== publishing the demo scenario and its repeat again"
 nats_url=$(jq -r '."nats.url"' "$work/dev/endpoints.json")
 nats_user=$(jq -r '."nats.publisher".user // ""' "$work/dev/endpoints.json")
 nats_password=$(jq -r '."nats.publisher".password // ""' "$work/dev/endpoints.json")
-"$work/worldgate" publish -nats-url "$nats_url" -nats-user "$nats_user" -nats-password "$nats_password" \
-	-f services/worldgate/demo/scenario.jsonl -fill -quiet
-sleep 2
-wait_for 120 "the pipeline to go idle again" idle
+# publish FILE: the demo's events of FILE, with new ids, to worldgate dev's NATS.
+publish() {
+	"$work/worldgate" publish -nats-url "$nats_url" -nats-user "$nats_user" -nats-password "$nats_password" -f "$1" -fill -quiet
+	sleep 2
+	wait_for 120 "the pipeline to go idle after $1" idle
+}
+publish services/worldgate/demo/scenario.jsonl
+publish services/worldgate/demo/repeat.jsonl # as the demo does: the AI cache serves these
 sleep 3 # a few more scrapes and rule evaluations of the final figures
 grep -a '^events' "$work/dev.err" | tail -1 | sed 's/^/worldgate dev: /'
 
