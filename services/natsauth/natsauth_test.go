@@ -412,3 +412,27 @@ func TestWorkersCheckAProvisionedTopology(t *testing.T) {
 		cancel()
 	}
 }
+
+// No role but the admin may subscribe to a stream's subjects: workers read through their pull
+// consumers, into their own inboxes. This also keeps consumer-create rights from becoming
+// publish rights: JetStream delivers a push consumer's messages only while a client
+// subscribes to its deliver subject, so a worker that points its consumer at
+// world.committed.<x> finds nobody there to make JetStream deliver.
+func TestOnlyTheAdminSubscribesToStreamSubjects(t *testing.T) {
+	s := startServer(t)
+	var subjects []string
+	for _, st := range natsx.DefaultTopology(natsx.TopologyOptions{}).Streams {
+		subjects = append(subjects, st.Subjects...)
+	}
+	for _, r := range s.roles {
+		if r.Name == natsauth.Admin {
+			continue
+		}
+		nc, _ := s.connect(r.Name)
+		for _, subject := range append(subjects, events.CommittedSubject("Location.Created"), "_INBOX.admin.x") {
+			if violation(t, nc, "subscribe", subject) == nil {
+				t.Errorf("%s subscribed to %s", r.Name, subject)
+			}
+		}
+	}
+}

@@ -145,4 +145,13 @@ const docIntro = "Least privilege is enforced by the NATS server, not by the wor
 	"provisions with the admin user.\n\n" +
 	"**Service discovery.** Workers register with `nats.go/micro` and answer `$SRV.*` requests only\n" +
 	"into the `operator`'s and `admin`'s inboxes (no `allow_responses`, which would let any requester\n" +
-	"make a worker publish to whatever subject it names as the reply).\n"
+	"make a worker publish to whatever subject it names as the reply).\n\n" +
+	"**Known limits.** (1) The right to create one's own durable consumer includes choosing a push\n" +
+	"deliver subject. JetStream delivers to it only while a client subscribes there, and no role but\n" +
+	"`admin` may subscribe to any stream subject (a test pins this), so a worker cannot turn its\n" +
+	"consumer into a publisher of `world.committed.>`; keep it so (give game backends that follow\n" +
+	"committed events a pull consumer, not a subscription), or have the admin create the durable\n" +
+	"consumers and the runtime only bind to them. (2) The ai-worker may re-enter a proposal at a gate\n" +
+	"that refused it transiently, skipping the gates before it; the audit trail shows the hops.\n" +
+	"(3) The runtime's discovery endpoint `status` is served on the bare subject `status`, which every\n" +
+	"worker subscribes to.\n"
