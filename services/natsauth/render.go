@@ -85,14 +85,23 @@ func RenderDoc(rs []Role) string {
 	var b strings.Builder
 	b.WriteString("# NATS users and permissions\n\n<!-- " + strings.ReplaceAll(generatedBy, "\n", " ") + " -->\n\n")
 	b.WriteString(docIntro)
-	b.WriteString("\n| role (user) | who connects as it | may publish | may subscribe |\n| --- | --- | --- | --- |\n")
+	b.WriteString("\n| role (user) | who connects as it | may publish to streams | may use (JetStream API, key-value, replies) | may subscribe |\n| --- | --- | --- | --- | --- |\n")
 	for _, r := range rs {
-		pub, sub := "everything", "everything"
+		pub, api, sub := "everything", "everything", "everything"
 		if p := r.Permissions; p != nil {
-			pub = cell(p.Publish, p.PublishDeny)
+			var subjects, plumbing []string
+			for _, s := range p.Publish {
+				if strings.HasPrefix(s, "$") || strings.HasPrefix(s, "_INBOX.") {
+					plumbing = append(plumbing, s)
+				} else {
+					subjects = append(subjects, s)
+				}
+			}
+			pub = cell(subjects, nil)
+			api = cell(plumbing, p.PublishDeny)
 			sub = cell(p.Subscribe, p.SubscribeDeny)
 		}
-		fmt.Fprintf(&b, "| `%s` | %s | %s | %s |\n", r.Name, r.Summary, pub, sub)
+		fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s |\n", r.Name, r.Summary, pub, api, sub)
 	}
 	return b.String()
 }
@@ -106,6 +115,9 @@ func cell(allow, deny []string) string {
 		return strings.Join(out, "<br>")
 	}
 	s := code(allow)
+	if s == "" {
+		s = "—"
+	}
 	if len(deny) > 0 {
 		s += "<br>**except** " + code(deny)
 	}
