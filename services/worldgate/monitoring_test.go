@@ -59,7 +59,7 @@ var requiredMetrics = map[string][]string{
 }
 
 // unboundedLabels are label names that would carry ids: never allowed on a Worldgate metric.
-var unboundedLabels = regexp.MustCompile(`(?i)(^|_)(id|ids|correlation|causation|proposal|event|player|npc|actor|user|message|sequence)(_|$)`)
+var unboundedLabels = regexp.MustCompile(`(?i)(^|_)(ids?|uuid|correlation|causation|proposal|player|npc|actor|user|sequence|seq)(_|$)`)
 
 // TestMonitoring runs the demo on the in-process stack once, then checks against what its
 // registry and its /metrics endpoint really export that:
