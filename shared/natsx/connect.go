@@ -54,10 +54,35 @@ func Connect(cfg ConnConfig, log *slog.Logger) (*nats.Conn, jetstream.JetStream,
 	if err != nil {
 		return nil, nil, fmt.Errorf("connect to NATS at %s: %w", cfg.URL, err)
 	}
+	if err := refused(nc, 2*time.Second); err != nil {
+		nc.Close()
+		return nil, nil, fmt.Errorf("NATS at %s refused user %q: %w (check the user and password, e.g. -nats-user and -nats-password)", cfg.URL, cfg.User, err)
+	}
 	js, err := jetstream.New(nc)
 	if err != nil {
 		nc.Close()
 		return nil, nil, fmt.Errorf("JetStream context: %w", err)
 	}
 	return nc, js, nil
+}
+
+// refused waits up to d for the outcome of the first connection attempt and returns the
+// server's reason if it closed the connection (a wrong user or password: nats.go gives up on
+// those rather than retrying). A server not reachable yet is no error: the connection keeps
+// trying in the background.
+func refused(nc *nats.Conn, d time.Duration) error {
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		switch nc.Status() {
+		case nats.CONNECTED:
+			return nil
+		case nats.CLOSED:
+			if err := nc.LastError(); err != nil {
+				return err
+			}
+			return nats.ErrConnectionClosed
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return nil
 }
