@@ -2,12 +2,15 @@ package deploy
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -87,7 +90,9 @@ var mcpServers = []string{"mcp-world", "mcp-lore", "mcp-classify"}
 var (
 	repoRoot string
 	commands = map[string]cli.Command{} // by program name, and "worldgate <sub>" for the CLI
-	update   = flag.Bool("update", false, "rewrite docs/configuration.md from the programs' flags")
+	// templates are the prompt templates, as `worldgate templates -json` lists them.
+	templates []struct{ ID, Version, SHA256 string }
+	update    = flag.Bool("update", false, "rewrite docs/configuration.md from the programs' flags")
 )
 
 func TestMain(m *testing.M) {
@@ -129,6 +134,13 @@ func setup() error {
 			return err
 		}
 		commands[p.name] = c
+	}
+	out, err := exec.CommandContext(ctx, bins["worldgate"], "templates", "-json").Output()
+	if err != nil {
+		return fmt.Errorf("worldgate templates -json: %w", err)
+	}
+	if err := json.Unmarshal(out, &templates); err != nil {
+		return fmt.Errorf("worldgate templates -json: %w", err)
 	}
 	subs, err := cli.Subcommands(ctx, bins["worldgate"])
 	if err != nil {
@@ -241,3 +253,5 @@ func TestFlagsAreRead(t *testing.T) {
 		t.Error("worldgate has no provision command: compose and Kubernetes run it to create the streams")
 	}
 }
+
+func itoa(i int) string { return strconv.Itoa(i) }
