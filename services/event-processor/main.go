@@ -47,6 +47,7 @@ func run() error {
 	gs.RegisterFlags(fs, "graph-")
 	adminAddr := fs.String("admin", "127.0.0.1:9105", "admin address for /metrics, /healthz, /readyz")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	provision := fs.Bool("provision", true, "provision the JetStream topology at start (idempotent); false when the admin provisions (deploy/nats)")
 	replicas := fs.Int("replicas", 1, "JetStream stream replicas when provisioning")
 	inFlight := fs.Int("max-in-flight", 1, "proposals applied at once (1 keeps stream order)")
 	ackWait := fs.Duration("ack-wait", 30*time.Second, "how long a crashed processor's message waits before redelivery")
@@ -70,11 +71,13 @@ func run() error {
 		return err
 	}
 	defer conn.Close()
-	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	err = natsx.Provision(pctx, js, natsx.DefaultTopology(natsx.TopologyOptions{Replicas: *replicas}), log)
-	cancel()
-	if err != nil {
-		return err
+	if *provision {
+		pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		err := natsx.Provision(pctx, js, natsx.DefaultTopology(natsx.TopologyOptions{Replicas: *replicas}), log)
+		cancel()
+		if err != nil {
+			return err
+		}
 	}
 	graph, err := graphx.Open(gs)
 	if err != nil {

@@ -436,3 +436,15 @@ func TestOnlyTheAdminSubscribesToStreamSubjects(t *testing.T) {
 		}
 	}
 }
+
+// A worker whose topology differs from the provisioned one may not change it, and is told why.
+func TestWorkersCannotChangeTheTopology(t *testing.T) {
+	s := startServer(t)
+	_, js := s.connect(natsauth.Gates)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	err := natsx.Provision(ctx, js, natsx.DefaultTopology(natsx.TopologyOptions{Retention: time.Hour}), logx.Discard())
+	if err == nil || !strings.Contains(err.Error(), "may not change the topology") || !strings.Contains(err.Error(), "$JS.API.STREAM.UPDATE.") {
+		t.Fatalf("gates user changing the topology: %v; want a refusal that names the API and the admin user", err)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/worldgate/worldgate/events"
@@ -89,15 +90,26 @@ func cmpOr(d, def time.Duration) time.Duration {
 func Provision(ctx context.Context, js jetstream.JetStream, t Topology, log *slog.Logger) error {
 	for _, want := range t.Streams {
 		if err := provisionStream(ctx, js, want, log); err != nil {
-			return err
+			return explainDenied(js, err)
 		}
 	}
 	for _, want := range t.Buckets {
 		if err := provisionBucket(ctx, js, want, log); err != nil {
-			return err
+			return explainDenied(js, err)
 		}
 	}
 	return nil
+}
+
+// explainDenied names the cause when the server refused a JetStream API request for want of
+// permissions (the request itself only times out): a worker's user may read the topology but
+// not change it.
+func explainDenied(js jetstream.JetStream, err error) error {
+	last := js.Conn().LastError()
+	if last == nil || !errors.Is(last, nats.ErrPermissionViolation) || !strings.Contains(last.Error(), "$JS.API.") {
+		return err
+	}
+	return fmt.Errorf("%w: the server refused it (%v): this user may not change the topology; provision as the admin user (worldgate provision) and start workers with -provision=false", err, last)
 }
 
 func provisionStream(ctx context.Context, js jetstream.JetStream, want jetstream.StreamConfig, log *slog.Logger) error {
