@@ -134,8 +134,8 @@ const docIntro = "Least privilege is enforced by the NATS server, not by the wor
 	"**One source of truth.** `services/natsauth` computes the permissions from the subjects and\n" +
 	"topology (`events`, `shared/natsx`), the agent roles and the gate routes. `worldgate dev` runs\n" +
 	"its embedded server with these users (random passwords kept in `<data-dir>/nats-users.json`;\n" +
-	"`endpoints.json` names the `publisher` and `operator` credentials) and connects every in-process\n" +
-	"worker as its own role. `worldgate nats-config -out deploy/nats -doc docs/nats-permissions.md`\n" +
+	"`endpoints.json` names the `publisher`, `operator` and `admin` credentials) and connects every\n" +
+	"in-process worker as its own role (the gates as `gates`). `worldgate nats-config -out deploy/nats -doc docs/nats-permissions.md`\n" +
 	"(or `go generate ./services/natsauth`) writes `deploy/nats/auth.conf`, `deploy/nats/nats-server.conf`\n" +
 	"and this page; a test fails when the committed files differ from what it writes. Passwords are\n" +
 	"not in the files: nats-server reads `$WORLDGATE_NATS_<ROLE>_PASSWORD` from its environment\n" +
