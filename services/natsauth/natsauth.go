@@ -14,6 +14,7 @@
 package natsauth
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -86,7 +87,7 @@ func Roles(routes route.Routes) ([]Role, error) {
 // of their permissions, named gates-<g1>-<g2>…. Gates is the set of every gate.
 func GateSet(routes route.Routes, gates []string) (Role, error) {
 	if len(gates) == 0 {
-		return Role{}, fmt.Errorf("a gate set needs at least one gate")
+		return Role{}, errors.New("a gate set needs at least one gate")
 	}
 	for _, g := range gates {
 		if !slices.Contains(route.KnownGates(), g) {

@@ -43,7 +43,11 @@ func runNATSConfig(_ context.Context, args []string, stdout, stderr io.Writer) e
 		if set = strings.TrimSpace(set); set == "" {
 			continue
 		}
-		r, err := natsauth.GateSet(routes, strings.Split(set, ","))
+		gates := strings.Split(set, ",")
+		for i := range gates {
+			gates[i] = strings.TrimSpace(gates[i])
+		}
+		r, err := natsauth.GateSet(routes, gates)
 		if err != nil {
 			return fmt.Errorf("-gate-sets: %w", err)
 		}
