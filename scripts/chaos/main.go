@@ -1,0 +1,263 @@
+// Command chaos runs every Worldgate component as its own OS process (natsd, graphd, the MCP
+// servers, the event-processor, one process per gate, the ai-worker), publishes a steady stream
+// of world events, and at random moments kills a worker, the NATS server or graphd with SIGKILL
+// and lets it restart. At the end it checks, from the streams and the graph, that every event's
+// proposal was committed or rejected exactly once, and prints the lost and duplicated counts.
+//
+//	go run ./scripts/chaos                           # 2 minutes, 20 kills, 50 events/s
+//	go run ./scripts/chaos -duration 5m -kills 60 -rate 100
+//
+// It exits 1 when anything was lost or duplicated. Progress goes to stderr, figures to stdout.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"os/signal"
+	"sort"
+	"syscall"
+	"time"
+
+	"github.com/worldgate/worldgate/scripts/internal/harness"
+	"github.com/worldgate/worldgate/shared/graphx"
+	"github.com/worldgate/worldgate/shared/logx"
+)
+
+type options struct {
+	duration, settle, downMin, downMax time.Duration
+	kills, players                     int
+	rate                               float64
+	seed                               uint64
+	split                              bool
+	binDir, dataDir, jsonOut           string
+}
+
+// Kill is one fault injected.
+type Kill struct {
+	At      float64 `json:"atSeconds"`
+	Process string  `json:"process"`
+	DownMs  int64   `json:"downMs"`
+}
+
+// Result is the run's figures.
+type Result struct {
+	Date      string         `json:"date"`
+	Host      harness.Host   `json:"host"`
+	Seconds   float64        `json:"seconds"`
+	Processes int            `json:"processes"`
+	Kills     []Kill         `json:"kills"`
+	ByProcess map[string]int `json:"killsByProcess"`
+	Retries   int64          `json:"publishRetries"`
+	Audit     *harness.Audit `json:"audit"`
+	DataDir   string         `json:"dataDir,omitempty"`
+}
+
+func main() {
+	res, err := run(os.Args[1:], os.Stdout, os.Stderr)
+	if err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(os.Stderr, "chaos:", err)
+		}
+		os.Exit(1)
+	}
+	if res != nil && (res.Audit.Lost > 0 || res.Audit.Duplicated > 0 || res.Audit.GraphMismatch > 0) {
+		os.Exit(1)
+	}
+}
+
+func parse(args []string, stderr io.Writer) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("chaos", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.DurationVar(&o.duration, "duration", 2*time.Minute, "how long events are published (kills are spread over it)")
+	fs.IntVar(&o.kills, "kills", 20, "SIGKILLs to inject")
+	fs.Float64Var(&o.rate, "rate", 50, "events/s (Player.MoveRequested)")
+	fs.IntVar(&o.players, "players", 400, "players; each moves every players/rate seconds")
+	fs.DurationVar(&o.downMin, "down-min", 200*time.Millisecond, "shortest time a killed process stays down")
+	fs.DurationVar(&o.downMax, "down-max", 3*time.Second, "longest time a killed process stays down")
+	fs.DurationVar(&o.settle, "settle", 3*time.Minute, "how long to wait after the last event for every event to be decided")
+	fs.Uint64Var(&o.seed, "seed", 0, "random seed (0: from the clock)")
+	fs.BoolVar(&o.split, "split-gates", true, "run each gate as its own process (else one process runs every gate)")
+	fs.StringVar(&o.binDir, "bin-dir", "", "directory for the built binaries (default: a temporary one)")
+	fs.StringVar(&o.dataDir, "data-dir", "", "data directory (NATS store, graph, processes.log); default: temporary, kept if the check fails")
+	fs.StringVar(&o.jsonOut, "json", "", "also write the figures as JSON to this file (- for stdout)")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "Usage: chaos [flags]\n\nRuns each component as its own process, kills them at random while events flow, and checks that\nevery event was committed or rejected exactly once.\n\nFlags:")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if o.rate <= 0 || o.duration <= 0 || o.kills < 0 || o.downMax < o.downMin {
+		return o, errors.New("need -rate > 0, -duration > 0, -kills ≥ 0 and -down-max ≥ -down-min")
+	}
+	if o.seed == 0 {
+		o.seed = uint64(time.Now().UnixNano())
+	}
+	return o, nil
+}
+
+func run(args []string, stdout, stderr io.Writer) (*Result, error) {
+	o, err := parse(args, stderr)
+	if err != nil {
+		return nil, err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	res, err := chaos(ctx, o, stderr)
+	if res != nil {
+		printResult(stdout, res)
+		if o.jsonOut != "" {
+			if jerr := harness.WriteJSON(o.jsonOut, res); jerr != nil && err == nil {
+				err = jerr
+			}
+		}
+	}
+	return res, err
+}
+
+func chaos(ctx context.Context, o options, stderr io.Writer) (*Result, error) {
+	prog := harness.NewProgress(stderr)
+	rng := rand.New(rand.NewPCG(o.seed, 0))
+	binDir, cleanBin, err := harness.TempDir(o.binDir, "chaos-bin")
+	if err != nil {
+		return nil, err
+	}
+	defer cleanBin()
+	dataDir, cleanData, err := harness.TempDir(o.dataDir, "chaos")
+	if err != nil {
+		return nil, err
+	}
+	prog.Update("building the service binaries into %s", binDir)
+	if err := harness.Build(ctx, binDir); err != nil {
+		return nil, err
+	}
+	prog.Update("starting every component as its own process (logs: %s/processes.log)", dataDir)
+	ps, err := harness.StartProcs(ctx, harness.ProcsOptions{BinDir: binDir, DataDir: dataDir, Split: o.split, Logger: logx.New(stderr, "chaos", "warn")})
+	if err != nil {
+		return nil, err
+	}
+	defer ps.Stop()
+	gen, err := harness.NewGenerator(harness.MixMoves, o.players, fmt.Sprintf("chaos-%d-", o.seed))
+	if err != nil {
+		return nil, err
+	}
+	t, err := harness.StartTracker(ctx, ps.JS, gen.Prefix)
+	if err != nil {
+		return nil, err
+	}
+	defer t.Stop()
+	prog.Update("loading the worlds (%d players)", o.players)
+	if err := harness.LoadWorlds(ctx, ps.JS, t, o.players); err != nil {
+		return nil, err
+	}
+
+	res := &Result{Date: time.Now().UTC().Format(time.RFC3339), Host: harness.ThisHost(), Processes: len(ps.List), ByProcess: map[string]int{}}
+	n := int(o.rate * o.duration.Seconds())
+	pub := &harness.ReliablePublisher{JS: ps.JS, Gen: gen, Rate: o.rate}
+	start := time.Now()
+	pubErr := make(chan error, 1)
+	go func() { pubErr <- pub.Run(ctx, 0, n) }()
+
+	// Kill times spread over the publishing window, jittered.
+	var at []time.Duration
+	for i := range o.kills {
+		slot := o.duration / time.Duration(o.kills)
+		at = append(at, time.Duration(i)*slot+time.Duration(rng.Int64N(int64(slot))))
+	}
+	var targets []*harness.Proc
+	for _, p := range ps.List {
+		if p.Kind != "mcp" {
+			targets = append(targets, p)
+		}
+	}
+	tick := time.NewTicker(500 * time.Millisecond)
+	defer tick.Stop()
+	published := false
+	var settleBy time.Time
+	for {
+		c := t.Counts()
+		prog.Update("%s · sent %d/%d · decided %d · committed %d · rejected %d · dead letters %d · kills %d/%d · publish retries %d",
+			time.Since(start).Round(time.Second), pub.Sent.Load(), n, c.DecidedCorrs, c.CommitsCorrs, c.Rejected, c.DeadLetters,
+			len(res.Kills), o.kills, pub.Retries.Load())
+		for len(at) > 0 && time.Since(start) >= at[0] {
+			at = at[1:]
+			p := targets[rng.IntN(len(targets))]
+			down := o.downMin + time.Duration(rng.Int64N(int64(o.downMax-o.downMin)+1))
+			if p.Kill(down) {
+				res.Kills = append(res.Kills, Kill{At: time.Since(start).Seconds(), Process: p.Name, DownMs: down.Milliseconds()})
+				res.ByProcess[p.Name]++
+			} else {
+				at = append([]time.Duration{time.Since(start) + time.Second}, at...) // it was down: try again shortly
+			}
+		}
+		if published && len(at) == 0 && c.DecidedCorrs >= n {
+			break
+		}
+		if published && time.Now().After(settleBy) {
+			break // the audit names what is missing
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case err := <-pubErr:
+			if err != nil {
+				return nil, err
+			}
+			published = true
+			settleBy = time.Now().Add(o.settle)
+		case <-tick.C:
+		}
+	}
+	prog.Update("every event published; waiting for the workers to be ready, then auditing the streams and the graph")
+	if err := ps.WaitReady(ctx); err != nil {
+		return nil, err
+	}
+	res.Seconds = time.Since(start).Seconds()
+	res.Retries = pub.Retries.Load()
+	graph := graphx.Settings{URL: ps.GraphURL(), Username: harness.GraphReader, Password: harness.GraphReaderPassword, ReadOnly: true}
+	res.Audit, err = harness.AuditRun(ctx, ps.JS, graph, gen, n)
+	prog.Done()
+	if err != nil {
+		return nil, err
+	}
+	if res.Audit.Lost+res.Audit.Duplicated+res.Audit.GraphMismatch == 0 {
+		cleanData()
+	} else {
+		res.DataDir = dataDir
+	}
+	return res, nil
+}
+
+func printResult(w io.Writer, r *Result) {
+	a := r.Audit
+	fmt.Fprintf(w, "worldgate chaos — %s\n", r.Date)
+	fmt.Fprintf(w, "machine         %s\n", r.Host)
+	fmt.Fprintf(w, "processes       %d, run %.0fs\n", r.Processes, r.Seconds)
+	names := make([]string, 0, len(r.ByProcess))
+	for n := range r.ByProcess {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	fmt.Fprintf(w, "kills           %d (SIGKILL):", len(r.Kills))
+	for _, n := range names {
+		fmt.Fprintf(w, " %s %d", n, r.ByProcess[n])
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "events          %d published (%d publish retries)\n", a.Events, r.Retries)
+	fmt.Fprintf(w, "outcomes        %d committed · %d rejected · %d dead letters\n", a.Committed, a.Rejected, a.DeadLetters)
+	fmt.Fprintf(w, "lost            %d\n", a.Lost)
+	fmt.Fprintf(w, "duplicated      %d\n", a.Duplicated)
+	fmt.Fprintf(w, "graph mismatch  %d\n", a.GraphMismatch)
+	for _, e := range a.Examples {
+		fmt.Fprintf(w, "  e.g. %s\n", e)
+	}
+	if r.DataDir != "" {
+		fmt.Fprintf(w, "data kept in    %s (processes.log has every process's output)\n", r.DataDir)
+	}
+}

@@ -1,0 +1,460 @@
+package harness
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/worldgate/worldgate/services/ai-worker/templates"
+	"github.com/worldgate/worldgate/services/gate/route"
+	"github.com/worldgate/worldgate/shared/mcpx"
+	"github.com/worldgate/worldgate/shared/natsx"
+)
+
+// Binaries the process stack runs: the services plus natsd (scripts/natsd).
+var Binaries = map[string]string{
+	"natsd":           "github.com/worldgate/worldgate/scripts/natsd",
+	"graphd":          "github.com/worldgate/worldgate/services/graphd",
+	"gate":            "github.com/worldgate/worldgate/services/gate",
+	"event-processor": "github.com/worldgate/worldgate/services/event-processor",
+	"ai-worker":       "github.com/worldgate/worldgate/services/ai-worker",
+	"mcp-world":       "github.com/worldgate/worldgate/services/mcp-world",
+	"mcp-lore":        "github.com/worldgate/worldgate/services/mcp-lore",
+	"mcp-classify":    "github.com/worldgate/worldgate/services/mcp-classify",
+}
+
+// Build compiles every binary into dir with one `go build` (the build cache makes a second
+// run quick).
+func Build(ctx context.Context, dir string) error {
+	args := []string{"build", "-o", dir + string(os.PathSeparator)}
+	for _, pkg := range Binaries {
+		args = append(args, pkg)
+	}
+	cmd := exec.CommandContext(ctx, "go", args...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("go build: %w\n%s", err, out)
+	}
+	for name, pkg := range Binaries {
+		// go build names each binary after the last element of its package path.
+		base := pkg[strings.LastIndexByte(pkg, '/')+1:]
+		if base != name {
+			if err := os.Rename(filepath.Join(dir, base), filepath.Join(dir, name)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// Proc is one supervised process: when it exits (killed or crashed) it is started again after
+// its restart delay, until the stack stops.
+type Proc struct {
+	Name  string
+	Kind  string // worker, nats, graphd, mcp
+	bin   string
+	args  []string
+	env   []string
+	logW  io.Writer
+	Admin string // host:port of /metrics, if any
+
+	mu       sync.Mutex
+	cmd      *exec.Cmd
+	pid      int
+	starts   int
+	kills    int
+	delay    time.Duration // before the next restart
+	exited   chan struct{}
+	stopping bool
+}
+
+// PID is the running process's id (0 while it is down).
+func (p *Proc) PID() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.pid
+}
+
+// Starts is how many times the process was started.
+func (p *Proc) Starts() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.starts
+}
+
+func (p *Proc) start() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	cmd := exec.Command(p.bin, p.args...)
+	cmd.Env = append(os.Environ(), p.env...)
+	cmd.Stdout, cmd.Stderr = p.logW, p.logW
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start %s: %w", p.Name, err)
+	}
+	p.cmd, p.pid = cmd, cmd.Process.Pid
+	p.starts++
+	p.exited = make(chan struct{})
+	return nil
+}
+
+// supervise restarts the process whenever it exits, until stop.
+func (p *Proc) supervise(log *slog.Logger) {
+	for {
+		p.mu.Lock()
+		cmd, exited := p.cmd, p.exited
+		p.mu.Unlock()
+		err := cmd.Wait()
+		p.mu.Lock()
+		p.pid = 0
+		close(exited)
+		stopping, delay := p.stopping, p.delay
+		p.delay = 0
+		p.mu.Unlock()
+		if stopping {
+			return
+		}
+		if delay == 0 {
+			delay = 500 * time.Millisecond
+			log.Warn("process exited on its own; restarting", "process", p.Name, "err", errString(err))
+		}
+		time.Sleep(delay)
+		p.mu.Lock()
+		stopping = p.stopping
+		p.mu.Unlock()
+		if stopping {
+			return
+		}
+		for p.start() != nil {
+			time.Sleep(time.Second)
+		}
+	}
+}
+
+func errString(err error) string {
+	if err == nil {
+		return "exit 0"
+	}
+	return err.Error()
+}
+
+// Kill sends SIGKILL; the supervisor starts the process again after down.
+func (p *Proc) Kill(down time.Duration) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.pid == 0 || p.stopping {
+		return false
+	}
+	p.delay = max(down, time.Millisecond)
+	p.kills++
+	_ = syscall.Kill(-p.pid, syscall.SIGKILL)
+	return true
+}
+
+// stop terminates the process with SIGTERM (SIGKILL after grace) and stops supervising.
+func (p *Proc) stop(grace time.Duration) {
+	p.mu.Lock()
+	p.stopping = true
+	pid, exited := p.pid, p.exited
+	p.mu.Unlock()
+	if pid == 0 || exited == nil {
+		return
+	}
+	_ = syscall.Kill(-pid, syscall.SIGTERM)
+	select {
+	case <-exited:
+	case <-time.After(grace):
+		_ = syscall.Kill(-pid, syscall.SIGKILL)
+		<-exited
+	}
+}
+
+// ProcsOptions configure the process stack.
+type ProcsOptions struct {
+	BinDir  string // built binaries (Build)
+	DataDir string // NATS store, graph data, logs
+	// Split runs each gate as its own process; otherwise one gate process runs them all.
+	Split  bool
+	Logger *slog.Logger
+}
+
+// Procs is the pipeline as one OS process per component: natsd, graphd, the three MCP servers,
+// the event-processor, the gates and the ai-worker, each supervised.
+type Procs struct {
+	List    []*Proc
+	NATSURL string
+	graph   string
+	Conn    *nats.Conn
+	JS      jetstream.JetStream
+	log     *slog.Logger
+	logFile *os.File
+}
+
+// freePort asks the kernel for a free TCP port.
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// StartProcs starts every process and waits until the workers are ready.
+func StartProcs(ctx context.Context, o ProcsOptions) (ps *Procs, err error) {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	ps = &Procs{log: o.Logger}
+	defer func() {
+		if err != nil {
+			ps.Stop()
+		}
+	}()
+	ps.logFile, err = os.Create(filepath.Join(o.DataDir, "processes.log"))
+	if err != nil {
+		return nil, err
+	}
+	ports := map[string]int{}
+	port := func(name string) string {
+		if ports[name] == 0 {
+			p, perr := freePort()
+			if perr != nil && err == nil {
+				err = perr
+			}
+			ports[name] = p
+		}
+		return "127.0.0.1:" + strconv.Itoa(ports[name])
+	}
+	secret := "chaos-secret-chaos-secret-chaos-secret"
+	token, err := mcpx.IssueJWT([]byte(secret), "chaos", []string{mcpx.ScopeWorldRead, mcpx.ScopeLoreRead, mcpx.ScopeClassifyRead}, 24*time.Hour)
+	if err != nil {
+		return nil, err
+	}
+	tmplFile := filepath.Join(o.DataDir, "templates.json")
+	if err := writeTemplates(tmplFile); err != nil {
+		return nil, err
+	}
+	budgets, _ := json.Marshal(map[string]any{"*": map[string]any{"actorCount": RateBudget.ActorCount, "actorCostUsd": RateBudget.ActorCostUSD,
+		"globalCount": RateBudget.GlobalCount, "globalCostUsd": RateBudget.GlobalCostUSD}})
+	natsAddr := port("nats")
+	ps.NATSURL = "nats://" + natsAddr
+	graphURL := "ws://" + port("graphd") + "/gremlin"
+	ps.graph = graphURL
+	_, natsPort, _ := net.SplitHostPort(natsAddr)
+	_, graphPort, _ := net.SplitHostPort(port("graphd"))
+	add := func(name, kind, bin string, args ...string) *Proc {
+		p := &Proc{Name: name, Kind: kind, bin: filepath.Join(o.BinDir, bin), args: args, logW: &prefixWriter{w: ps.logFile, prefix: name + " "}}
+		for i, a := range args {
+			if a == "-admin" && i+1 < len(args) {
+				p.Admin = args[i+1]
+			}
+		}
+		ps.List = append(ps.List, p)
+		return p
+	}
+	add("natsd", "nats", "natsd", "-port", natsPort, "-store", filepath.Join(o.DataDir, "nats"))
+	add("graphd", "graphd", "graphd", "-listen", "127.0.0.1:"+graphPort, "-data", filepath.Join(o.DataDir, "graph"),
+		"-users", GraphWriter+":"+GraphWriterPassword+","+GraphReader+":"+GraphReaderPassword+":ro", "-log-level", "warn")
+	mcpCommon := func(name string) []string {
+		return []string{"-listen", port(name), "-admin", port(name + "-admin"), "-jwt-secret", secret, "-rate", "0", "-log-level", "warn"}
+	}
+	add("mcp-world", "mcp", "mcp-world", append(mcpCommon("mcp-world"), "-graph-url", graphURL, "-graph-password", GraphReaderPassword, "-nats-url", ps.NATSURL)...)
+	add("mcp-lore", "mcp", "mcp-lore", append(mcpCommon("mcp-lore"), "-graph-url", graphURL, "-graph-password", GraphReaderPassword, "-refresh", "10s")...)
+	add("mcp-classify", "mcp", "mcp-classify", mcpCommon("mcp-classify")...)
+	add("event-processor", "worker", "event-processor", "-nats-url", ps.NATSURL, "-graph-url", graphURL, "-graph-password", GraphWriterPassword,
+		"-admin", port("event-processor-admin"), "-log-level", "warn", "-ack-wait", "10s")
+	gateSets := [][]string{{"all"}}
+	if o.Split {
+		gateSets = nil
+		for _, g := range route.KnownGates() {
+			gateSets = append(gateSets, []string{g})
+		}
+	}
+	for _, set := range gateSets {
+		name := "gate-" + strings.Join(set, "+")
+		add(name, "worker", "gate", "-gate", strings.Join(set, ","), "-nats-url", ps.NATSURL, "-graph-url", graphURL, "-graph-password", GraphReaderPassword,
+			"-classify-url", "http://"+port("mcp-classify")+"/mcp", "-classify-token", token, "-templates", tmplFile,
+			"-rate-budgets", string(budgets), "-admin", port(name+"-admin"), "-log-level", "warn")
+	}
+	add("ai-worker", "worker", "ai-worker", "-nats-url", ps.NATSURL, "-admin", port("ai-worker-admin"), "-log-level", "warn",
+		"-mcp-world-url", "http://"+port("mcp-world")+"/mcp", "-mcp-lore-url", "http://"+port("mcp-lore")+"/mcp",
+		"-mcp-classify-url", "http://"+port("mcp-classify")+"/mcp", "-mcp-token", token, "-ack-wait", "30s")
+	if err != nil {
+		return nil, err
+	}
+
+	// NATS and the graph first, the topology, then the rest.
+	for _, p := range ps.List[:2] {
+		if err := p.start(); err != nil {
+			return nil, err
+		}
+		go p.supervise(ps.log)
+	}
+	if err := waitTCP(ctx, natsAddr); err != nil {
+		return nil, fmt.Errorf("natsd: %w", err)
+	}
+	if err := waitTCP(ctx, "127.0.0.1:"+graphPort); err != nil {
+		return nil, fmt.Errorf("graphd: %w", err)
+	}
+	ps.Conn, ps.JS, err = natsx.Connect(natsx.ConnConfig{URL: ps.NATSURL, Name: "harness"}, ps.log)
+	if err != nil {
+		return nil, err
+	}
+	if err := Provision(ctx, ps.JS, ps.log); err != nil {
+		return nil, err
+	}
+	for _, p := range ps.List[2:] {
+		if err := p.start(); err != nil {
+			return nil, err
+		}
+		go p.supervise(ps.log)
+	}
+	for _, p := range ps.List {
+		if p.Admin == "" {
+			continue
+		}
+		if err := waitReady(ctx, p.Admin); err != nil {
+			return nil, fmt.Errorf("%s did not become ready: %w (see %s)", p.Name, err, ps.logFile.Name())
+		}
+	}
+	return ps, nil
+}
+
+// Lookup returns the process named name.
+func (ps *Procs) Lookup(name string) *Proc {
+	for _, p := range ps.List {
+		if p.Name == name {
+			return p
+		}
+	}
+	return nil
+}
+
+// Stop terminates every process, workers first.
+func (ps *Procs) Stop() {
+	if ps.Conn != nil {
+		ps.Conn.Close()
+	}
+	var wg sync.WaitGroup
+	for i := len(ps.List) - 1; i >= 2; i-- {
+		p := ps.List[i]
+		wg.Add(1)
+		go func() { defer wg.Done(); p.stop(15 * time.Second) }()
+	}
+	wg.Wait()
+	for i := min(1, len(ps.List)-1); i >= 0; i-- {
+		ps.List[i].stop(15 * time.Second)
+	}
+	if ps.logFile != nil {
+		_ = ps.logFile.Close()
+	}
+}
+
+// GraphURL is graphd's Gremlin URL.
+func (ps *Procs) GraphURL() string { return ps.graph }
+
+// LogPath is where every process's output goes, each line prefixed with its name.
+func (ps *Procs) LogPath() string { return ps.logFile.Name() }
+
+func waitTCP(ctx context.Context, addr string) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			return c.Close()
+		}
+		if time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// WaitReady waits until every process with an admin address answers /readyz.
+func (ps *Procs) WaitReady(ctx context.Context) error {
+	for _, p := range ps.List {
+		if p.Admin != "" {
+			if err := waitReady(ctx, p.Admin); err != nil {
+				return fmt.Errorf("%s: %w", p.Name, err)
+			}
+		}
+	}
+	return nil
+}
+
+func waitReady(ctx context.Context, admin string) error {
+	deadline := time.Now().Add(60 * time.Second)
+	c := &http.Client{Timeout: 2 * time.Second}
+	var last error
+	for time.Now().Before(deadline) {
+		resp, err := c.Get("http://" + admin + "/readyz")
+		if err == nil {
+			_ = resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+			err = errors.New(resp.Status)
+		}
+		last = err
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("not ready after 60s: %v", last)
+}
+
+func writeTemplates(path string) error {
+	m := map[string]string{}
+	reg := templates.Registry()
+	for _, ref := range reg.List() {
+		t, ok := reg.GetVersion(ref.ID, ref.Version)
+		if ok {
+			m[ref.ID+"@"+ref.Version] = t.SHA256
+		}
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, b, 0o644)
+}
+
+// prefixWriter prefixes each write (a log line, in practice) with the process name.
+type prefixWriter struct {
+	w      io.Writer
+	prefix string
+}
+
+var logMu sync.Mutex // one writer at a time across processes, so prefixes stay with their lines
+
+func (p *prefixWriter) Write(b []byte) (int, error) {
+	logMu.Lock()
+	defer logMu.Unlock()
+	if _, err := io.WriteString(p.w, p.prefix); err != nil {
+		return 0, err
+	}
+	return p.w.Write(b)
+}

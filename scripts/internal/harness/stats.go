@@ -1,0 +1,142 @@
+package harness
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Percentile returns the p-th percentile (0 < p ≤ 100) of ds, nearest rank; 0 for none.
+func Percentile(ds []time.Duration, p float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	i := int(float64(len(s))*p/100+0.999999) - 1
+	return s[min(max(i, 0), len(s)-1)]
+}
+
+// Ms is d in milliseconds with two decimals, for figures.
+func Ms(d time.Duration) float64 { return float64(d.Microseconds()/10) / 100 }
+
+// SelfUsage is this process's CPU time (user + system) and peak RSS so far.
+func SelfUsage() (cpu time.Duration, peakRSS int64) {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0, 0
+	}
+	cpu = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	return cpu, ru.Maxrss * 1024 // Linux reports KiB
+}
+
+// ProcStat is a process's memory and CPU as /proc reports them.
+type ProcStat struct {
+	RSS     int64         // resident now, bytes
+	PeakRSS int64         // VmHWM, bytes
+	CPU     time.Duration // user + system
+}
+
+// ReadProc reads /proc/<pid>/status and /proc/<pid>/stat.
+func ReadProc(pid int) (ProcStat, error) {
+	var s ProcStat
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return s, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		k, v, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		f := strings.Fields(v)
+		if len(f) == 0 {
+			continue
+		}
+		n, _ := strconv.ParseInt(f[0], 10, 64)
+		switch k {
+		case "VmRSS":
+			s.RSS = n * 1024
+		case "VmHWM":
+			s.PeakRSS = n * 1024
+		}
+	}
+	b, err = os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return s, err
+	}
+	// Fields after the command (which may hold spaces) start after the last ')'.
+	rest := string(b)
+	if i := strings.LastIndexByte(rest, ')'); i >= 0 {
+		rest = rest[i+2:]
+	}
+	f := strings.Fields(rest)
+	if len(f) > 12 {
+		ut, _ := strconv.ParseInt(f[11], 10, 64)
+		st, _ := strconv.ParseInt(f[12], 10, 64)
+		s.CPU = time.Duration(ut+st) * (time.Second / 100) // USER_HZ is 100 on Linux
+	}
+	return s, nil
+}
+
+// MiB formats bytes as MiB.
+func MiB(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
+
+// Progress writes one status line to w: rewritten in place on a terminal, else one line per
+// call that changed it.
+type Progress struct {
+	W    io.Writer
+	tty  bool
+	last string
+}
+
+// NewProgress returns a Progress on w.
+func NewProgress(w io.Writer) *Progress {
+	p := &Progress{W: w}
+	if f, ok := w.(*os.File); ok {
+		if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
+			p.tty = true
+		}
+	}
+	return p
+}
+
+// Update shows line.
+func (p *Progress) Update(format string, args ...any) {
+	line := fmt.Sprintf(format, args...)
+	switch {
+	case p.tty:
+		fmt.Fprint(p.W, "\r\033[K"+line)
+	case line != p.last:
+		fmt.Fprintln(p.W, line)
+	}
+	p.last = line
+}
+
+// Done ends the line on a terminal.
+func (p *Progress) Done() {
+	if p.tty && p.last != "" {
+		fmt.Fprintln(p.W)
+	}
+	p.last = ""
+}
+
+// WriteJSON writes v as indented JSON to path ("-" for stdout).
+func WriteJSON(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	b = append(b, '\n')
+	if path == "-" {
+		_, err = os.Stdout.Write(b)
+		return err
+	}
+	return os.WriteFile(path, b, 0o644)
+}

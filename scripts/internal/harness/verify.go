@@ -1,0 +1,178 @@
+package harness
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	gremlingo "github.com/apache/tinkerpop/gremlin-go/v3/driver"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/worldgate/worldgate/events"
+	"github.com/worldgate/worldgate/services/event-processor/apply"
+	"github.com/worldgate/worldgate/shared/graphx"
+)
+
+// Audit is the exactly-once check of a run, read afresh from the streams and the graph once
+// the pipeline is quiet.
+type Audit struct {
+	Events      int `json:"events"`      // events published
+	Committed   int `json:"committed"`   // events whose proposal was committed once
+	Rejected    int `json:"rejected"`    // events whose proposal was rejected once
+	Lost        int `json:"lost"`        // events with no decided proposal
+	Duplicated  int `json:"duplicated"`  // events decided more than once (stream or graph)
+	DeadLetters int `json:"deadLetters"` // DLQ messages of the run (counted in Lost when they hold an event)
+	// GraphMismatch counts events whose graph markers disagree with the streams (an applied
+	// marker without a committed event, or the reverse).
+	GraphMismatch int      `json:"graphMismatch"`
+	Examples      []string `json:"examples,omitempty"` // a few lost or duplicated, for a person to trace
+}
+
+// AuditRun checks that each of the n events with correlation ids gen.CorrelationID(0..n-1)
+// ended exactly once: one proposal, committed (one COMMITTED message and one AppliedEvent
+// marker) or rejected (one rejection). Moves only: an AI event may legitimately lead to several
+// proposals (reprompts).
+func AuditRun(ctx context.Context, js jetstream.JetStream, graph graphx.Settings, gen *Generator, n int) (*Audit, error) {
+	a := &Audit{Events: n}
+	type seen struct {
+		proposals  map[string]bool
+		commits    int
+		rejections int
+		applied    int
+	}
+	byCorr := map[string]*seen{}
+	get := func(corr string) *seen {
+		s := byCorr[corr]
+		if s == nil {
+			s = &seen{proposals: map[string]bool{}}
+			byCorr[corr] = s
+		}
+		return s
+	}
+	ours := func(corr string) bool { return strings.HasPrefix(corr, gen.Prefix) }
+	err := scanStream(ctx, js, events.StreamCommitted, func(_ string, data []byte) {
+		var e events.DomainEvent
+		if json.Unmarshal(data, &e) == nil && ours(e.CorrelationID) {
+			s := get(e.CorrelationID)
+			s.commits++
+			s.proposals[e.ProposalID] = true
+		}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read COMMITTED: %w", err)
+	}
+	err = scanStream(ctx, js, events.StreamProposals, func(subject string, data []byte) {
+		if !strings.HasPrefix(subject, "proposals.rejected.") {
+			return
+		}
+		var r events.Rejection
+		if json.Unmarshal(data, &r) == nil && ours(r.CorrelationID) {
+			s := get(r.CorrelationID)
+			s.rejections++
+			s.proposals[r.ProposalID] = true
+		}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read PROPOSALS: %w", err)
+	}
+	err = scanStream(ctx, js, events.StreamDLQ, func(_ string, data []byte) {
+		var v struct {
+			CorrelationID string `json:"correlationId"`
+		}
+		if json.Unmarshal(data, &v) == nil && ours(v.CorrelationID) {
+			a.DeadLetters++
+		}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read DLQ: %w", err)
+	}
+	conn, err := graphx.Open(graph)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	res, err := conn.Submit(ctx, func(g *gremlingo.GraphTraversalSource) *gremlingo.GraphTraversal {
+		return g.V().HasLabel(apply.LabelApplied).Values("correlationId")
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read the graph's applied markers: %w", err)
+	}
+	for _, v := range res {
+		if corr, ok := v.(string); ok && ours(corr) {
+			get(corr).applied++
+		}
+	}
+	example := func(format string, args ...any) {
+		if len(a.Examples) < 10 {
+			a.Examples = append(a.Examples, fmt.Sprintf(format, args...))
+		}
+	}
+	for i := range n {
+		corr := gen.CorrelationID(i)
+		s := byCorr[corr]
+		switch {
+		case s == nil || s.commits+s.rejections == 0:
+			a.Lost++
+			example("%s: no commit and no rejection", corr)
+			continue
+		case len(s.proposals) > 1 || s.commits+s.rejections > 1:
+			a.Duplicated++
+			example("%s: %d proposals, %d commits, %d rejections", corr, len(s.proposals), s.commits, s.rejections)
+		case s.commits == 1:
+			a.Committed++
+		default:
+			a.Rejected++
+		}
+		if s.applied > 1 {
+			a.Duplicated++
+			example("%s: applied %d times in the graph", corr, s.applied)
+		}
+		if (s.commits > 0) != (s.applied > 0) {
+			a.GraphMismatch++
+			example("%s: %d commits but %d applied markers", corr, s.commits, s.applied)
+		}
+	}
+	return a, nil
+}
+
+// scanStream calls fn for every message stream holds now.
+func scanStream(ctx context.Context, js jetstream.JetStream, stream string, fn func(subject string, data []byte)) error {
+	s, err := js.Stream(ctx, stream)
+	if err != nil {
+		return err
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		return err
+	}
+	last := info.State.LastSeq
+	if info.State.Msgs == 0 {
+		return nil
+	}
+	c, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
+	if err != nil {
+		return err
+	}
+	for {
+		batch, err := c.Fetch(1000, jetstream.FetchMaxWait(5*time.Second))
+		if err != nil {
+			return err
+		}
+		got := 0
+		for m := range batch.Messages() {
+			got++
+			fn(m.Subject(), m.Data())
+			if meta, err := m.Metadata(); err == nil && meta.Sequence.Stream >= last {
+				return nil
+			}
+		}
+		if err := batch.Error(); err != nil {
+			return err
+		}
+		if got == 0 {
+			return fmt.Errorf("stream %s: read stopped before sequence %d", stream, last)
+		}
+	}
+}
