@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -26,10 +27,12 @@ import (
 // marker so that a redelivered proposal is not counted twice. A crash between reserving and the
 // marker counts a proposal twice: budgets err on the side of admitting less, never more.
 type rate struct {
-	locks keyLocks
-	kv    jetstream.KeyValue
-	cfg   RateConfig
-	now   func() time.Time
+	locks  keyLocks // releases
+	mu     sync.Mutex
+	queues map[string]*reserveQueue // per key: reservations waiting for the leader (see reserve)
+	kv     jetstream.KeyValue
+	cfg    RateConfig
+	now    func() time.Time
 }
 
 func newRate(d Deps) (Gate, error) {
@@ -170,24 +173,119 @@ func usedText(u usage, l limit) string {
 
 // reserve adds one proposal of cost to the window at key if the limit allows, with
 // compare-and-set. It returns the usage it saw when refusing.
+//
+// Concurrent reservations on one key in this process are coalesced: the first starts a leader
+// that settles every reservation queued behind it with one compare-and-set (admitting them in
+// arrival order against the limit), then the next queued batch, remembering the
+// revision it wrote so that it reads the key again only after a conflict. A global window
+// takes every proposal of its kind, so one write per proposal would serialise the gate on
+// KV round trips (about 150 proposals/s measured by scripts/bench); batching makes it one
+// round trip per batch. Replicas still coordinate through compare-and-set alone.
 func (g *rate) reserve(ctx context.Context, key string, cost int64, l limit) (usage, bool, error) {
-	defer g.locks.lock(key)()
-	for range 100 {
-		u, rev, err := g.read(ctx, key)
+	r := &reservation{cost: cost, limit: l, done: make(chan struct{})}
+	g.mu.Lock()
+	if g.queues == nil {
+		g.queues = map[string]*reserveQueue{}
+	}
+	q := g.queues[key]
+	lead := q == nil
+	if lead {
+		q = &reserveQueue{}
+		g.queues[key] = q
+	}
+	q.waiting = append(q.waiting, r)
+	g.mu.Unlock()
+	if lead {
+		go g.settle(key, q)
+	}
+	select {
+	case <-r.done:
+		return r.used, r.ok, r.err
+	case <-ctx.Done():
+		// The leader may still admit it: budgets err on the side of admitting less.
+		return usage{}, false, ctx.Err()
+	}
+}
+
+// rateBatchTimeout bounds the KV round trips of one batch of reservations.
+const rateBatchTimeout = 10 * time.Second
+
+// reservation is one proposal waiting for its window.
+type reservation struct {
+	cost  int64
+	limit limit
+	used  usage
+	ok    bool
+	err   error
+	done  chan struct{}
+}
+
+// reserveQueue holds the reservations of one key waiting for the leader.
+type reserveQueue struct{ waiting []*reservation }
+
+// settle is the leader's loop: it takes the queued reservations in batches until none is
+// left, then removes the queue so the next reservation starts a leader. It runs on its own
+// goroutine, so no proposal waits longer than its own batch.
+func (g *rate) settle(key string, q *reserveQueue) {
+	var cur usage
+	var rev uint64
+	known := false // cur and rev are what this leader last wrote
+	for {
+		g.mu.Lock()
+		batch := q.waiting
+		q.waiting = nil
+		if len(batch) == 0 {
+			delete(g.queues, key)
+			g.mu.Unlock()
+			return
+		}
+		g.mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), rateBatchTimeout)
+		var err error
+		for attempt := 0; ; attempt++ {
+			if attempt == 100 {
+				err = errors.New("update rate window: too much contention; will retry")
+				break
+			}
+			if !known {
+				if cur, rev, err = g.read(ctx, key); err != nil {
+					break
+				}
+			}
+			next := cur
+			for _, r := range batch {
+				r.used, r.ok = admit(next, r.cost, r.limit)
+				if r.ok {
+					next = r.used
+				} else {
+					r.used = next
+				}
+			}
+			if next == cur {
+				break // every one refused: nothing to write
+			}
+			newRev, werr := g.write(ctx, key, next, rev)
+			if werr == nil {
+				cur, rev, known = next, newRev, true
+				break
+			}
+			known = false
+			if !isConflict(werr) {
+				err = fmt.Errorf("update rate window: %w", werr)
+				break
+			}
+		}
+		cancel()
+		for _, r := range batch {
+			if err != nil {
+				r.used, r.ok, r.err = usage{}, false, err
+			}
+			close(r.done)
+		}
 		if err != nil {
-			return usage{}, false, err
-		}
-		next, ok := admit(u, cost, l)
-		if !ok {
-			return u, false, nil
-		}
-		if err := g.write(ctx, key, next, rev); err == nil {
-			return next, true, nil
-		} else if !isConflict(err) {
-			return usage{}, false, fmt.Errorf("update rate window: %w", err)
+			known = false
 		}
 	}
-	return usage{}, false, errors.New("update rate window: too much contention; will retry")
 }
 
 // release gives back a reservation when a later scope refused.
@@ -200,7 +298,7 @@ func (g *rate) release(ctx context.Context, key string, cost int64) error {
 		}
 		u.Count = max(u.Count-1, 0)
 		u.CostMicros = max(u.CostMicros-cost, 0)
-		if err := g.write(ctx, key, u, rev); err == nil {
+		if _, err := g.write(ctx, key, u, rev); err == nil {
 			return nil
 		} else if !isConflict(err) {
 			return fmt.Errorf("release rate reservation: %w", err)
@@ -224,13 +322,12 @@ func (g *rate) read(ctx context.Context, key string) (usage, uint64, error) {
 	return u, e.Revision(), nil
 }
 
-func (g *rate) write(ctx context.Context, key string, u usage, rev uint64) error {
+// write stores u at key if its revision is still rev (0: the key must not exist) and returns
+// the new revision.
+func (g *rate) write(ctx context.Context, key string, u usage, rev uint64) (uint64, error) {
 	data, _ := json.Marshal(u)
-	var err error
 	if rev == 0 {
-		_, err = g.kv.Create(ctx, key, data)
-	} else {
-		_, err = g.kv.Update(ctx, key, data, rev)
+		return g.kv.Create(ctx, key, data)
 	}
-	return err
+	return g.kv.Update(ctx, key, data, rev)
 }
