@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"reflect"
 	"testing"
 
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -43,5 +44,17 @@ func BenchmarkTracingHook(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// Off, the tracing layers are not installed: the chain is the same function, so tracing off
+// costs nothing per message.
+func TestTracingOffInstallsNoLayer(t *testing.T) {
+	h := func(*message.Message) ([]*message.Message, error) { return nil, nil }
+	a := &App{}
+	for name, got := range map[string]message.HandlerFunc{"traced": a.traced("h", h), "injectTrace": a.injectTrace(h)} {
+		if reflect.ValueOf(got).Pointer() != reflect.ValueOf(h).Pointer() {
+			t.Errorf("%s wraps the handler although tracing is off", name)
+		}
 	}
 }
