@@ -35,6 +35,11 @@ type Consumer struct {
 	AckWait time.Duration
 	// MaxAckPending bounds the messages in flight across every replica. Default 512.
 	MaxAckPending int
+	// OrderKey, if set, keeps the messages of one key in stream order within a replica: a
+	// message is handed to the handler only once the previous message with its key has been
+	// settled (acknowledged or handed back), while messages of other keys run concurrently.
+	// A message handed back for redelivery lets the next one of its key go ahead.
+	OrderKey func(subject string, data []byte) string
 }
 
 func (c *Consumer) setDefaults() {
@@ -70,6 +75,9 @@ type subscriber struct {
 	subscribed atomic.Bool
 	inflight   sync.WaitGroup
 	stopped    chan struct{}
+
+	tailMu sync.Mutex
+	tails  map[string]chan struct{} // per order key: closed when its latest message settles
 }
 
 func newSubscriber(js jetstream.JetStream, spec Consumer, log *slog.Logger) *subscriber {
@@ -141,13 +149,66 @@ func (s *subscriber) dispatch(jm jetstream.Msg, out chan<- *message.Message) {
 		return
 	}
 	m := toMessage(jm, meta, s.spec.MaxDeliver)
+	s.inflight.Add(1)
+	var key string
+	var prev, mine chan struct{}
+	if s.spec.OrderKey != nil {
+		// dispatch runs in delivery order, so the chain per key is in stream order.
+		key, mine = s.spec.OrderKey(jm.Subject(), jm.Data()), make(chan struct{})
+		s.tailMu.Lock()
+		if s.tails == nil {
+			s.tails = map[string]chan struct{}{}
+		}
+		prev, s.tails[key] = s.tails[key], mine
+		s.tailMu.Unlock()
+	}
+	settled := func() {
+		if mine != nil {
+			s.tailMu.Lock()
+			if s.tails[key] == mine {
+				delete(s.tails, key)
+			}
+			s.tailMu.Unlock()
+			close(mine)
+		}
+		s.inflight.Done()
+	}
+	if prev == nil {
+		s.handOver(jm, meta, m, out, settled)
+		return
+	}
+	go func() {
+		s.waitTurn(jm, prev)
+		s.handOver(jm, meta, m, out, settled)
+	}()
+}
+
+// waitTurn waits until prev (the previous message of the same order key) has settled or the
+// subscriber closes, telling JetStream the message is in progress so its ack wait does not
+// run out while it queues.
+func (s *subscriber) waitTurn(jm jetstream.Msg, prev <-chan struct{}) {
+	tick := time.NewTicker(max(s.spec.AckWait/2, time.Second))
+	defer tick.Stop()
+	for {
+		select {
+		case <-prev:
+			return
+		case <-s.closing:
+			return
+		case <-tick.C:
+			_ = jm.InProgress()
+		}
+	}
+}
+
+// handOver gives m to the router and settles jm once the handler acked or nacked it; settled
+// runs after that.
+func (s *subscriber) handOver(jm jetstream.Msg, meta *jetstream.MsgMetadata, m *message.Message, out chan<- *message.Message, settled func()) {
 	s.outMu.RLock()
 	sent := false
 	if !s.outClosed {
-		s.inflight.Add(1)
 		select {
 		case <-s.closing:
-			s.inflight.Done()
 		case out <- m:
 			sent = true
 		}
@@ -156,10 +217,11 @@ func (s *subscriber) dispatch(jm jetstream.Msg, out chan<- *message.Message) {
 	if !sent {
 		// Shutting down: give it straight back so another replica takes it now.
 		_ = jm.Nak()
+		settled()
 		return
 	}
 	go func() {
-		defer s.inflight.Done()
+		defer settled()
 		timer := time.NewTimer(s.spec.AckWait)
 		defer timer.Stop()
 		select {

@@ -1,0 +1,82 @@
+package runtime_test
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/worldgate/worldgate/events"
+	"github.com/worldgate/worldgate/shared/natsx/natstest"
+	"github.com/worldgate/worldgate/shared/runtime"
+)
+
+// With an OrderKey, the messages of one key reach the handler one at a time and in stream
+// order, while different keys run at once.
+func TestOrderKeyKeepsEachKeyInOrder(t *testing.T) {
+	e := natstest.Start(t)
+	app := newApp(t, e, prometheus.NewRegistry())
+	var mu sync.Mutex
+	seen := map[string][]int{}
+	busy := map[string]bool{}
+	overlapped, concurrent, running := false, 0, 0
+	app.Handle("ordered", runtime.Consumer{
+		Stream: events.StreamProposals, Subjects: []string{"proposals.gate.ordered"}, MaxAckPending: 64,
+		OrderKey: func(_ string, data []byte) string { k, _, _ := strings.Cut(string(data), "/"); return k },
+	}, func(m *message.Message) ([]*message.Message, error) {
+		key, n, _ := strings.Cut(string(m.Payload), "/")
+		var i int
+		fmt.Sscan(n, &i)
+		mu.Lock()
+		if busy[key] {
+			overlapped = true
+		}
+		busy[key] = true
+		running++
+		concurrent = max(concurrent, running)
+		mu.Unlock()
+		time.Sleep(time.Duration(i%3) * time.Millisecond) // later messages often finish first without the key order
+		mu.Lock()
+		busy[key] = false
+		running--
+		seen[key] = append(seen[key], i)
+		mu.Unlock()
+		return nil, nil
+	})
+	stop := run(t, app)
+	defer stop()
+	const keys, per = 8, 40
+	for i := range per {
+		for k := range keys {
+			publish(t, e, "proposals.gate.ordered", fmt.Sprintf("m-%d-%d", k, i), fmt.Sprintf("k%d/%d", k, i))
+		}
+	}
+	natstest.WaitFor(t, 30*time.Second, "every message handled", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		n := 0
+		for _, v := range seen {
+			n += len(v)
+		}
+		return n == keys*per
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if overlapped {
+		t.Error("two messages of one key were handled at the same time")
+	}
+	for k, v := range seen {
+		for i := range v {
+			if v[i] != i {
+				t.Fatalf("key %s handled in order %v, want 0…%d", k, v, per-1)
+			}
+		}
+	}
+	if concurrent < 2 {
+		t.Errorf("at most %d message(s) ran at once: different keys should run concurrently", concurrent)
+	}
+}
