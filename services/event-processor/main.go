@@ -49,7 +49,7 @@ func run() error {
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	provision := fs.Bool("provision", true, "provision the JetStream topology at start (idempotent); false when the admin provisions (deploy/nats)")
 	replicas := fs.Int("replicas", 1, "JetStream stream replicas when provisioning")
-	inFlight := fs.Int("max-in-flight", 1, "proposals applied at once (1 keeps stream order)")
+	inFlight := fs.Int("max-in-flight", processor.DefaultMaxInFlight, "proposals applied at once; one actor's always apply in stream order (1: everything in stream order)")
 	ackWait := fs.Duration("ack-wait", 30*time.Second, "how long a crashed processor's message waits before redelivery")
 	tc := tracing.Config{ServiceName: processor.Name}
 	tc.RegisterFlags(fs)

@@ -17,7 +17,7 @@ import (
 )
 
 // BenchmarkCommit measures proposals.validated → world.committed on the embedded stack (NATS
-// JetStream and graphd in process, the processor at its default of one proposal in flight):
+// JetStream and graphd in process, the processor at its default MaxInFlight; every proposal of this benchmark has one actor, so they apply one at a time in order):
 // commits/s over a backlog of b.N ambience proposals, and p50/p99 of the latency of one
 // proposal published on an idle pipeline until its committed event arrives.
 func BenchmarkCommit(b *testing.B) {
