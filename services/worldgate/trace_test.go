@@ -8,10 +8,13 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
@@ -19,6 +22,7 @@ import (
 	"github.com/worldgate/worldgate/services/gate/route"
 	"github.com/worldgate/worldgate/services/natsauth"
 	"github.com/worldgate/worldgate/shared/logx"
+	"github.com/worldgate/worldgate/shared/natsx/natstest"
 	"github.com/worldgate/worldgate/shared/telemetry"
 	"github.com/worldgate/worldgate/shared/tracing"
 )
@@ -227,4 +231,51 @@ func TestTraceRebuildsCommittedAndRejectedJourneys(t *testing.T) {
 			}
 		}
 	})
+}
+
+// BenchmarkTraceFind measures looking up one journey among 20 000 other messages on PROPOSALS
+// with no envelope to narrow the window, so every header from -since on is read: the cost of
+// a trace on a busy stream.
+func BenchmarkTraceFind(b *testing.B) {
+	const others = 20000
+	e := natstest.Start(b)
+	body := []byte(`{"proposalId":"p","kind":"ambience","route":{"pending":["schema"]}}`)
+	var futures []jetstream.PubAckFuture
+	settle := func() {
+		for _, f := range futures {
+			select {
+			case <-f.Ok():
+			case err := <-f.Err():
+				b.Fatal(err)
+			}
+		}
+		futures = futures[:0]
+	}
+	for i := range others + 1 {
+		msg := &nats.Msg{Subject: "proposals.gate.schema", Data: body, Header: nats.Header{}}
+		id := "other-" + strconv.Itoa(i)
+		if i == others/2 {
+			id = "needle"
+		}
+		msg.Header.Set(events.HeaderCorrelationID, id)
+		f, err := e.JS.PublishMsgAsync(msg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if futures = append(futures, f); len(futures) == 1000 {
+			settle()
+		}
+	}
+	settle()
+	since := time.Now().Add(-time.Hour)
+	for b.Loop() {
+		j, err := findJourney(context.Background(), e.JS, "needle", since)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if s := j.Scanned[events.StreamProposals]; s.Headers != others+1 || s.Matched != 1 || s.Bodies != 1 {
+			b.Fatalf("scan %+v", s)
+		}
+	}
+	b.ReportMetric(others+1, "headers/op")
 }
