@@ -191,6 +191,7 @@ func bench(ctx context.Context, o options, stderr io.Writer) (*Figures, error) {
 		return nil, err
 	}
 	defer t.Stop()
+	gen.Where = t.Where
 	prog.Update("loading the demo and bench worlds (%d players)", o.players)
 	if err := harness.LoadWorlds(ctx, js, t, o.players); err != nil {
 		return nil, err

@@ -152,6 +152,7 @@ func chaos(ctx context.Context, o options, stderr io.Writer) (*Result, error) {
 		return nil, err
 	}
 	defer t.Stop()
+	gen.Where = t.Where
 	prog.Update("loading the worlds (%d players)", o.players)
 	if err := harness.LoadWorlds(ctx, ps.JS, t, o.players); err != nil {
 		return nil, err

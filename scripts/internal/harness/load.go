@@ -41,13 +41,15 @@ func Hops(mix string) float64 {
 	return 0.9*6 + 0.1*9
 }
 
-// Generator builds the run's world events. Event i of a move goes to player i mod Players; a
-// player's k-th move goes north from RoomA when k is even and south from RoomB when odd, so
-// moves applied in order always find the player where the move starts.
+// Generator builds the run's world events. Event i goes to player i mod Players. A move starts
+// where the player stands (Where: RoomA until its first committed move) and crosses to the
+// other room, so a player whose previous move is decided always moves from the right room,
+// and one rejected move does not put every later move of that player out of step.
 type Generator struct {
 	Mix     string
 	Players int
-	Prefix  string // correlation ids and idempotency keys: Prefix + i
+	Prefix  string                     // correlation ids and idempotency keys: Prefix + i
+	Where   func(player string) string // where a player stands now; nil: always RoomA
 	npcs    []worldfile.NPC
 }
 
@@ -79,14 +81,14 @@ func (g *Generator) Event(i int) (string, []byte, error) {
 	var payload any
 	switch {
 	case !ai:
-		// The k-th event of this player that is a move: in "mixed" every tenth event is AI, so
-		// count only the moves before it.
-		k := i / g.Players
-		if g.Mix == MixMixed {
-			k = g.movesBefore(i)
+		from := RoomA
+		if g.Where != nil {
+			if w := g.Where(PlayerID(player)); w != "" {
+				from = w
+			}
 		}
 		typ = events.PlayerMoveRequested
-		if k%2 == 0 {
+		if from == RoomA {
 			payload = events.PlayerMoveRequestedPayload{PlayerID: PlayerID(player), FromLocationID: RoomA, Direction: "north"}
 		} else {
 			payload = events.PlayerMoveRequestedPayload{PlayerID: PlayerID(player), FromLocationID: RoomB, Direction: "south"}
@@ -117,17 +119,6 @@ func (g *Generator) aiIndex(i int) int {
 		return i
 	}
 	return i / 10
-}
-
-// movesBefore counts the move events of event i's player before i in the mixed mix.
-func (g *Generator) movesBefore(i int) int {
-	n := 0
-	for j := i % g.Players; j < i; j += g.Players {
-		if j%10 != 9 {
-			n++
-		}
-	}
-	return n
 }
 
 // Publisher sends events at a rate, or at saturation, keeping a bounded number of asynchronous

@@ -29,8 +29,9 @@ type Tracker struct {
 	dead       int
 	deadBy     map[string]int
 	kinds      map[string]int
-	prefix     string // correlation ids of the run's events
-	events     int    // correlation ids with the prefix and a decided proposal
+	where      map[string]string // player id → location after its last committed move
+	prefix     string            // correlation ids of the run's events
+	events     int               // correlation ids with the prefix and a decided proposal
 	changed    chan struct{}
 	stops      []func()
 }
@@ -51,7 +52,7 @@ func (o *Outcome) Decided() bool { return o.Commits > 0 || o.Rejections > 0 }
 // StartTracker subscribes to the streams from their current ends. Latencies and event counts
 // cover correlation ids that begin with prefix (the run's events); outcomes cover everything.
 func StartTracker(ctx context.Context, js jetstream.JetStream, prefix string) (*Tracker, error) {
-	t := &Tracker{prefix: prefix, byProposal: map[string]*Outcome{}, byCorr: map[string][]string{}, firstAt: map[string]time.Time{},
+	t := &Tracker{prefix: prefix, where: map[string]string{}, byProposal: map[string]*Outcome{}, byCorr: map[string][]string{}, firstAt: map[string]time.Time{},
 		rejectedBy: map[string]int{}, deadBy: map[string]int{}, kinds: map[string]int{}, changed: make(chan struct{}, 1)}
 	subs := []struct {
 		stream  string
@@ -129,6 +130,12 @@ func (t *Tracker) onCommitted(m jetstream.Msg) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.committed++
+	if e.Kind == events.KindPlayerMoved {
+		var mv events.PlayerMovedPayload
+		if json.Unmarshal(e.Payload, &mv) == nil {
+			t.where[mv.PlayerID] = mv.ToLocationID
+		}
+	}
 	o := t.outcome(e.ProposalID, e.CorrelationID, e.Kind)
 	o.Commits++
 	if !slices.Contains(o.EventIDs, e.EventID) {
@@ -247,6 +254,13 @@ func (t *Tracker) WaitProposals(ctx context.Context, ids []string) error {
 		}
 		return missing == 0, fmt.Sprintf("%d of %d proposals undecided", missing, len(ids))
 	})
+}
+
+// Where is where player stands after its last committed move ("" if it has not moved).
+func (t *Tracker) Where(player string) string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.where[player]
 }
 
 // WaitDecided waits until the event with correlation id corr has a decided proposal.

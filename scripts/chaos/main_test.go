@@ -1,0 +1,38 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"testing"
+	"time"
+)
+
+// TestSmoke runs every component as its own process, kills three of them while events flow,
+// and checks that nothing was lost or duplicated.
+func TestSmoke(t *testing.T) {
+	o, err := parse([]string{"-duration", "15s", "-kills", "3", "-rate", "20", "-players", "100", "-down-max", "1s",
+		"-settle", "90s", "-seed", "7", "-bin-dir", t.TempDir(), "-data-dir", t.TempDir()}, &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	var progress bytes.Buffer
+	res, err := chaos(ctx, o, &progress)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, progress.String())
+	}
+	var out bytes.Buffer
+	printResult(&out, res)
+	t.Logf("\n%s", out.String())
+	a := res.Audit
+	if len(res.Kills) < 3 {
+		t.Errorf("%d kills, want 3", len(res.Kills))
+	}
+	if a.Lost != 0 || a.Duplicated != 0 || a.GraphMismatch != 0 {
+		t.Errorf("lost %d, duplicated %d, graph mismatch %d: %v", a.Lost, a.Duplicated, a.GraphMismatch, a.Examples)
+	}
+	if a.Events != 300 || a.Committed+a.Rejected != a.Events {
+		t.Errorf("%d events, %d committed + %d rejected", a.Events, a.Committed, a.Rejected)
+	}
+}
