@@ -201,6 +201,11 @@ func TestTraceRebuildsCommittedAndRejectedJourneys(t *testing.T) {
 				t.Errorf("no span %q in the journey's trace; spans: %v", h, handlers)
 			}
 		}
+		// The audit gate's record, published beside the pipeline, points into the same trace.
+		audit, _, err := scanStream(ctx, st.js, events.StreamAudit, "trace-commit", time.Now().Add(-time.Hour))
+		if err != nil || len(audit) != 1 || !strings.Contains(audit[0].header.Get(events.HeaderTraceParent), traceIDs[0]) {
+			t.Errorf("audit records %+v (%v): want one, in trace %s", audit, err, traceIDs[0])
+		}
 	})
 
 	t.Run("logs use the telemetry catalog", func(t *testing.T) {

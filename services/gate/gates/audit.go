@@ -14,6 +14,7 @@ import (
 	"github.com/worldgate/worldgate/events"
 	"github.com/worldgate/worldgate/services/gate/provenance"
 	"github.com/worldgate/worldgate/services/gate/route"
+	"github.com/worldgate/worldgate/shared/tracing"
 )
 
 // audit writes the audit record of a proposal to audit.proposals and lets the proposal go on
@@ -78,6 +79,7 @@ func (g *audit) Check(ctx context.Context, p *events.Proposal) (Decision, error)
 	msg := &nats.Msg{Subject: events.SubjectAuditProposals, Data: data, Header: nats.Header{}}
 	msg.Header.Set(events.HeaderCorrelationID, p.CorrelationID)
 	msg.Header.Set(events.HeaderType, p.Kind)
+	tracing.Inject(ctx, msg.Header) // the record points to the audit gate's span (nothing when tracing is off)
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	_, err = g.js.PublishMsg(pctx, msg, jetstream.WithMsgID("audit:"+p.ProposalID+":"+strconv.Itoa(p.Attempt)))
