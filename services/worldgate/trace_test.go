@@ -56,12 +56,15 @@ func TestTraceRebuildsCommittedAndRejectedJourneys(t *testing.T) {
 		c := st.natsCredentials(role)
 		return []string{"-nats-url", url, "-nats-user", c["user"], "-nats-password", c["password"]}
 	}
-	for id, payload := range map[string]string{
-		"trace-commit": `{"playerId":"player:cass","npcId":"npc:oren","locationId":"loc:tavern","utterance":"Any news from the mines?"}`,
-		"trace-reject": `{"playerId":"player:ana","npcId":"npc:ghost","locationId":"loc:ash-gate","utterance":"Hello? Is anyone there?"}`,
+	for id, ev := range map[string]struct{ typ, payload string }{
+		"trace-commit": {events.PlayerSpokeToNPC, `{"playerId":"player:cass","npcId":"npc:oren","locationId":"loc:tavern","utterance":"Any news from the mines?"}`},
+		"trace-reject": {events.PlayerSpokeToNPC, `{"playerId":"player:ana","npcId":"npc:ghost","locationId":"loc:ash-gate","utterance":"Hello? Is anyone there?"}`},
+		// Two move requests, for the world-rules agent's log events.
+		"move-ok":      {events.PlayerMoveRequested, `{"playerId":"player:ana","fromLocationId":"loc:ash-gate","direction":"north"}`},
+		"move-refused": {events.PlayerMoveRequested, `{"playerId":"player:ana","fromLocationId":"loc:ash-gate","direction":"west"}`},
 	} {
 		var stderr bytes.Buffer
-		args := append(as(natsauth.Publisher), "-type", events.PlayerSpokeToNPC, "-actor", "player:player:ana", "-correlation-id", id, "-payload", payload)
+		args := append(as(natsauth.Publisher), "-type", ev.typ, "-actor", "player:player:ana", "-correlation-id", id, "-payload", ev.payload)
 		if err := runPublish(ctx, args, &bytes.Buffer{}, &stderr); err != nil {
 			t.Fatalf("publish %s: %v\n%s", id, err, stderr.String())
 		}
@@ -230,7 +233,8 @@ func TestTraceRebuildsCommittedAndRejectedJourneys(t *testing.T) {
 			counts[msg]++
 		}
 		for _, name := range []string{telemetry.PromptIssued, telemetry.PromptRejected, telemetry.PromptReprompted, telemetry.PromptFallback,
-			telemetry.GatePassed, telemetry.GateRejected, telemetry.CommitApplied} {
+			telemetry.PromptAbandoned, telemetry.MoveProposed, telemetry.MoveRefused, telemetry.GatePassed, telemetry.GateRejected,
+			telemetry.CommitApplied} {
 			if counts[name] == 0 {
 				t.Errorf("the run logged no %s", name)
 			}
