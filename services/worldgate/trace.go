@@ -525,11 +525,11 @@ func printJourney(w io.Writer, j *Journey) error {
 				}
 			}
 		}
-		for _, r := range tp.Rejections[rej:] { // refusals after the gates (the event-processor's)
-			line(r.OffsetMs, "  "+r.Gate, r.Code+": "+r.Reason)
-		}
 		if tp.Validated != nil {
 			line(float64(tp.Validated.Sub(j.Start).Microseconds())/1000, "  validated", "proposals.validated")
+		}
+		for _, r := range tp.Rejections[rej:] { // refusals after the gates (the event-processor's)
+			line(r.OffsetMs, "  refused", fmt.Sprintf("by %s: %s: %s", r.Gate, r.Code, r.Reason))
 		}
 		for _, c := range j.Committed {
 			if c.ProposalID == tp.ProposalID {

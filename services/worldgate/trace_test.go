@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -287,4 +288,70 @@ func BenchmarkTraceFind(b *testing.B) {
 		}
 	}
 	b.ReportMetric(others+1, "headers/op")
+}
+
+// The cases the dev-stack test does not produce, built from messages as the pipeline writes
+// them: a transient refusal retried and then committed, a refusal by the event-processor after
+// every gate passed, and a proposal held for approval.
+func TestBuildJourneyReadsRetriesCommitConflictsAndHolds(t *testing.T) {
+	t0 := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	hop := func(gate, outcome, code string, ms int) events.Hop {
+		return events.Hop{Gate: gate, Outcome: outcome, Code: code, At: at(ms), DurationMs: 1}
+	}
+	prop := func(id string, trail ...events.Hop) *events.Proposal {
+		return &events.Proposal{ProposalID: id, Kind: events.KindAmbience, AgentRole: "ambience", CorrelationID: "c",
+			Provenance: &events.Provenance{Provider: "scripted", Model: "m", Tokens: events.Tokens{Prompt: 10, Completion: 5}, CostUSD: 0.5},
+			Route:      events.Route{Trail: trail}}
+	}
+	msg := func(stream, subject string, ms int, v any) found {
+		b, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return found{stream: stream, subject: subject, at: at(ms), data: b}
+	}
+	rateRefusal := hop(route.Rate, events.OutcomeRejected, string(events.CodeRateLimited), 20)
+	retried := prop("p-retry", hop(route.Schema, events.OutcomePassed, "", 10), rateRefusal,
+		hop(route.Rate, events.OutcomePassed, "", 1020), hop(route.Audit, events.OutcomePassed, "", 1030))
+	conflict := prop("p-conflict", hop(route.Schema, events.OutcomePassed, "", 12), hop(route.Audit, events.OutcomePassed, "", 14))
+	held := prop("p-held", hop(route.Approval, events.OutcomeHeld, "", 16))
+	j := buildJourney("c", []found{
+		msg(events.StreamWorld, "world.events.player.moved", 0, events.Envelope{EventID: "e", Type: events.PlayerMoved, CorrelationID: "c"}),
+		msg(events.StreamProposals, events.GateSubject(route.Schema), 5, prop("p-retry")),
+		msg(events.StreamProposals, events.RejectedSubject(route.Rate), 21, events.Rejection{ProposalID: "p-retry", Gate: route.Rate,
+			Code: events.CodeRateLimited, Reason: "over budget", Transient: true, RetryAfter: 1, RejectedUTC: at(20),
+			Proposal: prop("p-retry", hop(route.Schema, events.OutcomePassed, "", 10), rateRefusal)}),
+		msg(events.StreamProposals, events.SubjectValidated, 1031, retried),
+		msg(events.StreamCommitted, "world.committed.ambiencegenerated", 1040, events.DomainEvent{EventID: "d", Type: "AmbienceGenerated",
+			ProposalID: "p-retry", CommittedUTC: at(1040)}),
+		msg(events.StreamProposals, events.SubjectValidated, 15, conflict),
+		msg(events.StreamProposals, events.RejectedSubject("processor"), 30, events.Rejection{ProposalID: "p-conflict", Gate: "processor",
+			Code: events.CodeCommitConflict, Reason: "the exit exists", RejectedUTC: at(30), Proposal: conflict}),
+		msg(events.StreamProposals, events.SubjectApproval, 17, held),
+	})
+	finals := map[string]string{}
+	for _, p := range j.Proposals {
+		finals[p.ProposalID] = p.Final
+	}
+	if want := map[string]string{"p-retry": "committed", "p-conflict": "rejected", "p-held": "held"}; !maps.Equal(finals, want) {
+		t.Fatalf("finals %v, want %v", finals, want)
+	}
+	if j.Outcome != "committed" || j.Tokens.Prompt != 30 || j.CostUSD != 1.5 {
+		t.Errorf("outcome %s tokens %+v cost %v: want committed, each proposal counted once", j.Outcome, j.Tokens, j.CostUSD)
+	}
+	retry := j.Proposals[0]
+	if len(retry.Decisions) != 4 || retry.Decisions[1].Code != string(events.CodeRateLimited) || retry.Decisions[2].OffsetMs != 1020 {
+		t.Errorf("retried proposal's decisions %+v: want the refusal, then the rate gate passing at +1020ms", retry.Decisions)
+	}
+	var out bytes.Buffer
+	if err := printJourney(&out, j); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"over budget (transient; retry after 1s)", "refused  by processor: COMMIT_CONFLICT: the exit exists",
+		"REJECTED   by processor: COMMIT_CONFLICT", "approval  held", "committed  AmbienceGenerated d"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("timeline lacks %q:\n%s", want, out.String())
+		}
+	}
 }
