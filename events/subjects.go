@@ -19,11 +19,13 @@ const (
 	SubjectValidated       = "proposals.validated"
 	SubjectApproval        = "proposals.approval"
 	SubjectRejectedAll     = "proposals.rejected.>"
+	SubjectRetryAll        = "proposals.retry.>"
 	SubjectAuditAll        = "audit.>"
 	SubjectAuditProposals  = "audit.proposals"
 	SubjectDeadLetterAll   = "deadletter.>"
 	subjectGatePrefix      = "proposals.gate."
 	subjectRejectedPrefix  = "proposals.rejected."
+	subjectRetryPrefix     = "proposals.retry."
 	subjectWorldPrefix     = "world.events."
 	subjectCommittedPrefix = "world.committed."
 )
@@ -37,6 +39,11 @@ func GateSubject(gate string) string { return subjectGatePrefix + gate }
 
 // RejectedSubject is where a gate publishes its rejections: proposals.rejected.<gate>.
 func RejectedSubject(gate string) string { return subjectRejectedPrefix + gate }
+
+// RetrySubject is where a transiently refused proposal is sent back to the gate that refused
+// it: proposals.retry.<gate>. The gate accepts from it only the very proposal it refused (see
+// the gate package's retry tickets), so sending there skips no gate.
+func RetrySubject(gate string) string { return subjectRetryPrefix + gate }
 
 // CommittedSubject is where the event-processor publishes an applied domain event:
 // world.committed.<type lower-cased>.

@@ -56,11 +56,6 @@ const (
 	serviceGate     = "gate"
 )
 
-// transientGates are the gates that may refuse a proposal transiently (RejectTransient). The
-// ai-worker sends such a proposal back to the gate that refused it once the retry delay has
-// passed, so it may publish to these gates' subjects as well as to the first gate of a route.
-var transientGates = []string{route.Invariant, route.Rate, route.Audit}
-
 // Roles returns every role with its permissions, computed from routes.
 func Roles(routes route.Routes) ([]Role, error) {
 	if err := routes.Validate(); err != nil {
@@ -245,14 +240,9 @@ func aiWorker(routes route.Routes) *natsx.Permissions {
 	p.consumer(events.StreamProposals, aiworker.RejectionsDurable)
 	p.pub = append(p.pub, events.DeadLetterSubject(aiworker.RejectionsDurable))
 	p.pub = append(p.pub, firstGates(routes, kinds...)...)
-	for _, k := range kinds {
-		gates, _ := routes.For(k)
-		for _, g := range gates {
-			if slices.Contains(transientGates, g) {
-				p.pub = append(p.pub, events.GateSubject(g))
-			}
-		}
-	}
+	// A transiently refused proposal goes back on the refusing gate's retry subject, where
+	// the gate takes only the very proposal it refused (its retry ticket): no gate is skipped.
+	p.pub = append(p.pub, events.SubjectRetryAll)
 	p.kv(natsx.BucketAICache, false)
 	return p.build()
 }
@@ -265,6 +255,7 @@ func gatePerms(routes route.Routes, user string, gs ...string) *natsx.Permission
 		p.consumer(events.StreamProposals, durable)
 		p.pub = append(p.pub, nextHops(routes, g)...)
 		p.pub = append(p.pub, events.RejectedSubject(g), events.DeadLetterSubject(durable))
+		p.kv(natsx.BucketRetries, false)
 		switch g {
 		case route.Dedup:
 			p.kv(natsx.BucketDedup, false)

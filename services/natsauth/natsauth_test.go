@@ -164,11 +164,14 @@ func TestAIWorkerProposesOnlyToTheFirstGate(t *testing.T) {
 	s := startServer(t)
 	nc, js := s.connect(natsauth.AIWorker)
 	stored(t, js, natsauth.AIWorker, events.GateSubject(route.Schema), events.StreamProposals)
-	// A transient refusal (rate, audit, invariant) sends the proposal back to that gate.
-	stored(t, js, natsauth.AIWorker, events.GateSubject(route.Rate), events.StreamProposals)
+	// A transient refusal (rate, audit, invariant) sends the proposal back on that gate's retry
+	// subject, never straight to the gate.
+	stored(t, js, natsauth.AIWorker, events.RetrySubject(route.Rate), events.StreamProposals)
 	stored(t, js, natsauth.AIWorker, events.DeadLetterSubject("ai-ambience"), events.StreamDLQ)
 	refused(t, nc, natsauth.AIWorker, events.SubjectValidated, events.CommittedSubject("Ambience.Generated"),
 		events.GateSubject(route.Safety), events.GateSubject(route.Dedup), events.GateSubject(route.Approval),
+		events.GateSubject(route.Invariant), events.GateSubject(route.Rate), events.GateSubject(route.Audit),
+		"$KV."+natsx.BucketRetries+".k",
 		events.RejectedSubject(route.Schema), events.SubjectApproval, events.SubjectAuditProposals,
 		events.Subject(events.PlayerMoved), "$KV."+natsx.BucketApprovals+".p", "$KV."+natsx.BucketRate+".k",
 		"$JS.API.CONSUMER.MSG.NEXT.PROPOSALS.gate-schema", "$JS.ACK.PROPOSALS.event-processor.1.1.1.1.1.1")

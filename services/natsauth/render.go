@@ -129,8 +129,10 @@ const docIntro = "Least privilege is enforced by the NATS server, not by the wor
 	"needs. Only the `event-processor` may publish `world.committed.>`; only `publisher` (and the\n" +
 	"admin) may publish world events; a gate may publish only to its next hops on the configured\n" +
 	"routes, its own rejection subject and its dead letters; the ai-worker only to the first gate\n" +
-	"of its kinds' routes and to the gates that may refuse transiently (invariant, rate, audit), where\n" +
-	"it sends a proposal back after the retry delay.\n\n" +
+	"of its kinds' routes and to the gates' retry subjects (`proposals.retry.<gate>`), where it sends\n" +
+	"a transiently refused proposal back after the retry delay. A gate takes from its retry subject\n" +
+	"only the very proposal it refused (a retry ticket: the proposal's digest, kept in the\n" +
+	"`worldgate-gate-retries` bucket that only gates write), so a retry skips no gate.\n\n" +
 	"**One source of truth.** `services/natsauth` computes the permissions from the subjects and\n" +
 	"topology (`events`, `shared/natsx`), the agent roles and the gate routes. `worldgate dev` runs\n" +
 	"its embedded server with these users (random passwords kept in `<data-dir>/nats-users.json`;\n" +
@@ -163,7 +165,6 @@ const docIntro = "Least privilege is enforced by the NATS server, not by the wor
 	"`admin` may subscribe to any stream subject (a test pins this), so a worker cannot turn its\n" +
 	"consumer into a publisher of `world.committed.>`; keep it so (give game backends that follow\n" +
 	"committed events a pull consumer, not a subscription), or have the admin create the durable\n" +
-	"consumers and the runtime only bind to them. (2) The ai-worker may re-enter a proposal at a gate\n" +
-	"that refused it transiently, skipping the gates before it; the audit trail shows the hops.\n" +
-	"(3) The runtime's discovery endpoint `status` is served on the bare subject `status`, which every\n" +
+	"consumers and the runtime only bind to them. (2) The runtime's discovery endpoint `status` is\n" +
+	"served on the bare subject `status`, which every\n" +
 	"worker subscribes to.\n"

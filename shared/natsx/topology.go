@@ -27,6 +27,7 @@ const (
 	BucketDedup     = "worldgate-dedup"
 	BucketRate      = "worldgate-rate"
 	BucketApprovals = "worldgate-approvals"
+	BucketRetries   = "worldgate-gate-retries"
 )
 
 // TopologyOptions are the knobs operators turn; the zero value is the single-node default.
@@ -72,6 +73,7 @@ func DefaultTopology(opts TopologyOptions) Topology {
 			{Bucket: BucketDedup, Description: "Fingerprints of recently accepted content", TTL: cmpOr(opts.DedupTTL, time.Hour), Replicas: r, Storage: jetstream.FileStorage},
 			{Bucket: BucketRate, Description: "Rate windows, updated with compare-and-set", TTL: 2 * time.Hour, Replicas: r, Storage: jetstream.FileStorage},
 			{Bucket: BucketApprovals, Description: "Proposals waiting for a person, and decisions", Replicas: r, Storage: jetstream.FileStorage, History: 5},
+			{Bucket: BucketRetries, Description: "Tickets for proposals a gate refused transiently: what it will take back on its retry subject", TTL: 24 * time.Hour, Replicas: r, Storage: jetstream.FileStorage},
 		},
 	}
 }

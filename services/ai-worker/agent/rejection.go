@@ -22,9 +22,10 @@ const MaxTransientRetries = 5
 // Rejected follows a gate's refusal of one of our proposals.
 //
 //   - Transient (RATE_LIMITED, AUDIT_UNAVAILABLE, …): the same proposal goes back to the gate
-//     that refused it, no earlier than RejectedUTC + RetryAfter (Result.NotBefore; the caller
-//     waits), with a message id derived from the rejection so JetStream does not drop it as a
-//     duplicate of the first send.
+//     that refused it, on that gate's retry subject (which takes only what the gate refused),
+//     no earlier than RejectedUTC + RetryAfter (Result.NotBefore; the caller waits), with a
+//     message id derived from the rejection so JetStream does not drop it as a duplicate of
+//     the first send.
 //   - Otherwise, for an LLM role: regenerate with the reason (attempt+1, new deterministic
 //     proposal id) up to MaxReprompts times, then propose fallback content; a refused fallback
 //     is abandoned (logged), since there is nothing safer to offer.
@@ -160,7 +161,7 @@ func (a *Agent) retry(rej *events.Rejection, role roles.Role, log interface {
 	}
 	a.m.retries.WithLabelValues(string(role.Purpose)).Inc()
 	log.Info(telemetry.PromptRetried, "retryAfterSeconds", rej.RetryAfter, "to", pending[0])
-	return &Result{Proposal: &p, Subject: events.GateSubject(pending[0]),
+	return &Result{Proposal: &p, Subject: events.RetrySubject(pending[0]),
 		MsgID:     p.ProposalID + ":retry:" + rej.Gate + ":" + strconv.FormatInt(at.UnixNano(), 36),
 		NotBefore: at.Add(after)}, nil
 }

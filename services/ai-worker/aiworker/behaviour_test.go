@@ -181,8 +181,9 @@ func TestRejectionsRepromptThenFallBackAndTransientRetries(t *testing.T) {
 		t.Fatalf("%d proposals after the fallback was refused, want 4", n)
 	}
 
-	// Transient: the rate gate asks to come back in one second.
-	rateSubject := events.GateSubject(route.Rate)
+	// Transient: the rate gate asks to come back in one second; the proposal goes back on the
+	// gate's retry subject.
+	rateSubject := events.RetrySubject(route.Rate)
 	rej := s.reject(p0, route.Rate, events.CodeRateLimited, true, 1)
 	again := s.waitProposals(rateSubject, 1)[0]
 	if again.p.ProposalID != p0.ProposalID || string(again.p.Payload) != string(p0.Payload) || again.p.Attempt != 0 {

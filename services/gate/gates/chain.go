@@ -46,6 +46,7 @@ type chain struct {
 	log        *slog.Logger
 	now        func() time.Time
 	maxDeliver int
+	tickets    *tickets
 }
 
 func (c *chain) handler(g Gate) message.HandlerFunc {
@@ -61,6 +62,13 @@ func (c *chain) handler(g Gate) message.HandlerFunc {
 			return nil, runtime.Permanentf("gate %s: the message has no usable proposalId (%q), so it can be neither routed nor rejected", name, p.ProposalID)
 		}
 		ctx := withDelivery(m.Context(), runtime.Deliveries(m), c.maxDeliver)
+		retry, ticket := m.Metadata.Get(runtime.MetaSubject) == events.RetrySubject(name), false
+		if retry {
+			var err error
+			if ticket, err = c.tickets.valid(ctx, name, &p); err != nil {
+				return nil, fmt.Errorf("gate %s: retry ticket of proposal %s: %w", name, p.ProposalID, err)
+			}
+		}
 		var d Decision
 		var err error
 		switch {
@@ -71,6 +79,8 @@ func (c *chain) handler(g Gate) message.HandlerFunc {
 			}
 			d = Reject(events.CodeRouteInvalid, fmt.Sprintf("The proposal reached the %s gate but its route says the next gate is %s: fill Route.Pending from the kind's configured route and publish to the subject of its first gate.", name, next),
 				map[string]any{"pending": p.Route.Pending})
+		case retry && !ticket:
+			d = Reject(events.CodeRouteInvalid, fmt.Sprintf("The proposal came on the %s gate's retry subject, but the %s gate never refused it transiently in this form: only the very proposal a gate refused may be sent back to it, and only there.", name, name), nil)
 		default:
 			if rg, ok := g.(RawGate); ok {
 				d, err = rg.CheckRaw(ctx, m.Payload, &p)
@@ -85,6 +95,11 @@ func (c *chain) handler(g Gate) message.HandlerFunc {
 		}
 		if err != nil {
 			return nil, fmt.Errorf("gate %s: proposal %s: %w", name, p.ProposalID, err)
+		}
+		if d.Outcome == Rejected && d.Transient {
+			if err := c.tickets.issue(ctx, name, &p); err != nil {
+				return nil, fmt.Errorf("gate %s: retry ticket of proposal %s: %w", name, p.ProposalID, err)
+			}
 		}
 		now := c.now()
 		took := now.Sub(start)

@@ -14,6 +14,7 @@ import (
 	"github.com/worldgate/worldgate/events"
 	"github.com/worldgate/worldgate/services/gate/approval"
 	"github.com/worldgate/worldgate/services/gate/gates"
+	"github.com/worldgate/worldgate/services/gate/route"
 	"github.com/worldgate/worldgate/shared/natsx"
 	"github.com/worldgate/worldgate/shared/natsx/natstest"
 )
@@ -533,3 +534,71 @@ func TestAuditGateRejectsWhenAuditStreamIsUnavailable(t *testing.T) {
 }
 
 var gremlinT = gremlingo.T
+
+// A gate's retry subject takes back only the very proposal the gate refused transiently (its
+// retry ticket): the refused proposal is decided again there (a new round, with its own
+// message id); a proposal the gate never saw, or a refused one altered, is refused as
+// ROUTE_INVALID and goes nowhere.
+func TestRetrySubjectTakesOnlyWhatTheGateRefused(t *testing.T) {
+	s := newStack(t)
+	cfg := testConfig()
+	cfg.Rate.Budgets = map[string]gates.Budget{events.KindPlayerMoved: {ActorCount: 1}}
+	s.run(t, s.deps(cfg), "rate")
+	move := func() *events.Proposal {
+		return startAt(proposal(t, events.KindPlayerMoved, map[string]any{"playerId": "player:ada", "fromLocationId": "loc:square", "toLocationId": "loc:gate", "direction": "north"}), "rate")
+	}
+	for range 3 {
+		s.publish(t, move())
+	}
+	natstest.WaitFor(t, 10*time.Second, "decisions", func() bool {
+		return s.count(t, events.StreamProposals, "proposals.rejected.rate") == 2 && s.count(t, events.StreamProposals, "proposals.gate.audit") == 1
+	})
+	var refused []*events.Proposal
+	for _, r := range s.rejections(t) {
+		refused = append(refused, r.Proposal)
+	}
+	retry := func(p events.Proposal, id string) {
+		p.Route = events.Route{Pending: []string{route.Rate, route.Audit}, Trail: p.Route.Trail} // as the ai-worker does
+		data, err := json.Marshal(&p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.publishRaw(t, events.RetrySubject(route.Rate), id, data)
+	}
+	retry(*refused[0], "retry")
+	altered := *refused[1]
+	altered.Payload = json.RawMessage(`{"playerId":"player:ada","fromLocationId":"loc:square","toLocationId":"loc:vault","direction":"north"}`)
+	retry(altered, "altered")
+	forged := move()
+	forged.Route.Pending = []string{route.Audit}
+	retry(*forged, "forged")
+
+	outcomes := func() map[string][]events.Code {
+		out := map[string][]events.Code{}
+		for _, m := range s.messages(t, events.StreamProposals, events.RejectedSubject(route.Rate)) {
+			var r events.Rejection
+			if err := json.Unmarshal(m.Data(), &r); err != nil {
+				t.Fatal(err)
+			}
+			out[r.ProposalID] = append(out[r.ProposalID], r.Code)
+		}
+		return out
+	}
+	natstest.WaitFor(t, 10*time.Second, "the three decisions", func() bool {
+		o := outcomes()
+		return len(o[refused[0].ProposalID]) == 2 && len(o[refused[1].ProposalID]) == 2 && len(o[forged.ProposalID]) == 1
+	})
+	o := outcomes()
+	if got := o[refused[0].ProposalID][1]; got != events.CodeRateLimited {
+		t.Errorf("the genuine retry was decided %s, want RATE_LIMITED again (the budget is still spent)", got)
+	}
+	if got := o[refused[1].ProposalID][1]; got != events.CodeRouteInvalid {
+		t.Errorf("the altered retry was decided %s, want ROUTE_INVALID", got)
+	}
+	if got := o[forged.ProposalID][0]; got != events.CodeRouteInvalid {
+		t.Errorf("the forged retry was decided %s, want ROUTE_INVALID", got)
+	}
+	if n := s.count(t, events.StreamProposals, "proposals.gate.audit"); n != 1 {
+		t.Fatalf("%d proposals went on to audit, want only the one within budget", n)
+	}
+}

@@ -17,6 +17,7 @@ import (
 	"github.com/worldgate/worldgate/events"
 	"github.com/worldgate/worldgate/services/gate/route"
 	"github.com/worldgate/worldgate/shared/mcpx/client"
+	"github.com/worldgate/worldgate/shared/natsx"
 	"github.com/worldgate/worldgate/shared/runtime"
 )
 
@@ -60,7 +61,7 @@ func (m TemplateMap) Lookup(id, version string) (string, bool) {
 // Deps are what the gates need. Each gate's constructor refuses the ones it needs but lacks;
 // gates that are not registered need nothing.
 type Deps struct {
-	JetStream  jetstream.JetStream // KV buckets (dedup, rate, approvals) and the audit stream
+	JetStream  jetstream.JetStream // KV buckets (dedup, rate, approvals, retry tickets) and the audit stream
 	Classify   ToolCaller          // mcp-classify (safety)
 	Graph      Graph               // read-only graph (invariant)
 	Templates  TemplateLookup      // prompt templates (replay)
@@ -259,11 +260,20 @@ func Register(app *runtime.App, deps Deps, names []string) error {
 		return err
 	}
 	deps, _ = deps.complete()
-	c := &chain{m: newChainMetrics(deps.Registerer), log: deps.Logger, now: deps.Now, maxDeliver: deps.Config.MaxDeliver}
+	if deps.JetStream == nil {
+		return errors.New("gates: a JetStream context is required (for retry tickets)")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	kv, err := deps.JetStream.KeyValue(ctx, natsx.BucketRetries)
+	if err != nil {
+		return fmt.Errorf("gates: retry tickets bucket %s: %w (provision the topology first)", natsx.BucketRetries, err)
+	}
+	c := &chain{m: newChainMetrics(deps.Registerer), log: deps.Logger, now: deps.Now, maxDeliver: deps.Config.MaxDeliver, tickets: &tickets{kv: kv}}
 	for _, g := range gates {
 		durable := "gate-" + g.Name()
 		app.Handle(durable, runtime.Consumer{
-			Stream: events.StreamProposals, Durable: durable, Subjects: []string{events.GateSubject(g.Name())},
+			Stream: events.StreamProposals, Durable: durable, Subjects: []string{events.GateSubject(g.Name()), events.RetrySubject(g.Name())},
 			MaxDeliver: deps.Config.MaxDeliver, Backoff: deps.Config.Backoff,
 		}, c.handler(g))
 	}

@@ -25,11 +25,29 @@ type Message struct {
 	Kind          string
 }
 
-// MsgID is the Nats-Msg-Id of gate's outcome for this attempt of the proposal. Pass, reject and
-// hold share it on purpose: within the stream's duplicate window a gate's outcome for one
-// attempt is stored once, even if a redelivery decided differently.
+// MsgID is the Nats-Msg-Id of gate's outcome for this attempt of the proposal, called once
+// the outcome's hop is in the trail. Pass, reject and hold share it on purpose: within the
+// stream's duplicate window a gate's outcome for one attempt is stored once, even if a
+// redelivery decided differently. A later decision of the same gate on the same attempt (on a
+// retry after a transient refusal, or a person's decision on a held proposal) is a new round
+// with its own id (…:r1, …:r2), which a redelivery of that round repeats.
 func MsgID(p *events.Proposal, gate string) string {
-	return p.ProposalID + ":" + strconv.Itoa(p.Attempt) + ":" + gate
+	id := p.ProposalID + ":" + strconv.Itoa(p.Attempt) + ":" + gate
+	if n := round(p, gate); n > 0 {
+		id += ":r" + strconv.Itoa(n)
+	}
+	return id
+}
+
+// round is how many times gate decided on the proposal before the newest hop.
+func round(p *events.Proposal, gate string) int {
+	n := -1
+	for _, h := range p.Route.Trail {
+		if h.Gate == gate {
+			n++
+		}
+	}
+	return max(n, 0)
 }
 
 // Record appends gate's hop to the trail and, when pop is true and gate is the pending head,
@@ -79,5 +97,8 @@ func Rejected(r *events.Rejection) (Message, error) {
 		return Message{}, fmt.Errorf("encode rejection of %s: %w", r.ProposalID, err)
 	}
 	id := r.ProposalID + ":" + strconv.Itoa(r.Attempt) + ":" + r.Gate
+	if r.Proposal != nil {
+		id = MsgID(r.Proposal, r.Gate)
+	}
 	return Message{Subject: events.RejectedSubject(r.Gate), ID: id, Data: data, CorrelationID: r.CorrelationID, Kind: r.Kind}, nil
 }
