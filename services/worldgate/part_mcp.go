@@ -55,6 +55,7 @@ func startMCP(ctx context.Context, st *stack) error {
 	if err != nil {
 		return err
 	}
+	st.lore = lore
 	st.goRun("mcp-lore refresh", func(ctx context.Context) error { lore.Run(ctx); return nil })
 
 	mux := http.NewServeMux()

@@ -107,7 +107,7 @@ func startGates(ctx context.Context, st *stack) error {
 	// small per-player dialogue budget; production budgets come from the gate service's flags.
 	cfg := gates.DefaultConfig()
 	cfg.Rate.Window = 10 * time.Second
-	cfg.Rate.Budgets[events.KindNPCDialogue] = gates.Budget{ActorCount: 6, ActorCostUSD: 0.05, GlobalCount: 600, GlobalCostUSD: 5}
+	cfg.Rate.Budgets[events.KindNPCDialogue] = gates.Budget{ActorCount: 4, ActorCostUSD: 0.05, GlobalCount: 600, GlobalCostUSD: 5}
 	err = gates.Register(app, gates.Deps{
 		JetStream: js, Classify: classify, Graph: st.graphRO, Templates: templateLookup{}, Config: cfg,
 		Registerer: st.reg, Logger: st.log.With("worker", "gate"),
@@ -171,6 +171,11 @@ func loadDemoWorldOnce(ctx context.Context, st *stack) error {
 	defer cancel()
 	if err := st.waitIdle(wctx); err != nil {
 		return fmt.Errorf("loading the demo world: %w", err)
+	}
+	// The lore index reloads every few seconds; the demo should not start before it has the
+	// world's lore.
+	if err := st.lore.Refresh(wctx); err != nil {
+		return fmt.Errorf("indexing the demo world's lore: %w", err)
 	}
 	return os.WriteFile(marker, []byte(time.Now().UTC().Format(time.RFC3339)+"\n"), 0o644)
 }

@@ -23,6 +23,7 @@ import (
 
 	"github.com/worldgate/worldgate/events"
 	"github.com/worldgate/worldgate/services/graphd/server"
+	"github.com/worldgate/worldgate/services/mcp-lore/loretools"
 	"github.com/worldgate/worldgate/services/natsauth"
 	"github.com/worldgate/worldgate/shared/admin"
 	"github.com/worldgate/worldgate/shared/graphx"
@@ -55,6 +56,7 @@ type stack struct {
 
 	graphRO  *graphx.Conn      // graphd's read-only user, shared by readers
 	mcpURLs  map[string]string // server name → Streamable HTTP URL
+	lore     *loretools.Server // refreshed once the demo world is committed
 	mcpToken string
 
 	endpoints map[string]any
