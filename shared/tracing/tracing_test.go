@@ -11,7 +11,11 @@ import (
 	"testing"
 
 	"github.com/nats-io/nats.go"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/worldgate/worldgate/events"
+	"github.com/worldgate/worldgate/shared/natsx/natstest"
 )
 
 func TestOffByDefaultInstallsNothingAndInjectsNothing(t *testing.T) {
@@ -113,5 +117,42 @@ func TestHeaderCarrierIsCaseTolerantOnRead(t *testing.T) {
 	Inject(ctx, out)
 	if out.Get("traceparent") != "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01" {
 		t.Fatalf("re-injected %v", out)
+	}
+}
+
+// A Go publisher's first hop: the publish span's context reaches JetStream through
+// events.WithHeaders (events itself knows nothing of OpenTelemetry).
+func TestEventsPublishCarriesThePublishersTraceContext(t *testing.T) {
+	e := natstest.Start(t)
+	tp := sdktrace.NewTracerProvider()
+	defer func() { _ = tp.Shutdown(context.Background()) }()
+	defer Use(tp)()
+	env, err := events.NewEnvelope(events.PlayerMoved, "game-backend/eu-1", events.Actor{Kind: "player", ID: "player:ada"},
+		events.PlayerMovedPayload{PlayerID: "player:ada", FromLocationID: "loc:a", ToLocationID: "loc:b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := nats.Header{}
+	_, span := StartPublish(context.Background(), events.Subject(env.Type), env.CorrelationID, HeaderCarrier(h))
+	h.Set(events.HeaderCorrelationID, "an attempt to override")
+	_, err = events.Publish(context.Background(), e.JS, env, events.WithHeaders(h))
+	EndSpan(span, err)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := e.JS.Stream(context.Background(), events.StreamWorld)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := s.GetLastMsgForSubject(context.Background(), events.Subject(env.Type))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := span.SpanContext()
+	if got := m.Header.Get(events.HeaderTraceParent); got != "00-"+sc.TraceID().String()+"-"+sc.SpanID().String()+"-01" {
+		t.Errorf("stored traceparent %q, want the publish span %s", got, sc.SpanID())
+	}
+	if got := m.Header.Get(events.HeaderCorrelationID); got != env.CorrelationID {
+		t.Errorf("correlation header %q: the envelope's %q must win", got, env.CorrelationID)
 	}
 }
