@@ -50,7 +50,10 @@ func (a *Agent) resolveMove(ctx context.Context, role roles.Role, env *events.En
 	args := map[string]any{"locationId": mv.FromLocationID}
 	res, err := a.cfg.Tools.Call(ctx, "list-exits", args)
 	if err != nil {
-		if client.KindOf(err) == client.KindToolError {
+		// Only an answer about the location refuses the move; any other tool error (the world
+		// server could not reach the graph) hands the trigger back like an unreachable server,
+		// or the move would be dropped by an outage.
+		if client.KindOf(err) == client.KindToolError && isAnswer(toolErrorText(err)) {
 			return refuse("the origin location cannot be read: " + toolErrorText(err))
 		}
 		return nil, fmt.Errorf("list the exits of %s: %w", mv.FromLocationID, err)
@@ -101,6 +104,12 @@ func (a *Agent) resolveMove(ctx context.Context, role roles.Role, env *events.En
 	a.logger(ctx).Info(telemetry.MoveProposed, "correlationId", env.CorrelationID, "proposalId", r.Proposal.ProposalID,
 		telemetry.DimRole, role.Name, "playerId", mv.PlayerID, "fromLocationId", mv.FromLocationID, "toLocationId", to, "direction", dir)
 	return r, nil
+}
+
+// isAnswer reports whether a tool error is the tool's answer about its input (mcpx.NotFound,
+// mcpx.InvalidInput), as opposed to a failure of the server behind it.
+func isAnswer(text string) bool {
+	return strings.HasPrefix(text, "not found:") || strings.HasPrefix(text, "invalid input:")
 }
 
 type recentEvents struct {
