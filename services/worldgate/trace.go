@@ -350,7 +350,7 @@ func buildJourney(id string, msgs []found) *Journey {
 			if json.Unmarshal(m.data, &env) != nil || j.Envelope != nil {
 				continue
 			}
-			j.Envelope = &TraceEnvelope{EventID: env.EventID, Type: env.Type, Source: env.Source, Actor: env.Actor.Kind + ":" + env.Actor.ID,
+			j.Envelope = &TraceEnvelope{EventID: env.EventID, Type: env.Type, Source: env.Source, Actor: actorName(env.Actor),
 				OccurredUTC: env.OccurredUTC, Received: m.at, Subject: m.subject}
 			j.Start = m.at
 		case m.stream == events.StreamCommitted:
@@ -553,4 +553,12 @@ func offsetText(ms float64) string {
 		return fmt.Sprintf("+%.0fms", ms)
 	}
 	return fmt.Sprintf("+%.3fs", ms/1000)
+}
+
+// actorName is kind:id, or just the id when it already names its kind (player:ana).
+func actorName(a events.Actor) string {
+	if strings.HasPrefix(a.ID, a.Kind+":") {
+		return a.ID
+	}
+	return a.Kind + ":" + a.ID
 }
