@@ -24,6 +24,7 @@ import (
 // program is one binary of services/.
 type program struct {
 	name      string // binary, image target (Dockerfile stage) and compose/Kubernetes base name
+	about     string // what it is, for docs/configuration.md
 	envPrefix string // WORLDGATE_, WORLDGATE_GRAPHD_ or WORLDGATE_MCP_
 	// adminPort is the port of the image's admin address (/metrics, /healthz, /readyz); 0 when it
 	// has none. listenPort is the served port of a server (MCP, Gremlin).
@@ -31,14 +32,21 @@ type program struct {
 }
 
 var programs = []program{
-	{name: "worldgate", envPrefix: "WORLDGATE_"},
-	{name: "graphd", envPrefix: "WORLDGATE_GRAPHD_", listenPort: 8182},
-	{name: "gate", envPrefix: "WORLDGATE_", adminPort: 9410},
-	{name: "event-processor", envPrefix: "WORLDGATE_", adminPort: 9105},
-	{name: "ai-worker", envPrefix: "WORLDGATE_", adminPort: 9420},
-	{name: "mcp-world", envPrefix: "WORLDGATE_MCP_", adminPort: 9401, listenPort: 7401},
-	{name: "mcp-lore", envPrefix: "WORLDGATE_MCP_", adminPort: 9402, listenPort: 7402},
-	{name: "mcp-classify", envPrefix: "WORLDGATE_MCP_", adminPort: 9403, listenPort: 7403},
+	{name: "worldgate", envPrefix: "WORLDGATE_", about: "The operator's CLI; its commands follow below."},
+	{name: "graphd", envPrefix: "WORLDGATE_GRAPHD_", listenPort: 8182,
+		about: "The embedded Gremlin server, for development and tests (production runs JanusGraph or Neptune). Variables `WORLDGATE_GRAPHD_*`. No admin port; the image listens on `0.0.0.0:8182` with data in `/data`."},
+	{name: "gate", envPrefix: "WORLDGATE_", adminPort: 9410,
+		about: "The proposal gates: one per process (`-gate schema`, Kubernetes) or several (`-gate all`, compose). Variables `WORLDGATE_*`; the image binds the admin address on `0.0.0.0:9410`."},
+	{name: "event-processor", envPrefix: "WORLDGATE_", adminPort: 9105,
+		about: "Applies validated proposals to the graph, the only holder of its write credentials. Variables `WORLDGATE_*`; the image binds the admin address on `0.0.0.0:9105`."},
+	{name: "ai-worker", envPrefix: "WORLDGATE_", adminPort: 9420,
+		about: "The agent roles. Variables `WORLDGATE_*` (the `-mcp-*` flags too: `WORLDGATE_MCP_TOKEN`); the API key is read from the variable `-llm-api-key-env` names (`WORLDGATE_LLM_API_KEY`). The image binds the admin address on `0.0.0.0:9420`."},
+	{name: "mcp-world", envPrefix: "WORLDGATE_MCP_", adminPort: 9401, listenPort: 7401,
+		about: "MCP server of the world tools. Variables `WORLDGATE_MCP_*`; the image listens on `0.0.0.0:7401` (MCP at `/mcp`) and `0.0.0.0:9401` (admin). `mcp-world issue-token` signs a bearer JWT (`-jwt-secret`, `-subject`, `-scopes`, `-ttl`)."},
+	{name: "mcp-lore", envPrefix: "WORLDGATE_MCP_", adminPort: 9402, listenPort: 7402,
+		about: "MCP server of the lore tools. Variables `WORLDGATE_MCP_*`; the image listens on `0.0.0.0:7402` and `0.0.0.0:9402` (admin)."},
+	{name: "mcp-classify", envPrefix: "WORLDGATE_MCP_", adminPort: 9403, listenPort: 7403,
+		about: "MCP server of classification and moderation. Variables `WORLDGATE_MCP_*`; the image listens on `0.0.0.0:7403` and `0.0.0.0:9403` (admin)."},
 }
 
 func programNamed(name string) (program, bool) {
@@ -149,8 +157,14 @@ func setup() error {
 	for _, s := range subs {
 		c, err := cli.Help(ctx, "worldgate "+s.Name, bins["worldgate"], s.Name)
 		if err != nil {
-			// A subcommand without flags (or with subcommands of its own) prints none.
-			c = cli.Command{Name: "worldgate " + s.Name}
+			// A command with verbs of its own ("proposals list|show …", "world load -f …") takes
+			// its flags after the verb: ask its first verb, from the summary.
+			if m := regexp.MustCompile(`^` + s.Name + ` ([a-z]+)`).FindStringSubmatch(s.Summary); m != nil {
+				c, err = cli.Help(ctx, "worldgate "+s.Name, bins["worldgate"], s.Name, m[1])
+			}
+			if err != nil {
+				c = cli.Command{Name: "worldgate " + s.Name}
+			}
 		}
 		c.Summary = s.Summary
 		commands["worldgate "+s.Name] = c

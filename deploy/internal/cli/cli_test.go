@@ -61,3 +61,20 @@ func TestParseRefusesOutputWithoutFlags(t *testing.T) {
 		t.Fatal("a variable naming no flag must be an error")
 	}
 }
+
+func TestReferenceTable(t *testing.T) {
+	got := Reference("# R\n", []Section{
+		{Title: "x", About: "About x.", Command: Command{Flags: []Flag{
+			{Name: "rate-budgets", Type: "string", Default: `"{\"*\":1}"`, Usage: "budgets a|b <kind>", Env: "WORLDGATE_RATE_BUDGETS"},
+			{Name: "no-auth", Type: "bool", Usage: "off", Env: "WORLDGATE_NO_AUTH"},
+		}}},
+		{Title: "worldgate templates"},
+	})
+	want := "# R\n\n## x\n\nAbout x.\n\n| flag | environment | type | default | meaning |\n| --- | --- | --- | --- | --- |\n" +
+		"| `-rate-budgets` | `WORLDGATE_RATE_BUDGETS` | string | `{\"*\":1}` | budgets a\\|b &lt;kind&gt; |\n" +
+		"| `-no-auth` | `WORLDGATE_NO_AUTH` | bool |  | off |\n" +
+		"\n## worldgate templates\n\nNo flags.\n"
+	if got != want {
+		t.Errorf("got:\n%s\nwant:\n%s", got, want)
+	}
+}
