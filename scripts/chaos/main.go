@@ -83,7 +83,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.settle, "settle", 3*time.Minute, "how long to wait after the last event for every event to be decided")
 	fs.Uint64Var(&o.seed, "seed", 0, "random seed (0: from the clock)")
 	fs.BoolVar(&o.split, "split-gates", true, "run each gate as its own process (else one process runs every gate)")
-	fs.StringVar(&o.binDir, "bin-dir", "", "directory for the built binaries (default: a temporary one)")
+	fs.StringVar(&o.binDir, "bin-dir", harness.DefaultBinDir(), "directory for the built binaries, kept between runs")
 	fs.StringVar(&o.dataDir, "data-dir", "", "data directory (NATS store, graph, processes.log); default: temporary, kept if the check fails")
 	fs.StringVar(&o.jsonOut, "json", "", "also write the figures as JSON to this file (- for stdout)")
 	fs.Usage = func() {
@@ -124,11 +124,7 @@ func run(args []string, stdout, stderr io.Writer) (*Result, error) {
 func chaos(ctx context.Context, o options, stderr io.Writer) (*Result, error) {
 	prog := harness.NewProgress(stderr)
 	rng := rand.New(rand.NewPCG(o.seed, 0))
-	binDir, cleanBin, err := harness.TempDir(o.binDir, "chaos-bin")
-	if err != nil {
-		return nil, err
-	}
-	defer cleanBin()
+	binDir := o.binDir
 	dataDir, cleanData, err := harness.TempDir(o.dataDir, "chaos")
 	if err != nil {
 		return nil, err
@@ -180,7 +176,8 @@ func chaos(ctx context.Context, o options, stderr io.Writer) (*Result, error) {
 	tick := time.NewTicker(500 * time.Millisecond)
 	defer tick.Stop()
 	published := false
-	var settleBy time.Time
+	var settleBy, lastAudit time.Time
+	graph := graphx.Settings{URL: ps.GraphURL(), Username: harness.GraphReader, Password: harness.GraphReaderPassword, ReadOnly: true}
 	for {
 		c := t.Counts()
 		prog.Update("%s · sent %d/%d · decided %d · committed %d · rejected %d · dead letters %d · kills %d/%d · publish retries %d",
@@ -203,6 +200,13 @@ func chaos(ctx context.Context, o options, stderr io.Writer) (*Result, error) {
 		if published && time.Now().After(settleBy) {
 			break // the audit names what is missing
 		}
+		if published && len(at) == 0 && time.Since(lastAudit) > 10*time.Second {
+			// The live tracker only drives the progress line: ask the streams themselves.
+			lastAudit = time.Now()
+			if a, err := harness.AuditRun(ctx, ps.JS, graph, gen, n); err == nil && a.Lost == 0 {
+				break
+			}
+		}
 		select {
 		case <-ctx.Done():
 			return nil, ctx.Err()
@@ -221,7 +225,6 @@ func chaos(ctx context.Context, o options, stderr io.Writer) (*Result, error) {
 	}
 	res.Seconds = time.Since(start).Seconds()
 	res.Retries = pub.Retries.Load()
-	graph := graphx.Settings{URL: ps.GraphURL(), Username: harness.GraphReader, Password: harness.GraphReaderPassword, ReadOnly: true}
 	res.Audit, err = harness.AuditRun(ctx, ps.JS, graph, gen, n)
 	prog.Done()
 	if err != nil {

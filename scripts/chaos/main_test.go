@@ -7,11 +7,11 @@ import (
 	"time"
 )
 
-// TestSmoke runs every component as its own process, kills three of them while events flow,
-// and checks that nothing was lost or duplicated.
+// TestSmoke runs every component as its own process (the gates in one), kills three of them
+// while events flow, and checks that nothing was lost or duplicated.
 func TestSmoke(t *testing.T) {
-	o, err := parse([]string{"-duration", "15s", "-kills", "3", "-rate", "20", "-players", "100", "-down-max", "1s",
-		"-settle", "90s", "-seed", "7", "-bin-dir", t.TempDir(), "-data-dir", t.TempDir()}, &bytes.Buffer{})
+	o, err := parse([]string{"-duration", "12s", "-kills", "3", "-rate", "25", "-players", "100", "-down-max", "1s",
+		"-settle", "90s", "-seed", "7", "-split-gates=false", "-data-dir", t.TempDir()}, &bytes.Buffer{})
 	if err != nil {
 		t.Fatal(err)
 	}

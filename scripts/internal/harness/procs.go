@@ -39,9 +39,22 @@ var Binaries = map[string]string{
 	"mcp-classify":    "github.com/worldgate/worldgate/services/mcp-classify",
 }
 
+// DefaultBinDir is where the harnesses keep the service binaries between runs: `go build`
+// skips relinking a binary that is up to date, so a second run starts in seconds.
+func DefaultBinDir() string {
+	dir, err := os.UserCacheDir()
+	if err != nil {
+		dir = os.TempDir()
+	}
+	return filepath.Join(dir, "worldgate", "harness-bin")
+}
+
 // Build compiles every binary into dir with one `go build` (the build cache makes a second
 // run quick).
 func Build(ctx context.Context, dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
 	args := []string{"build", "-o", dir + string(os.PathSeparator)}
 	for _, pkg := range Binaries {
 		args = append(args, pkg)
