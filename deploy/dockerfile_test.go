@@ -19,6 +19,8 @@ import (
 	"github.com/moby/buildkit/frontend/dockerfile/linter"
 	"github.com/moby/buildkit/frontend/dockerfile/parser"
 	"github.com/moby/buildkit/frontend/dockerui"
+	"github.com/moby/patternmatcher"
+	"github.com/moby/patternmatcher/ignorefile"
 	digest "github.com/opencontainers/go-digest"
 )
 
@@ -300,4 +302,50 @@ func sortedCopy(s []string) []string {
 	c := slices.Clone(s)
 	slices.Sort(c)
 	return c
+}
+
+// TestDockerignore checks that deploy/docker/Dockerfile.dockerignore (BuildKit reads it for
+// this Dockerfile instead of a root .dockerignore) sends what the build stage needs — the
+// workspace file and every module of it, every program's sources — and leaves tests out.
+func TestDockerignore(t *testing.T) {
+	data, err := os.ReadFile(dockerfilePath + ".dockerignore")
+	if err != nil {
+		t.Fatal(err)
+	}
+	patterns, err := ignorefile.ReadAll(bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pm, err := patternmatcher.New(patterns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	excluded := func(path string) bool {
+		ok, err := pm.MatchesOrParentMatches(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	}
+	work, err := os.ReadFile(filepath.Join(repoRoot, "go.work"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	need := []string{"go.work", "go.work.sum", "deploy/cmd/healthcheck/main.go"}
+	for _, m := range regexp.MustCompile(`(?m)^\s*\./(\S+)$`).FindAllStringSubmatch(string(work), -1) {
+		need = append(need, m[1]+"/go.mod")
+	}
+	for _, p := range programs {
+		need = append(need, "services/"+p.name+"/main.go")
+	}
+	for _, p := range need {
+		if excluded(p) {
+			t.Errorf("%s is excluded from the build context", p)
+		}
+	}
+	for _, p := range []string{"deploy/dockerfile_test.go", "services/gate/gates/rules_test.go", ".git/HEAD", "bin/gate", ".worldgate/endpoints.json", "deploy/compose/.env"} {
+		if !excluded(p) {
+			t.Errorf("%s is sent to the build", p)
+		}
+	}
 }
