@@ -18,6 +18,7 @@ const (
 	SubjectProposalsAll    = "proposals.>"
 	SubjectValidated       = "proposals.validated"
 	SubjectApproval        = "proposals.approval"
+	SubjectDecisions       = "proposals.decisions"
 	SubjectRejectedAll     = "proposals.rejected.>"
 	SubjectRetryAll        = "proposals.retry.>"
 	SubjectAuditAll        = "audit.>"

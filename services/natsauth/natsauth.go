@@ -23,6 +23,7 @@ import (
 	"github.com/worldgate/worldgate/services/ai-worker/aiworker"
 	"github.com/worldgate/worldgate/services/ai-worker/roles"
 	"github.com/worldgate/worldgate/services/event-processor/processor"
+	"github.com/worldgate/worldgate/services/gate/gates"
 	"github.com/worldgate/worldgate/services/gate/route"
 	"github.com/worldgate/worldgate/shared/natsx"
 )
@@ -264,6 +265,8 @@ func gatePerms(routes route.Routes, user string, gs ...string) *natsx.Permission
 		case route.Approval:
 			p.kv(natsx.BucketApprovals, true) // expiry lists the held proposals
 			p.pub = append(p.pub, events.SubjectApproval)
+			p.consumer(events.StreamProposals, gates.DecisionsDurable) // people's decisions
+			p.pub = append(p.pub, events.DeadLetterSubject(gates.DecisionsDurable))
 		case route.Audit:
 			p.pub = append(p.pub, events.SubjectAuditProposals)
 		}
@@ -297,10 +300,10 @@ func operator(routes route.Routes) *natsx.Permissions {
 	p.pub = append(p.pub, "$SRV.>", api("INFO"),
 		api("STREAM.INFO", "*"), api("STREAM.NAMES"), api("STREAM.LIST"), api("STREAM.MSG.GET", "*"), api("DIRECT.GET", ">"),
 		api("CONSUMER.INFO", "*", "*"), api("CONSUMER.NAMES", "*"), api("CONSUMER.LIST", "*"),
-		api("CONSUMER.CREATE", ">"), api("CONSUMER.DELETE", ">"), api("CONSUMER.MSG.NEXT", ">"), "$JS.FC.>",
-		"$KV."+natsx.BucketApprovals+".>")
-	p.pub = append(p.pub, nextHops(routes, route.Approval)...)
-	p.pub = append(p.pub, events.RejectedSubject(route.Approval))
+		api("CONSUMER.CREATE", ">"), api("CONSUMER.DELETE", ">"), api("CONSUMER.MSG.NEXT", ">"), "$JS.FC.>")
+	// A person's decision on a held proposal is a request the approval gate carries out: the
+	// operator neither writes held proposals nor publishes to any gate but the first.
+	p.pub = append(p.pub, events.SubjectDecisions)
 	p.pub = append(p.pub, firstGates(routes)...)
 	for _, c := range durables() {
 		p.pubDeny = append(p.pubDeny,
@@ -322,5 +325,6 @@ func durables() []durable {
 	for _, g := range route.KnownGates() {
 		out = append(out, durable{events.StreamProposals, "gate-" + g})
 	}
+	out = append(out, durable{events.StreamProposals, gates.DecisionsDurable})
 	return out
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/worldgate/worldgate/events"
 	"github.com/worldgate/worldgate/services/gate/approval"
+	"github.com/worldgate/worldgate/services/gate/gates"
 	"github.com/worldgate/worldgate/services/gate/route"
 	"github.com/worldgate/worldgate/services/mcp-world/worldtools"
 	"github.com/worldgate/worldgate/services/natsauth"
@@ -299,10 +300,17 @@ func TestOperatorDecidesButCannotStealWork(t *testing.T) {
 	if _, err := store.List(ctx); err != nil {
 		t.Fatalf("operator listing held proposals: %v", err)
 	}
+	// Decisions are requests to the approval gate; the operator moves no proposal itself.
+	stored(t, js, natsauth.Operator, events.SubjectDecisions, events.StreamProposals)
+	var moves []string
 	for _, h := range hops(route.Approval) {
-		stored(t, js, natsauth.Operator, h, events.StreamProposals)
+		if h != events.SubjectValidated {
+			moves = append(moves, h)
+		}
 	}
-	stored(t, js, natsauth.Operator, events.RejectedSubject(route.Approval), events.StreamProposals)
+	refused(t, nc, natsauth.Operator, moves...)
+	refused(t, nc, natsauth.Operator, events.RejectedSubject(route.Approval), "$KV."+natsx.BucketApprovals+".p",
+		events.RetrySubject(route.Audit), "$JS.API.CONSUMER.MSG.NEXT.PROPOSALS."+gates.DecisionsDurable)
 	refused(t, nc, natsauth.Operator, events.SubjectValidated, events.RejectedSubject(route.Schema), "$KV."+natsx.BucketRate+".k",
 		"$JS.API.CONSUMER.MSG.NEXT.PROPOSALS.gate-schema", "$JS.API.CONSUMER.DELETE.PROPOSALS.event-processor",
 		"$JS.API.CONSUMER.CREATE.WORLD.ai-ambience.world.events.player.moved")
@@ -338,8 +346,8 @@ func TestWorkersReadTheLagOfTheirStreams(t *testing.T) {
 	}
 }
 
-// The approval gate holds a destructive proposal; the operator approves it, which records the
-// decision and forwards the proposal to the approval gate's next hop; the gate's expiry sweep
+// The approval gate holds a destructive proposal; the operator asks to approve it; the gate
+// applies the decision and forwards the proposal to its next hop; the gate's expiry sweep
 // lists the held proposals. Each as its own user.
 func TestApprovalHeldByTheGateDecidedByTheOperator(t *testing.T) {
 	s := startServer(t)
@@ -367,9 +375,22 @@ func TestApprovalHeldByTheGateDecidedByTheOperator(t *testing.T) {
 	if err != nil || len(held) != 1 {
 		t.Fatalf("operator listing held proposals: %v, %v", held, err)
 	}
-	rec, err := op.Approve(ctx, p.ProposalID, "tester")
-	if err != nil || rec.Status != approval.StatusApproved || !rec.Published {
-		t.Fatalf("operator approving: %+v, %v", rec, err)
+	short, cancelShort := context.WithTimeout(ctx, time.Second)
+	_, err = op.Approve(short, p.ProposalID, "tester") // refused by the server: the ack never comes
+	cancelShort()
+	if err == nil {
+		t.Fatal("the operator wrote the decision into the approvals bucket itself")
+	}
+	d := approval.Decision{ProposalID: p.ProposalID, Status: approval.StatusApproved, By: "tester"}
+	if err := op.Request(ctx, d); err != nil {
+		t.Fatalf("operator requesting the approval: %v", err)
+	}
+	// The approval gate's side (gates.Register's decisions handler): apply what was requested.
+	if rec, err := gate.Apply(ctx, d); err != nil || rec.Status != approval.StatusApproved || !rec.Published {
+		t.Fatalf("approval gate applying the decision: %+v, %v", rec, err)
+	}
+	if rec, err := op.Await(ctx, p.ProposalID); err != nil || rec.DecidedBy != "tester" {
+		t.Fatalf("operator reading the decision back: %+v, %v", rec, err)
 	}
 	_, ajs := s.connect(natsauth.Admin)
 	natstest.WaitFor(t, 5*time.Second, "the approved proposal at the audit gate", func() bool {

@@ -149,13 +149,25 @@ func runProposals(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return tw.Flush()
 	case "show":
 		rec, err = store.Show(ctx, id)
-	case "approve":
-		rec, err = store.Approve(ctx, id, *by)
-	case "reject":
-		if *reason == "" {
+	case "approve", "reject":
+		if verb == "reject" && *reason == "" {
 			return errors.New("proposals reject needs -reason: say why, it reaches the agent and the audit trail")
 		}
-		rec, err = store.Reject(ctx, id, *by, *reason)
+		status := approval.StatusApproved
+		if verb == "reject" {
+			status = approval.StatusRejected
+		}
+		if err := store.Request(ctx, approval.Decision{ProposalID: id, Status: status, By: *by, Reason: *reason}); err != nil {
+			return err
+		}
+		// The approval gate carries the decision out; wait for it, but not forever.
+		if rec, err = store.Await(ctx, id); errors.Is(err, context.DeadlineExceeded) {
+			fmt.Fprintf(stderr, "decision on %s sent; no approval gate has carried it out yet (it will once one runs)\n", id)
+			err = nil
+		}
+		if err == nil && rec.Status != status && rec.Status != approval.StatusPending {
+			err = fmt.Errorf("proposal %s was %s by %s before this decision arrived: %w", id, rec.Status, rec.DecidedBy, approval.ErrAlreadyDecided)
+		}
 	default:
 		return fmt.Errorf("unknown proposals command %q: use list, show, approve or reject", verb)
 	}

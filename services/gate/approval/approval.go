@@ -6,10 +6,15 @@
 //	store, err := approval.Open(ctx, js)
 //	pending, err := store.List(ctx, approval.StatusPending)
 //	rec, err := store.Show(ctx, proposalID)
-//	rec, err = store.Approve(ctx, proposalID, "ops:ada")          // forwards to its next hop
-//	rec, err = store.Reject(ctx, proposalID, "ops:ada", "keep it") // publishes APPROVAL_DENIED
+//	err = store.Request(ctx, approval.Decision{ProposalID: id, Status: approval.StatusApproved, By: "ops:ada"})
+//	rec, err = store.Await(ctx, id) // until the approval gate has carried it out
 //
-// The approval gate calls Hold; the worldgate CLI calls the rest.
+// A person never moves a proposal: the worldgate CLI (the operator) publishes a decision on
+// proposals.decisions and reads the bucket; the approval gate, the only writer of the bucket,
+// applies the decision (Apply: Approve forwards the proposal to its next hop, Reject publishes
+// APPROVAL_DENIED) exactly as it would its own expiry. So the operator's NATS user needs no
+// right to write held proposals nor to publish to any gate, and cannot slip a proposal past
+// the gates.
 package approval
 
 import (
@@ -18,6 +23,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -191,6 +197,91 @@ func contains(ss []Status, s Status) bool {
 	return false
 }
 
+// Decision is what a person decides about a held proposal, as published on
+// events.SubjectDecisions for the approval gate to apply.
+type Decision struct {
+	ProposalID string    `json:"proposalId"`
+	Status     Status    `json:"status"` // approved or rejected
+	By         string    `json:"by"`
+	Reason     string    `json:"reason,omitempty"`
+	AtUTC      time.Time `json:"atUtc"`
+}
+
+// Validate says what is wrong with d, if anything.
+func (d Decision) Validate() error {
+	switch {
+	case d.ProposalID == "":
+		return errors.New("a decision needs the proposal id")
+	case d.Status != StatusApproved && d.Status != StatusRejected:
+		return fmt.Errorf("a decision approves or rejects, not %q", d.Status)
+	case strings.TrimSpace(d.By) == "":
+		return errors.New("say who decides: a person's id is required")
+	case d.Status == StatusRejected && strings.TrimSpace(d.Reason) == "":
+		return errors.New("a reason is required to reject a proposal: say why, so its author can act on it")
+	}
+	return nil
+}
+
+// Request publishes d for the approval gate, after checking that the proposal is held and
+// still pending. Requesting the same decision twice is stored once.
+func (s *Store) Request(ctx context.Context, d Decision) error {
+	if err := d.Validate(); err != nil {
+		return err
+	}
+	r, _, err := s.get(ctx, d.ProposalID)
+	if err != nil {
+		return err
+	}
+	if r.Status != StatusPending {
+		return fmt.Errorf("proposal %s was already %s by %s: %w", d.ProposalID, r.Status, r.DecidedBy, ErrAlreadyDecided)
+	}
+	if d.AtUTC.IsZero() {
+		d.AtUTC = s.now().UTC()
+	}
+	data, err := json.Marshal(d)
+	if err != nil {
+		return err
+	}
+	msg := &nats.Msg{Subject: events.SubjectDecisions, Data: data, Header: nats.Header{}}
+	msg.Header.Set(events.HeaderCorrelationID, r.CorrelationID)
+	id := "decision:" + d.ProposalID + ":" + strconv.Itoa(r.Attempt) + ":" + string(d.Status) + ":" + d.By
+	if _, err := s.js.PublishMsg(ctx, msg, jetstream.WithMsgID(id)); err != nil {
+		return fmt.Errorf("publish the decision on %s: %w", d.ProposalID, err)
+	}
+	return nil
+}
+
+// Await polls the record of proposalID until its decision is carried out (Published), and
+// returns it; on ctx's end it returns the last record read with ctx's error.
+func (s *Store) Await(ctx context.Context, proposalID string) (Record, error) {
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for {
+		r, _, err := s.get(ctx, proposalID)
+		if err == nil && r.Status != StatusPending && r.Published {
+			return r, nil
+		}
+		select {
+		case <-ctx.Done():
+			return r, ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// Apply carries out d (the approval gate's side of Request). A decision that comes too late
+// (the proposal expired, or someone else decided first) changes nothing and is reported with
+// ErrAlreadyDecided.
+func (s *Store) Apply(ctx context.Context, d Decision) (Record, error) {
+	if err := d.Validate(); err != nil {
+		return Record{}, err
+	}
+	return s.decide(ctx, d.ProposalID, d.Status, d.By, d.Reason)
+}
+
+// Approve and Reject decide directly, as Apply does; they need write access to the bucket,
+// which only the approval gate has. People use Request.
+//
 // Approve lets the proposal continue: an "approved" hop is added and it is published to its
 // next hop. Approving an approved proposal again re-publishes idempotently (same message id).
 func (s *Store) Approve(ctx context.Context, proposalID, by string) (Record, error) {
@@ -246,10 +337,11 @@ func (s *Store) decide(ctx context.Context, id string, want Status, by, reason s
 			if err != nil {
 				return Record{}, err
 			}
-			if _, err := s.kv.Update(ctx, Key(id), data, rev); err != nil {
+			next, err := s.kv.Update(ctx, Key(id), data, rev)
+			if err != nil {
 				continue // someone else decided (or expired it) first: read again
 			}
-			rev++
+			rev = next // a revision is the bucket's sequence: other keys' writes may come between
 		}
 		if r.Status != want {
 			if !r.Published && r.Status != StatusPending {
@@ -264,8 +356,14 @@ func (s *Store) decide(ctx context.Context, id string, want Status, by, reason s
 				return r, err
 			}
 			r.Published = true
-			if data, err := json.Marshal(r); err == nil {
-				_, _ = s.kv.Update(ctx, Key(id), data, rev) // best effort: a re-publish is idempotent
+			data, err := json.Marshal(r)
+			if err != nil {
+				return r, err
+			}
+			// Readers wait for this mark (Await). If it fails the decision is applied again
+			// later, and publishing it again is idempotent (same message id).
+			if _, err := s.kv.Update(ctx, Key(id), data, rev); err != nil {
+				return r, fmt.Errorf("mark the decision on %s as published: %w", id, err)
 			}
 		}
 		return r, nil

@@ -2,14 +2,24 @@ package gates
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
+
+	"github.com/ThreeDotsLabs/watermill/message"
 
 	"github.com/worldgate/worldgate/events"
 	"github.com/worldgate/worldgate/services/gate/approval"
 	"github.com/worldgate/worldgate/services/gate/route"
+	"github.com/worldgate/worldgate/shared/logx"
+	"github.com/worldgate/worldgate/shared/runtime"
 )
+
+// DecisionsDurable is the approval gate's durable consumer of people's decisions
+// (events.SubjectDecisions), and the stage of their dead letters.
+const DecisionsDurable = "gate-approval-decisions"
 
 // approvalGate holds destructive proposals (requiresApproval) in the approvals bucket until a
 // person decides with `worldgate proposals approve|reject` (package approval); the input is
@@ -49,4 +59,31 @@ func (g *approvalGate) Hold(ctx context.Context, p *events.Proposal) error {
 		return fmt.Errorf("approvals store unavailable: %w", err)
 	}
 	return nil
+}
+
+// decisions applies the decisions people publish (approval.Store.Request): the only way a held
+// proposal moves on. A decision that comes too late changes nothing; one that cannot be read,
+// or names no held proposal, is dead-lettered with the reason.
+func (g *approvalGate) decisions(log *slog.Logger) message.HandlerFunc {
+	return func(m *message.Message) ([]*message.Message, error) {
+		var d approval.Decision
+		if err := json.Unmarshal(m.Payload, &d); err != nil {
+			return nil, runtime.Permanentf("approval decision is not decodable: %v", err)
+		}
+		r, err := g.store.Apply(m.Context(), d)
+		log := logx.From(m.Context(), log).With("proposalId", d.ProposalID, "decidedBy", d.By, "decision", string(d.Status))
+		switch {
+		case errors.Is(err, approval.ErrAlreadyDecided):
+			log.Info("approval decision arrived after the proposal was decided; nothing to do", "status", string(r.Status), "by", r.DecidedBy)
+			return nil, nil
+		case errors.Is(err, approval.ErrNotFound):
+			return nil, runtime.Permanentf("approval decision for proposal %s, which is not held", d.ProposalID)
+		case err != nil && d.Validate() != nil:
+			return nil, runtime.Permanentf("approval decision refused: %v", err)
+		case err != nil:
+			return nil, fmt.Errorf("apply the approval decision on %s: %w", d.ProposalID, err)
+		}
+		log.Info("approval decision applied", "status", string(r.Status))
+		return nil, nil
+	}
 }

@@ -435,22 +435,32 @@ func TestApprovalGate(t *testing.T) {
 	if n := s.count(t, events.StreamProposals, "proposals.gate.audit"); n != 0 {
 		t.Fatalf("%d held proposals went on", n)
 	}
-	if _, err := store.Reject(ctx, toReject.ProposalID, "ops:ada", ""); err == nil {
+	// People request decisions (the CLI's side); the gate's decisions handler applies them.
+	decide := func(id string, status approval.Status, by, reason string) error {
+		return store.Request(ctx, approval.Decision{ProposalID: id, Status: status, By: by, Reason: reason})
+	}
+	if err := decide(toReject.ProposalID, approval.StatusRejected, "ops:ada", ""); err == nil {
 		t.Fatal("rejected without a reason")
 	}
-
-	rec, err := store.Approve(ctx, toApprove.ProposalID, "ops:ada")
-	if err != nil || rec.Status != approval.StatusApproved {
+	if err := decide(toApprove.ProposalID, approval.StatusApproved, "ops:ada", ""); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := store.Await(ctx, toApprove.ProposalID)
+	if err != nil || rec.Status != approval.StatusApproved || rec.DecidedBy != "ops:ada" {
 		t.Fatalf("approve: %+v %v", rec, err)
 	}
-	if _, err := store.Approve(ctx, toApprove.ProposalID, "ops:ada"); err != nil {
-		t.Fatalf("approving twice: %v", err)
-	}
-	if _, err := store.Reject(ctx, toApprove.ProposalID, "ops:bo", "no"); !errors.Is(err, approval.ErrAlreadyDecided) {
+	if err := decide(toApprove.ProposalID, approval.StatusRejected, "ops:bo", "no"); !errors.Is(err, approval.ErrAlreadyDecided) {
 		t.Fatalf("rejecting an approved proposal: %v", err)
 	}
-	if _, err := store.Reject(ctx, toReject.ProposalID, "ops:bo", "Bram is needed for the festival quest."); err != nil {
+	if err := decide(toReject.ProposalID, approval.StatusRejected, "ops:bo", "Bram is needed for the festival quest."); err != nil {
 		t.Fatal(err)
+	}
+	if rec, err := store.Await(ctx, toReject.ProposalID); err != nil || rec.Status != approval.StatusRejected {
+		t.Fatalf("reject: %+v %v", rec, err)
+	}
+	// Of two decisions that raced past Request, the later changes nothing.
+	if _, err := store.Apply(ctx, approval.Decision{ProposalID: toApprove.ProposalID, Status: approval.StatusRejected, By: "ops:bo", Reason: "late"}); !errors.Is(err, approval.ErrAlreadyDecided) {
+		t.Fatalf("applying a rejection after the approval: %v", err)
 	}
 	if n, err := store.WithClock(func() time.Time { return time.Now().Add(2 * time.Hour) }).ExpireDue(ctx); err != nil || n != 1 {
 		t.Fatalf("expired %d (%v)", n, err)

@@ -276,6 +276,12 @@ func Register(app *runtime.App, deps Deps, names []string) error {
 			Stream: events.StreamProposals, Durable: durable, Subjects: []string{events.GateSubject(g.Name()), events.RetrySubject(g.Name())},
 			MaxDeliver: deps.Config.MaxDeliver, Backoff: deps.Config.Backoff,
 		}, c.handler(g))
+		if a, ok := g.(*approvalGate); ok {
+			app.Handle(DecisionsDurable, runtime.Consumer{
+				Stream: events.StreamProposals, Durable: DecisionsDurable, Subjects: []string{events.SubjectDecisions},
+				MaxDeliver: deps.Config.MaxDeliver, Backoff: deps.Config.Backoff,
+			}, a.decisions(deps.Logger))
+		}
 	}
 	return nil
 }
