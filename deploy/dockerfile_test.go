@@ -183,7 +183,7 @@ func TestDockerfilePolicy(t *testing.T) {
 	if !strings.Contains(buildRun, "CGO_ENABLED=0") {
 		t.Error("the build stage must build with CGO_ENABLED=0 (static binaries for a base without libc)")
 	}
-	if !strings.Contains(buildRun, "./deploy/cmd/healthcheck") {
+	if !strings.Contains(buildRun, "./cmd/healthcheck") {
 		t.Error("the build stage must build the healthcheck binary")
 	}
 	runtime := stages["runtime"]
@@ -331,7 +331,7 @@ func TestDockerignore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	need := []string{"go.work", "go.work.sum", "deploy/cmd/healthcheck/main.go"}
+	need := []string{"go.work", "go.work.sum", "deploy/go.mod", "deploy/go.sum", "deploy/cmd/healthcheck/main.go"}
 	for _, m := range regexp.MustCompile(`(?m)^\s*\./(\S+)$`).FindAllStringSubmatch(string(work), -1) {
 		need = append(need, m[1]+"/go.mod")
 	}
