@@ -86,11 +86,9 @@ func (c *chain) handler(g Gate) message.HandlerFunc {
 				d, err = rg.CheckRaw(ctx, m.Payload, &p)
 				break
 			}
-			strict, derr := events.Decoder{}.Proposal(m.Payload)
-			if derr != nil {
-				return nil, runtime.Permanentf("gate %s: proposal %s is not valid (the schema gate should have stopped it): %v", name, p.ProposalID, derr)
-			}
-			p = *strict
+			// The schema gate validated the proposal (RawGate); the gates after it read the
+			// plain decoding: only the previous gate may publish to a gate's subject (NATS
+			// permissions), and its retry subject takes only what the gate refused.
 			d, err = g.Check(ctx, &p)
 		}
 		if err != nil {
