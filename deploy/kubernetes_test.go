@@ -12,7 +12,6 @@ import (
 	"strings"
 	"testing"
 
-	keda "github.com/kedacore/keda/v2/apis/keda/v1alpha1"
 	monv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
@@ -35,7 +34,7 @@ type rendered struct {
 	jobs         map[string]*batchv1.Job
 	hpas         map[string]*autoscalingv2.HorizontalPodAutoscaler
 	pdbs         map[string]*policyv1.PodDisruptionBudget
-	scaled       map[string]*keda.ScaledObject
+	scaled       map[string]*scaledObject
 	podMonitors  map[string]*monv1.PodMonitor
 	serviceAccts map[string]*corev1.ServiceAccount
 	// generated maps a generated ConfigMap's or Secret's name in the kustomization to its name in
@@ -45,7 +44,7 @@ type rendered struct {
 
 // render builds dir with kustomize's API (what `kubectl kustomize` runs) from the files on disk,
 // and decodes every object into its Go API type: k8s.io/api for Kubernetes' own kinds, the
-// Prometheus Operator's for PodMonitor and KEDA's for ScaledObject. Decoding is strict and
+// Prometheus Operator's for PodMonitor and scaledObject (KEDA's, mirrored) for ScaledObject. Decoding is strict and
 // case-sensitive (sigs.k8s.io/json, as the API server decodes): a misspelt or misplaced field,
 // a duplicate field or a kind this test does not know fails.
 func render(t *testing.T, dir string) rendered {
@@ -56,7 +55,7 @@ func render(t *testing.T, dir string) rendered {
 	}
 	r := rendered{map[string]*appsv1.Deployment{}, map[string]*corev1.Service{}, map[string]*corev1.ConfigMap{},
 		map[string]*corev1.Secret{}, map[string]*batchv1.Job{}, map[string]*autoscalingv2.HorizontalPodAutoscaler{},
-		map[string]*policyv1.PodDisruptionBudget{}, map[string]*keda.ScaledObject{}, map[string]*monv1.PodMonitor{},
+		map[string]*policyv1.PodDisruptionBudget{}, map[string]*scaledObject{}, map[string]*monv1.PodMonitor{},
 		map[string]*corev1.ServiceAccount{}, map[string]string{}}
 	for _, res := range resMap.Resources() {
 		data, err := res.MarshalJSON()
@@ -95,7 +94,7 @@ func render(t *testing.T, dir string) rendered {
 			o := &policyv1.PodDisruptionBudget{}
 			r.pdbs[name], obj = o, o
 		case "keda.sh/v1alpha1/ScaledObject":
-			o := &keda.ScaledObject{}
+			o := &scaledObject{}
 			r.scaled[name], obj = o, o
 		case "monitoring.coreos.com/v1/PodMonitor":
 			o := &monv1.PodMonitor{}
