@@ -70,6 +70,9 @@ func (g *approvalGate) decisions(log *slog.Logger) message.HandlerFunc {
 		if err := json.Unmarshal(m.Payload, &d); err != nil {
 			return nil, runtime.Permanentf("approval decision is not decodable: %v", err)
 		}
+		if err := d.Validate(); err != nil {
+			return nil, runtime.Permanentf("approval decision refused: %v", err)
+		}
 		r, err := g.store.Apply(m.Context(), d)
 		log := logx.From(m.Context(), log).With("proposalId", d.ProposalID, "decidedBy", d.By, "decision", string(d.Status))
 		switch {
@@ -78,8 +81,6 @@ func (g *approvalGate) decisions(log *slog.Logger) message.HandlerFunc {
 			return nil, nil
 		case errors.Is(err, approval.ErrNotFound):
 			return nil, runtime.Permanentf("approval decision for proposal %s, which is not held", d.ProposalID)
-		case err != nil && d.Validate() != nil:
-			return nil, runtime.Permanentf("approval decision refused: %v", err)
 		case err != nil:
 			return nil, fmt.Errorf("apply the approval decision on %s: %w", d.ProposalID, err)
 		}

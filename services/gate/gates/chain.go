@@ -51,6 +51,7 @@ type chain struct {
 
 func (c *chain) handler(g Gate) message.HandlerFunc {
 	name := g.Name()
+	retrySubject := events.RetrySubject(name)
 	latency := c.m.latency.WithLabelValues(name)
 	return func(m *message.Message) ([]*message.Message, error) {
 		start := c.now()
@@ -62,15 +63,14 @@ func (c *chain) handler(g Gate) message.HandlerFunc {
 			return nil, runtime.Permanentf("gate %s: the message has no usable proposalId (%q), so it can be neither routed nor rejected", name, p.ProposalID)
 		}
 		ctx := withDelivery(m.Context(), runtime.Deliveries(m), c.maxDeliver)
-		retry, ticket := m.Metadata.Get(runtime.MetaSubject) == events.RetrySubject(name), false
-		if retry {
-			var err error
-			if ticket, err = c.tickets.valid(ctx, name, &p); err != nil {
+		var d Decision
+		var err error
+		ticketed := true // a retry must answer this gate's own transient refusal
+		if m.Metadata.Get(runtime.MetaSubject) == retrySubject {
+			if ticketed, err = c.tickets.valid(ctx, name, &p); err != nil {
 				return nil, fmt.Errorf("gate %s: retry ticket of proposal %s: %w", name, p.ProposalID, err)
 			}
 		}
-		var d Decision
-		var err error
 		switch {
 		case len(p.Route.Pending) == 0 || p.Route.Pending[0] != name:
 			next := "none"
@@ -79,7 +79,7 @@ func (c *chain) handler(g Gate) message.HandlerFunc {
 			}
 			d = Reject(events.CodeRouteInvalid, fmt.Sprintf("The proposal reached the %s gate but its route says the next gate is %s: fill Route.Pending from the kind's configured route and publish to the subject of its first gate.", name, next),
 				map[string]any{"pending": p.Route.Pending})
-		case retry && !ticket:
+		case !ticketed:
 			d = Reject(events.CodeRouteInvalid, fmt.Sprintf("The proposal came on the %s gate's retry subject, but the %s gate never refused it transiently in this form: only the very proposal a gate refused may be sent back to it, and only there.", name, name), nil)
 		default:
 			if rg, ok := g.(RawGate); ok {

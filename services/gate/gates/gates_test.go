@@ -612,3 +612,34 @@ func TestRetrySubjectTakesOnlyWhatTheGateRefused(t *testing.T) {
 		t.Fatalf("%d proposals went on to audit, want only the one within budget", n)
 	}
 }
+
+// A decision the approval gate cannot carry out — unreadable, incomplete, or about a proposal it
+// does not hold — is dead-lettered with the reason, at once, and moves nothing.
+func TestApprovalDecisionsThatCannotBeAppliedAreDeadLettered(t *testing.T) {
+	s := newStack(t)
+	s.run(t, s.deps(testConfig()), "approval")
+	for id, body := range map[string]string{
+		"garbled":   `{"proposalId":`,
+		"no-reason": `{"proposalId":"p-1","status":"rejected","by":"ops:ada"}`,
+		"not-held":  `{"proposalId":"p-unknown","status":"approved","by":"ops:ada"}`,
+	} {
+		s.publishRaw(t, events.SubjectDecisions, id, []byte(body))
+	}
+	natstest.WaitFor(t, 10*time.Second, "three dead letters", func() bool {
+		return s.count(t, events.StreamDLQ, events.DeadLetterSubject(gates.DecisionsDurable)) == 3
+	})
+	var reasons []string
+	for _, m := range s.messages(t, events.StreamDLQ, events.DeadLetterSubject(gates.DecisionsDurable)) {
+		if d := m.Headers().Get(events.HeaderDLQDeliveries); d != "1" {
+			t.Errorf("dead-lettered after %s deliveries, want at once", d)
+		}
+		reasons = append(reasons, m.Headers().Get(events.HeaderDLQReason))
+	}
+	all := strings.Join(reasons, " | ")
+	if !hasAll(all, "not decodable", "reason is required", "p-unknown", "not held") {
+		t.Fatalf("dead-letter reasons: %s", all)
+	}
+	if n := s.count(t, events.StreamProposals, "proposals.gate.>") + s.count(t, events.StreamProposals, events.SubjectRejectedAll); n != 0 {
+		t.Fatalf("%d proposals moved", n)
+	}
+}

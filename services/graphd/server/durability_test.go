@@ -161,7 +161,7 @@ func TestCrashChild(t *testing.T) {
 // acknowledged write survives, then that a torn WAL tail is truncated.
 func TestCrashRecovery(t *testing.T) {
 	if os.Getenv(crashEnv) != "" {
-		t.Skip()
+		t.Skip("running as TestCrashRecovery's writing child, not as the test")
 	}
 	dir := t.TempDir()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.count=1")
