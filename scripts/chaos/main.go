@@ -110,15 +110,7 @@ func run(args []string, stdout, stderr io.Writer) (*Result, error) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	res, err := chaos(ctx, o, stderr)
-	if res != nil {
-		printResult(stdout, res)
-		if o.jsonOut != "" {
-			if jerr := harness.WriteJSON(o.jsonOut, res); jerr != nil && err == nil {
-				err = jerr
-			}
-		}
-	}
-	return res, err
+	return res, harness.Report(stdout, res, err, o.jsonOut, printResult)
 }
 
 func chaos(ctx context.Context, o options, stderr io.Writer) (*Result, error) {

@@ -127,6 +127,21 @@ func (p *Progress) Done() {
 	p.last = ""
 }
 
+// Report prints a run's result, even a failed run's, and writes it as JSON to jsonPath when one
+// is given; it returns the run's error, else the write's.
+func Report[R any](w io.Writer, res *R, runErr error, jsonPath string, print func(io.Writer, *R)) error {
+	if res == nil {
+		return runErr
+	}
+	print(w, res)
+	if jsonPath != "" {
+		if err := WriteJSON(jsonPath, res); err != nil && runErr == nil {
+			return err
+		}
+	}
+	return runErr
+}
+
 // WriteJSON writes v as indented JSON to path ("-" for stdout).
 func WriteJSON(path string, v any) error {
 	b, err := json.MarshalIndent(v, "", "  ")
