@@ -309,9 +309,9 @@ var validate = sync.OnceValue(func() *validator.Validate {
 })
 
 type schemaSet struct {
-	envelope, proposal, rejection, domainEvent *jsonschema.Schema
-	events                                     map[string]*jsonschema.Schema
-	proposals                                  map[string]*jsonschema.Schema
+	envelope, proposal, rejection, domainEvent, outcome *jsonschema.Schema
+	events                                              map[string]*jsonschema.Schema
+	proposals                                           map[string]*jsonschema.Schema
 }
 
 // compiled compiles every embedded schema once. The schemas ship with the binary, so a failure
@@ -349,6 +349,7 @@ var compiled = sync.OnceValue(func() *schemaSet {
 		proposal:    must(schemas.Proposal),
 		rejection:   must(schemas.Rejection),
 		domainEvent: must(schemas.DomainEvent),
+		outcome:     must(schemas.Outcome),
 		events:      map[string]*jsonschema.Schema{},
 		proposals:   map[string]*jsonschema.Schema{},
 	}

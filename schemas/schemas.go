@@ -24,6 +24,7 @@ const (
 	Proposal    = "v1/proposal.json"
 	Rejection   = "v1/rejection.json"
 	DomainEvent = "v1/domain-event.json"
+	Outcome     = "v1/outcome.json"
 )
 
 // FS returns the embedded schema tree (v1/…).

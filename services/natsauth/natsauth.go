@@ -195,7 +195,17 @@ func api(parts ...string) string { return "$JS.API." + strings.Join(parts, ".") 
 func publisher() *natsx.Permissions {
 	p := &perms{pub: []string{events.SubjectWorldAll}}
 	p.inbox(Publisher)
+	p.outcomeReader()
 	return p.build()
+}
+
+// outcomeReader lets a game backend read the outcomes of its requests (events.Watch and
+// events.Await): ordered consumers of its own on stream OUTCOMES, and nothing on any other
+// stream.
+func (p *perms) outcomeReader() {
+	s := events.StreamOutcomes
+	p.pub = append(p.pub, api("STREAM.INFO", s), api("CONSUMER.CREATE", s, ">"), api("CONSUMER.INFO", s, ">"),
+		api("CONSUMER.MSG.NEXT", s, ">"), api("CONSUMER.DELETE", s, ">"))
 }
 
 // firstGates are the subjects of the first gate of every route: where new proposals enter.
@@ -245,6 +255,9 @@ func aiWorker(routes route.Routes) *natsx.Permissions {
 	// the gate takes only the very proposal it refused (its retry ticket): no gate is skipped.
 	p.pub = append(p.pub, events.SubjectRetryAll)
 	p.kv(natsx.BucketAICache, false)
+	// Final refusals (a refused move, a proposal refused for good): committed outcomes are
+	// the event-processor's.
+	p.pub = append(p.pub, events.OutcomeKindFilter(events.OutcomeRefused))
 	return p.build()
 }
 
@@ -277,7 +290,8 @@ func gatePerms(routes route.Routes, user string, gs ...string) *natsx.Permission
 func eventProcessor() *natsx.Permissions {
 	p := worker(EventProcessor, processor.Name)
 	p.consumer(events.StreamProposals, processor.Name)
-	p.pub = append(p.pub, events.SubjectCommittedAll, events.RejectedSubject(processor.Gate), events.DeadLetterSubject(processor.Name))
+	p.pub = append(p.pub, events.SubjectCommittedAll, events.RejectedSubject(processor.Gate), events.DeadLetterSubject(processor.Name),
+		events.OutcomeKindFilter(events.OutcomeCommitted), events.OutcomeKindFilter(events.OutcomeFallback))
 	return p.build()
 }
 

@@ -46,6 +46,11 @@ func TestDevDemoOnlyPrintsSummaryAndEndpoints(t *testing.T) {
 			t.Errorf("no rejection from the %s gate: %+v", gate, s.Rejected)
 		}
 	}
+	// Every request ends in a final outcome on stream OUTCOMES: content committed, and the
+	// scenario's move west from the ash gate (there is no exit) refused by world-rules.
+	if s.Outcomes["committed"] == 0 || s.Outcomes["refused"] == 0 {
+		t.Errorf("outcomes %v: want committed and refused outcomes", s.Outcomes)
+	}
 	raw, err := os.ReadFile(filepath.Join(dir, "endpoints.json"))
 	if err != nil {
 		t.Fatal(err)

@@ -239,6 +239,8 @@ type Summary struct {
 	Tokens          int            `json:"tokens"`
 	CostUSD         float64        `json:"costUsd"`
 	CacheHits       int            `json:"cacheHits"`
+	// Outcomes counts the final decisions by kind (committed, fallback, refused).
+	Outcomes map[string]int `json:"outcomes"`
 }
 
 // tally counts what a run did, from each stream's last sequence when the run started, so it
@@ -251,11 +253,11 @@ type tally struct {
 	seen map[string]bool // proposal ids already counted
 }
 
-var tallyStreams = []string{events.StreamWorld, events.StreamProposals, events.StreamCommitted, events.StreamDLQ}
+var tallyStreams = []string{events.StreamWorld, events.StreamProposals, events.StreamCommitted, events.StreamDLQ, events.StreamOutcomes}
 
 func (st *stack) newTally(ctx context.Context) (*tally, error) {
 	t := &tally{st: st, next: map[string]uint64{}, seen: map[string]bool{},
-		sum: Summary{ProposalsByKind: map[string]int{}, Rejected: map[string]int{}}}
+		sum: Summary{ProposalsByKind: map[string]int{}, Rejected: map[string]int{}, Outcomes: map[string]int{}}}
 	for _, name := range tallyStreams {
 		s, err := st.js.Stream(ctx, name)
 		if err != nil {
@@ -341,6 +343,15 @@ func (t *tally) update(ctx context.Context) (*Summary, error) {
 	if err != nil {
 		return nil, err
 	}
+	_, err = t.scan(ctx, events.StreamOutcomes, func(subject string, _ []byte) {
+		// world.outcomes.<kind>.<actor>
+		if parts := strings.SplitN(subject, ".", 4); len(parts) == 4 {
+			s.Outcomes[parts[2]]++
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
 	reg := t.st.reg
 	s.Tokens = int(sumMetric(reg, "worldgate_ai_tokens_total", "type", "prompt", "completion"))
 	s.CostUSD = sumMetric(reg, "worldgate_ai_cost_usd_total", "")
@@ -348,6 +359,7 @@ func (t *tally) update(ctx context.Context) (*Summary, error) {
 	out := *s
 	out.ProposalsByKind = maps.Clone(s.ProposalsByKind)
 	out.Rejected = maps.Clone(s.Rejected)
+	out.Outcomes = maps.Clone(s.Outcomes)
 	return &out, nil
 }
 

@@ -67,6 +67,9 @@ func DefaultTopology(opts TopologyOptions) Topology {
 			stream(events.StreamCommitted, events.SubjectCommittedAll, "Canonical log of applied domain events (event-processor only)", 0),
 			stream(events.StreamAudit, events.SubjectAuditAll, "Audit records, written before persistence", 0),
 			stream(events.StreamDLQ, events.SubjectDeadLetterAll, "Messages a stage gave up on, with the reason in headers", keep),
+			// Kept as long as proposals: Watch resumes from a sequence or a time inside it. Its
+			// duplicate window makes a redelivered decision one outcome.
+			stream(events.StreamOutcomes, events.SubjectOutcomesAll, "Final decisions: committed, fallback or refused, one per request and agent role", keep),
 		},
 		Buckets: []jetstream.KeyValueConfig{
 			{Bucket: BucketAICache, Description: "AI output by context hash", TTL: cmpOr(opts.AICacheTTL, 24*time.Hour), Replicas: r, Storage: jetstream.FileStorage},

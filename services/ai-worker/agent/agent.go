@@ -134,6 +134,9 @@ type Result struct {
 	NotBefore time.Time
 	// Note says why nothing was proposed, or what was done.
 	Note string
+	// Outcome is the request's final outcome when this decision ends it (a refused move, a
+	// proposal refused for good); published to the OUTCOMES stream.
+	Outcome *events.Outcome
 }
 
 // namespace makes proposal ids Worldgate's own UUIDv5s.

@@ -56,12 +56,12 @@ func (a *Agent) Rejected(ctx context.Context, rej *events.Rejection, mine []role
 	}
 	if !role.UsesLLM {
 		log.Info(telemetry.PromptAbandoned, "reason", "deterministic proposals are not regenerated: "+rej.Reason)
-		return &Result{Note: "deterministic proposal refused"}, nil
+		return &Result{Note: "deterministic proposal refused", Outcome: events.RefusedOutcome(p, rej, rej.Code, rej.Reason, a.cfg.Now())}, nil
 	}
 	if p.Provenance != nil && p.Provenance.Fallback != "" {
 		a.m.tasks.WithLabelValues(role.Name, "abandoned").Inc()
 		log.Error(telemetry.PromptAbandoned, "reason", "the fallback content was refused too: "+rej.Reason)
-		return &Result{Note: "fallback refused"}, nil
+		return &Result{Note: "fallback refused", Outcome: events.RefusedOutcome(p, rej, rej.Code, rej.Reason, a.cfg.Now())}, nil
 	}
 	var env *events.Envelope
 	raw, err := a.cfg.Cache.Get(ctx, taskKey(role.Name, p.CausationID))
@@ -150,8 +150,9 @@ func (a *Agent) retry(rej *events.Rejection, role roles.Role, log interface {
 	}
 	if tries > MaxTransientRetries {
 		a.m.tasks.WithLabelValues(role.Name, "abandoned").Inc()
-		log.Error(telemetry.PromptAbandoned, "reason", fmt.Sprintf("refused transiently %d times by the %s gate: %s", tries, rej.Gate, rej.Reason))
-		return &Result{Note: "too many transient refusals"}, nil
+		why := fmt.Sprintf("refused transiently %d times by the %s gate: %s", tries, rej.Gate, rej.Reason)
+		log.Error(telemetry.PromptAbandoned, "reason", why)
+		return &Result{Note: "too many transient refusals", Outcome: events.RefusedOutcome(&p, rej, events.CodeGaveUp, why, a.cfg.Now())}, nil
 	}
 	p.Route = events.Route{Pending: pending, Trail: p.Route.Trail}
 	after := time.Duration(rej.RetryAfter * float64(time.Second))

@@ -40,7 +40,7 @@ func (a *Agent) resolveMove(ctx context.Context, role roles.Role, env *events.En
 		a.m.tasks.WithLabelValues(role.Name, "refused").Inc()
 		a.logger(ctx).Info(telemetry.MoveRefused, "correlationId", env.CorrelationID, telemetry.DimRole, role.Name,
 			"playerId", mv.PlayerID, "fromLocationId", mv.FromLocationID, "direction", mv.Direction, "reason", reason)
-		return &Result{Note: reason}, nil
+		return &Result{Note: reason, Outcome: events.RequestRefused(env, role.Name, mv.FromLocationID, events.CodeMoveRefused, reason, a.cfg.Now())}, nil
 	}
 	dir := strings.ToLower(strings.TrimSpace(mv.Direction))
 	if !roles.IsDirection(dir) {

@@ -187,7 +187,17 @@ func (w *Worker) rejectionHandler() message.HandlerFunc {
 }
 
 func toMessages(res *agent.Result) ([]*message.Message, error) {
-	if res == nil || res.Proposal == nil {
+	if res == nil {
+		return nil, nil
+	}
+	if res.Outcome != nil {
+		m, err := runtime.OutcomeMessage(res.Outcome)
+		if err != nil {
+			return nil, runtime.Permanentf("the final outcome is invalid: %w", err)
+		}
+		return []*message.Message{m}, nil
+	}
+	if res.Proposal == nil {
 		return nil, nil
 	}
 	p := res.Proposal

@@ -240,6 +240,13 @@ func (p *Processor) Handle(msg *message.Message) ([]*message.Message, error) {
 		m.Metadata.Set(events.HeaderCausationID, prop.ProposalID)
 		m.Metadata.Set(events.HeaderType, c.Type)
 		out = append(out, m)
+		// The request's final outcome, after the domain event (same publish batch, in order): a
+		// watcher that sees the outcome finds the event committed.
+		om, err := runtime.OutcomeMessage(events.CommittedOutcome(prop, evt))
+		if err != nil {
+			return nil, runtime.Permanentf("outcome of %s: %w", prop.ProposalID, err)
+		}
+		out = append(out, om)
 		if fresh {
 			p.m.committed.WithLabelValues(prop.Kind).Inc()
 			p.m.pipeline.WithLabelValues(prop.Kind).Observe(now.Sub(occurred(prop)).Seconds())

@@ -1,0 +1,302 @@
+package events
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// OutcomeSchemaVersion is the Outcome format version this module reads and writes. A new field
+// bumps it; readers refuse versions they do not know (DecodeOutcome names the field).
+const OutcomeSchemaVersion = "1"
+
+// OutcomeKind is how a request ended.
+type OutcomeKind string
+
+// Outcome kinds.
+const (
+	// OutcomeCommitted: content (or a move) was committed to the world; Event is the domain event.
+	OutcomeCommitted OutcomeKind = "committed"
+	// OutcomeFallback: the AI's content was refused (or could not be produced) and Worldgate's
+	// static fallback content was committed instead; Event is that domain event and
+	// FallbackReason says why.
+	OutcomeFallback OutcomeKind = "fallback"
+	// OutcomeRefused: nothing was committed for this request and nothing more will be tried;
+	// Refusal says which gate refused it, with which code, and a reason a game can show.
+	OutcomeRefused OutcomeKind = "refused"
+)
+
+// OutcomeKinds lists every outcome kind.
+func OutcomeKinds() []OutcomeKind {
+	return []OutcomeKind{OutcomeCommitted, OutcomeFallback, OutcomeRefused}
+}
+
+// Refusal codes that are not a gate's rejection code.
+const (
+	// CodeMoveRefused: the world-rules agent found no way to make the requested move (no exit in
+	// that direction, an unknown location, not a direction).
+	CodeMoveRefused Code = "MOVE_REFUSED"
+	// CodeGaveUp: the proposal was refused transiently more often than Worldgate retries.
+	CodeGaveUp Code = "GAVE_UP"
+)
+
+// Outcome is the final decision on one request: a world event (EventID) and the proposal an
+// agent made for it. It is the one answer to "how did this request end", published once per
+// final decision to OutcomeSubject(kind, actor) on stream OUTCOMES (see Watch and Await).
+//
+// A request may have several outcomes (one per agent role the event triggers, and a
+// proposal that commits several domain events has one Event per outcome); OutcomeID is
+// deterministic, so a redelivered decision is the same outcome (de-duplicate on it).
+type Outcome struct {
+	SchemaVersion string      `json:"schemaVersion"`
+	OutcomeID     string      `json:"outcomeId"`
+	Kind          OutcomeKind `json:"kind"`
+	// EventID is the world event (envelope) this answers; CorrelationID its correlation id.
+	EventID       string `json:"eventId"`
+	CorrelationID string `json:"correlationId"`
+	// ProposalID, ProposalKind and AgentRole name the proposal decided, when there was one (a
+	// refused move has none).
+	ProposalID   string `json:"proposalId,omitempty"`
+	ProposalKind string `json:"proposalKind,omitempty"`
+	AgentRole    string `json:"agentRole,omitempty"`
+	// Actor is who the request was about (the player), LocationID where, when known.
+	Actor      Actor  `json:"actor"`
+	LocationID string `json:"locationId,omitempty"`
+	// Event is the committed domain event (committed and fallback).
+	Event *DomainEvent `json:"event,omitempty"`
+	// FallbackReason says why fallback content was used (fallback only).
+	FallbackReason string `json:"fallbackReason,omitempty"`
+	// Refusal says who refused what and why (refused only).
+	Refusal *Refusal `json:"refusal,omitempty"`
+	// Journey summarises how the decision was reached, for consoles and reports.
+	Journey    *Journey  `json:"journey,omitempty"`
+	DecidedUTC time.Time `json:"decidedUtc"`
+}
+
+// Refusal is why nothing was committed: the gate (or agent role) that refused, its code, a
+// sentence a game can show a player, and whether trying again later may succeed.
+type Refusal struct {
+	Gate       string  `json:"gate"`
+	Code       Code    `json:"code"`
+	Reason     string  `json:"reason"`
+	Transient  bool    `json:"transient"`
+	RetryAfter float64 `json:"retryAfter,omitempty"` // seconds
+}
+
+// Journey is what the final proposal went through: its attempt (0 = the first answer, n = after
+// n reprompts), each gate's decision, and what the model call cost.
+type Journey struct {
+	Attempt  int     `json:"attempt"`
+	Gates    []Hop   `json:"gates,omitempty"`
+	Provider string  `json:"provider,omitempty"`
+	Model    string  `json:"model,omitempty"`
+	Tokens   Tokens  `json:"tokens"`
+	CostUSD  float64 `json:"costUsd"`
+	CacheHit bool    `json:"cacheHit,omitempty"`
+}
+
+// Final reports whether the outcome ends its request for good (every outcome is final; the
+// method exists so callers read as what they mean).
+func (o *Outcome) Final() bool { return o.Kind != "" }
+
+// Text is the content a game shows for a committed or fallback outcome: the payload's "line"
+// (dialogue), "text" (ambience) or "title: hook" (quest seed), else "".
+func (o *Outcome) Text() string {
+	if o.Event == nil {
+		return ""
+	}
+	var f struct {
+		Text  string `json:"text"`
+		Line  string `json:"line"`
+		Title string `json:"title"`
+		Hook  string `json:"hook"`
+	}
+	_ = json.Unmarshal(o.Event.Payload, &f)
+	switch {
+	case f.Line != "":
+		return f.Line
+	case f.Text != "":
+		return f.Text
+	case f.Title != "" && f.Hook != "":
+		return f.Title + ": " + f.Hook
+	}
+	return f.Title
+}
+
+// outcomeNamespace makes OutcomeID's UUIDv5s Worldgate's own.
+var outcomeNamespace = uuid.MustParse("9a4e7c2b-1f3d-5e6a-8b9c-0d1e2f3a4b5c")
+
+// OutcomeID is the deterministic id of the outcome that decision (e.g. "committed",
+// "refused") reached on key (a domain event id, a proposal id, or an event id and agent role).
+func OutcomeID(decision, key string) string {
+	return uuid.NewSHA1(outcomeNamespace, []byte(decision+"/"+key)).String()
+}
+
+// Outcome subjects: world.outcomes.<kind>.<actor token>.
+const (
+	SubjectOutcomesAll   = "world.outcomes.>"
+	subjectOutcomePrefix = "world.outcomes."
+	// HeaderEventID carries, on an outcome, the id of the world event it answers.
+	HeaderEventID = "Worldgate-Event-Id"
+	// HeaderActor carries, on an outcome, its actor as kind:id.
+	HeaderActor = "Worldgate-Actor"
+)
+
+// StreamOutcomes is the stream of final decisions.
+const StreamOutcomes = "OUTCOMES"
+
+var plainToken = regexp.MustCompile(`^[A-Za-z0-9:_-]{1,128}$`)
+
+// ActorToken is the subject token of an actor id: the id itself when it is made of letters,
+// digits, ':', '_' and '-' (every id of the contract's id patterns), else "x-" and the first
+// 20 bytes of its SHA-256 in hex, so any id maps to one valid token.
+func ActorToken(id string) string {
+	if plainToken.MatchString(id) {
+		return id
+	}
+	s := sha256.Sum256([]byte(id))
+	return "x-" + hex.EncodeToString(s[:20])
+}
+
+// OutcomeSubject is where an outcome of kind about actor is published:
+// world.outcomes.<kind>.<ActorToken(actor.ID)>. Filter on world.outcomes.*.<token> for one
+// actor, world.outcomes.refused.> for one kind.
+func OutcomeSubject(kind OutcomeKind, actorID string) string {
+	return subjectOutcomePrefix + string(kind) + "." + ActorToken(actorID)
+}
+
+// OutcomeActorFilter is the subject filter of every outcome about actorID.
+func OutcomeActorFilter(actorID string) string {
+	return subjectOutcomePrefix + "*." + ActorToken(actorID)
+}
+
+// OutcomeKindFilter is the subject filter of every outcome of kind.
+func OutcomeKindFilter(kind OutcomeKind) string { return subjectOutcomePrefix + string(kind) + ".>" }
+
+// DecodeOutcome decodes data with the default Decoder.
+func DecodeOutcome(data []byte) (*Outcome, error) { return Decoder{}.Outcome(data) }
+
+// Outcome decodes one outcome strictly against schemas/v1/outcome.json.
+func (d Decoder) Outcome(data []byte) (*Outcome, error) {
+	doc, err := d.parse("outcome", data)
+	if err != nil {
+		return nil, err
+	}
+	if probs := check(compiled().outcome, doc, ""); len(probs) > 0 {
+		for i, p := range probs {
+			if p.Path == "/schemaVersion" {
+				probs[i] = Problem{ProblemSpecVersion, p.Path,
+					fmt.Sprintf("outcome schemaVersion %v is not supported by this reader (it reads %q): upgrade the events module", doc.(map[string]any)["schemaVersion"], OutcomeSchemaVersion)}
+			}
+		}
+		return nil, &InvalidError{What: "outcome", Problems: probs}
+	}
+	var o Outcome
+	if err := strictUnmarshal(data, &o); err != nil {
+		return nil, &InvalidError{What: "outcome", Problems: []Problem{{ProblemMalformed, "", err.Error()}}}
+	}
+	return &o, nil
+}
+
+// Validate checks o against the outcome schema, as a reader will (publishers call it before
+// publishing).
+func (o *Outcome) Validate() error {
+	raw, err := json.Marshal(o)
+	if err != nil {
+		return err
+	}
+	_, err = DecodeOutcome(raw)
+	return err
+}
+
+// locationOf reads the location a payload is about: locationId, else toLocationId.
+func locationOf(payload json.RawMessage) string {
+	var f struct {
+		LocationID   string `json:"locationId"`
+		ToLocationID string `json:"toLocationId"`
+	}
+	_ = json.Unmarshal(payload, &f)
+	if f.LocationID != "" {
+		return f.LocationID
+	}
+	return f.ToLocationID
+}
+
+// journeyOf summarises p's route and provenance.
+func journeyOf(p *Proposal) *Journey {
+	j := &Journey{Attempt: p.Attempt, Gates: p.Route.Trail}
+	if pv := p.Provenance; pv != nil {
+		j.Provider, j.Model, j.Tokens, j.CostUSD, j.CacheHit = pv.Provider, pv.Model, pv.Tokens, pv.CostUSD, pv.CacheHit
+	}
+	return j
+}
+
+// CommittedOutcome is the outcome of proposal p whose domain event evt was committed: kind
+// fallback when p carries fallback content, else committed.
+func CommittedOutcome(p *Proposal, evt DomainEvent) *Outcome {
+	kind := OutcomeCommitted
+	reason := ""
+	if p.Provenance != nil && p.Provenance.Fallback != "" {
+		kind, reason = OutcomeFallback, p.Provenance.Fallback
+	}
+	e := evt
+	return &Outcome{
+		SchemaVersion: OutcomeSchemaVersion, OutcomeID: OutcomeID(string(kind), evt.EventID), Kind: kind,
+		EventID: p.CausationID, CorrelationID: p.CorrelationID,
+		ProposalID: p.ProposalID, ProposalKind: p.Kind, AgentRole: p.AgentRole, Actor: p.Actor,
+		LocationID: locationOf(p.Payload), Event: &e, FallbackReason: reason,
+		Journey: journeyOf(p), DecidedUTC: evt.CommittedUTC,
+	}
+}
+
+// RefusedOutcome is the outcome of a proposal refused for good by rej.
+func RefusedOutcome(p *Proposal, rej *Rejection, code Code, reason string, at time.Time) *Outcome {
+	o := &Outcome{
+		SchemaVersion: OutcomeSchemaVersion, OutcomeID: OutcomeID("refused", p.ProposalID), Kind: OutcomeRefused,
+		EventID: p.CausationID, CorrelationID: p.CorrelationID,
+		ProposalID: p.ProposalID, ProposalKind: p.Kind, AgentRole: p.AgentRole, Actor: p.Actor,
+		LocationID: locationOf(p.Payload),
+		Refusal:    &Refusal{Gate: rej.Gate, Code: code, Reason: clip(reason), Transient: rej.Transient, RetryAfter: rej.RetryAfter},
+		Journey:    journeyOf(p), DecidedUTC: at.UTC(),
+	}
+	return o
+}
+
+// RequestRefused is the outcome of a world event that an agent role refused before proposing
+// anything (a move with no exit that way): gate is the role.
+func RequestRefused(env *Envelope, role, locationID string, code Code, reason string, at time.Time) *Outcome {
+	return &Outcome{
+		SchemaVersion: OutcomeSchemaVersion, OutcomeID: OutcomeID("refused", env.EventID+"/"+role), Kind: OutcomeRefused,
+		EventID: env.EventID, CorrelationID: env.CorrelationID, AgentRole: role, Actor: env.Actor, LocationID: locationID,
+		Refusal:    &Refusal{Gate: role, Code: code, Reason: clip(reason)},
+		DecidedUTC: at.UTC(),
+	}
+}
+
+// Subject is where o is published: OutcomeSubject(o.Kind, o.Actor.ID).
+func (o *Outcome) Subject() string { return OutcomeSubject(o.Kind, o.Actor.ID) }
+
+// Headers are the headers o is published with besides Nats-Msg-Id (= OutcomeID): its
+// correlation id, the event it answers, its kind (Worldgate-Type) and its actor, so a reader
+// can filter on headers alone.
+func (o *Outcome) Headers() map[string]string {
+	return map[string]string{
+		HeaderCorrelationID: o.CorrelationID,
+		HeaderEventID:       o.EventID,
+		HeaderType:          string(o.Kind),
+		HeaderActor:         o.Actor.Kind + ":" + o.Actor.ID,
+	}
+}
+
+// clip keeps a reason within the schema's 2000 characters.
+func clip(s string) string {
+	if r := []rune(s); len(r) > 2000 {
+		return string(r[:1999]) + "…"
+	}
+	return s
+}

@@ -1,0 +1,27 @@
+package runtime
+
+import (
+	"encoding/json"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+
+	"github.com/worldgate/worldgate/events"
+)
+
+// OutcomeMessage is a final decision as a message a handler returns: published on o.Subject()
+// (stream OUTCOMES) with Nats-Msg-Id = o.OutcomeID, so a redelivered decision is stored once,
+// and with o's headers. o is validated against the outcome schema first.
+func OutcomeMessage(o *events.Outcome) (*message.Message, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	body, err := json.Marshal(o)
+	if err != nil {
+		return nil, err
+	}
+	m := NewMessage(o.Subject(), o.OutcomeID, body)
+	for k, v := range o.Headers() {
+		m.Metadata.Set(k, v)
+	}
+	return m, nil
+}
