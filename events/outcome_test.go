@@ -92,3 +92,21 @@ func TestActorToken(t *testing.T) {
 		}
 	}
 }
+
+func TestOutcomeFiltersDoNotOverlap(t *testing.T) {
+	cases := []struct {
+		kinds  []OutcomeKind
+		actors []string
+		want   string
+	}{
+		{nil, nil, "world.outcomes.>"},
+		{[]OutcomeKind{OutcomeRefused}, nil, "world.outcomes.refused.>"},
+		{nil, []string{"player:ada", "player:ada"}, "world.outcomes.*.player:ada"},
+		{[]OutcomeKind{OutcomeCommitted, OutcomeFallback}, []string{"player:b"}, "world.outcomes.committed.player:b,world.outcomes.fallback.player:b"},
+	}
+	for _, c := range cases {
+		if got := strings.Join(outcomeFilters(c.kinds, c.actors), ","); got != c.want {
+			t.Errorf("outcomeFilters(%v, %v) = %s, want %s", c.kinds, c.actors, got, c.want)
+		}
+	}
+}
