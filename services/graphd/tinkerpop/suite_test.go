@@ -65,6 +65,7 @@ type scenarioResult struct {
 	outcome            outcome
 	reason             string
 	results            string // the results as received (for the cross-process comparison)
+	took               time.Duration
 }
 
 func (r scenarioResult) key() string { return r.folder + "/" + r.file + ": " + r.name }
@@ -115,7 +116,7 @@ func connect(t testing.TB, srv *server.Server) *gremlingo.DriverRemoteConnection
 
 func startGraph(t testing.TB, dataDir, name string) *graphEnv {
 	srv := graphdtest.Start(t, graphdtest.InMemory(), graphdtest.WithoutAuth(), graphdtest.WithConfig(func(c *server.Config) {
-		c.TraversalTimeout = 10 * time.Second
+		c.TraversalTimeout = 20 * time.Second
 	}))
 	conn := connect(t, srv)
 	env := &graphEnv{srv: srv, conn: conn, g: gremlingo.Traversal_().WithRemote(conn)}
@@ -193,6 +194,7 @@ type world struct {
 	checked  bool
 	done     bool // the outcome is decided (skipped, refused or wrong)
 	scenario string
+	started  time.Time
 }
 
 func (w *world) decide(o outcome, format string, a ...any) {
@@ -545,7 +547,7 @@ func runSuite(t *testing.T, dir string, graphs map[string]*graphEnv, opt runOpti
 					rel = s.Uri
 				}
 				folder, file := filepath.Dir(rel), filepath.Base(rel)
-				*w = world{graphs: graphs, params: map[string]any{}, scenario: s.Name,
+				*w = world{graphs: graphs, params: map[string]any{}, scenario: s.Name, started: time.Now(),
 					res: &scenarioResult{folder: folder, file: file, name: s.Name}}
 				for _, tag := range s.Tags {
 					w.tags = append(w.tags, tag.Name)
@@ -572,6 +574,7 @@ func runSuite(t *testing.T, dir string, graphs map[string]*graphEnv, opt runOpti
 						w.decide(refused, "harness: no result check ran (%v)", err)
 					}
 				}
+				w.res.took = time.Since(w.started)
 				mu.Lock()
 				out = append(out, *w.res)
 				mu.Unlock()
@@ -714,7 +717,7 @@ func TestTinkerPopSuite(t *testing.T) {
 	if path := os.Getenv("GRAPHD_TCK_REPORT"); path != "" {
 		var sb strings.Builder
 		for _, r := range results {
-			fmt.Fprintf(&sb, "%s\t%s\t%s\n", r.key(), r.outcome, r.reason)
+			fmt.Fprintf(&sb, "%s\t%s\t%s\t%s\n", r.key(), r.outcome, r.took.Round(time.Millisecond), r.reason)
 		}
 		if err := os.WriteFile(path, []byte(sb.String()), 0o644); err != nil {
 			t.Fatal(err)

@@ -1,6 +1,8 @@
 package traversal
 
 import (
+	"strings"
+
 	"github.com/worldgate/worldgate/services/graphd/graph"
 	gb "github.com/worldgate/worldgate/services/graphd/graphbinary"
 )
@@ -397,7 +399,15 @@ func validateMergeKeys(m *gb.Map, edge bool, what string) error {
 	for _, e := range m.Entries {
 		switch k := e.Key.(type) {
 		case string:
+			if strings.HasPrefix(k, "~") {
+				return evalErr("%s: Property key can not be a hidden key: %s", what, k)
+			}
 		case gb.Enum:
+			if k.Type == gb.TypeT && k.Name == "label" {
+				if l, ok := e.Value.(string); ok && strings.HasPrefix(l, "~") {
+					return evalErr("%s: Label can not be a hidden key: %s", what, l)
+				}
+			}
 			if k.Type == gb.TypeT && (k.Name == "id" || k.Name == "label") {
 				continue
 			}
@@ -440,7 +450,10 @@ func (ec *execCtx) applyMap(tx *graph.Tx, t *trav, m *gb.Map, what string) error
 		}
 		k, ok := e.Key.(string)
 		if !ok {
-			continue
+			return evalErr("%s: option(onMatch) keys must be strings, got %s", what, describe(e.Key))
+		}
+		if strings.HasPrefix(k, "~") {
+			return evalErr("%s: Property key can not be a hidden key: %s", what, k)
 		}
 		val := e.Value
 		card := graph.Single

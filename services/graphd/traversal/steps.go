@@ -130,21 +130,22 @@ func (ec *execCtx) byValue(b any, t *trav) (any, bool, error) {
 	case string:
 		vs := propValues(t.obj, x)
 		if len(vs) == 0 {
-			return nil, false, nil
+			return nil, ec.productiveBy, nil
 		}
 		return vs[0], true, nil
 	case gb.Enum:
 		switch x.Type {
 		case gb.TypeT:
 			v, ok := tokenValue(t.obj, x.Name)
-			return v, ok, nil
+			return v, ok || ec.productiveBy, nil
 		case gb.TypeColumn:
 			return columnOf(t.obj, x.Name)
 		case gb.TypeOrder:
 			return t.obj, true, nil
 		}
 	case *Traversal:
-		return ec.first(x, t)
+		v, ok, err := ec.first(x, t)
+		return v, ok || (err == nil && ec.productiveBy), err
 	case byPair:
 		return ec.byValue(x.key, t)
 	}
@@ -871,7 +872,7 @@ func runString(_ *execCtx, s *step, in []*trav) ([]*trav, error) {
 			if str, ok := v.(string); ok {
 				return str, nil
 			}
-			return fmt.Sprint(v), nil
+			return gremlinString(v), nil
 		}
 		str, ok := v.(string)
 		if !ok {
@@ -2110,15 +2111,43 @@ func runAggregate(ec *execCtx, s *step, in []*trav) ([]*trav, error) {
 	if !ok {
 		return nil, evalErr("%s() takes a side-effect key", s.op)
 	}
-	l, _ := ec.sideEffects[key].([]any)
+	var set *gb.Set
+	var l []any
+	switch x := ec.sideEffects[key].(type) {
+	case nil:
+	case []any:
+		l = x
+	case *gb.Set:
+		set = &gb.Set{Items: append([]any(nil), x.Items...)}
+	default:
+		return nil, evalErr("%s('%s'): the side effect holds %s, which %s() cannot add to without an operator", s.op, key, describe(x), s.op)
+	}
 	for _, t := range in {
 		v, ok, err := ec.applyBy(s, 0, t.obj, t)
 		if err != nil {
 			return nil, err
 		}
-		if ok {
-			l = append(l, v)
+		if !ok {
+			continue
 		}
+		if set != nil {
+			dup := false
+			for _, e := range set.Items {
+				if equal(e, v) {
+					dup = true
+					break
+				}
+			}
+			if !dup {
+				set.Items = append(set.Items, v)
+			}
+			continue
+		}
+		l = append(l, v)
+	}
+	if set != nil {
+		ec.sideEffects[key] = set
+		return in, nil
 	}
 	if l == nil {
 		l = []any{}

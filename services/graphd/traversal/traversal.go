@@ -82,6 +82,9 @@ type Traversal struct {
 	// ReadOnlyStrategy is set when the traversal carries ReadOnlyStrategy.
 	ReadOnlyStrategy bool
 	sideEffects      []gb.MapEntry
+	// productiveBy: ProductiveByStrategy, by() modulators that produce
+	// nothing yield null instead of filtering the traverser.
+	productiveBy bool
 }
 
 type stepFn func(ec *execCtx, s *step, in []*trav) ([]*trav, error)
@@ -163,7 +166,9 @@ func Compile(bc *gb.Bytecode) (*Traversal, error) {
 					"IdentityRemovalStrategy", "InlineFilterStrategy", "LazyBarrierStrategy",
 					"MatchPredicateStrategy", "OrderLimitStrategy", "PathProcessorStrategy",
 					"PathRetractionStrategy", "RepeatUnrollStrategy", "ByModulatorOptimizationStrategy",
-					"ProductiveByStrategy", "ConnectiveStrategy":
+					"ConnectiveStrategy":
+				case "ProductiveByStrategy":
+					t.productiveBy = true
 				default:
 					return nil, evalErr("strategy %s is not supported by graphd", name)
 				}
@@ -172,6 +177,14 @@ func Compile(bc *gb.Bytecode) (*Traversal, error) {
 		case "withSideEffect":
 			if len(src.Args) < 2 {
 				return nil, evalErr("withSideEffect requires a key and a value")
+			}
+			if len(src.Args) > 2 {
+				// addAll is what aggregate()/store() do with a list already; every
+				// other reducing operator is refused rather than ignored.
+				op, _ := src.Args[2].(gb.Enum)
+				if _, isList := src.Args[1].([]any); op.Name != "addAll" || !isList {
+					return nil, evalErr("withSideEffect(key, value, operator) is not supported by graphd (operator %v)", describe(src.Args[2]))
+				}
 			}
 			k, _ := src.Args[0].(string)
 			t.sideEffects = append(t.sideEffects, gb.MapEntry{Key: k, Value: src.Args[1]})
@@ -506,6 +519,8 @@ type execCtx struct {
 	sideEffects map[string]any
 	maxResults  int
 	ticks       int
+	// productiveBy is ProductiveByStrategy (see Traversal.productiveBy).
+	productiveBy bool
 }
 
 // ErrTooManyResults is returned when a traversal exceeds MaxResults.
@@ -534,7 +549,7 @@ func (ec *execCtx) checkSize(n int) error {
 // Execute runs the traversal. tx nil means read-only: any mutation fails.
 // The returned values are ready for GraphBinary (converted with ToWire).
 func (t *Traversal) Execute(ctx context.Context, g *graph.Graph, tx *graph.Tx, lim Limits, includeProperties bool) ([]any, error) {
-	ec := &execCtx{ctx: ctx, g: g, tx: tx, sideEffects: map[string]any{}, maxResults: lim.MaxResults}
+	ec := &execCtx{ctx: ctx, g: g, tx: tx, sideEffects: map[string]any{}, maxResults: lim.MaxResults, productiveBy: t.productiveBy}
 	for _, se := range t.sideEffects {
 		if k, ok := se.Key.(string); ok {
 			ec.sideEffects[k] = se.Value

@@ -6,6 +6,7 @@ import (
 	"math/big"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -109,6 +110,10 @@ func cmpNum(a, b any) int {
 
 // compare returns the order of a and b when they are mutually comparable.
 func compare(a, b any) (int, bool) {
+	if a == nil || b == nil {
+		// Comparability: null is comparable only with null (and equal to it).
+		return 0, a == nil && b == nil
+	}
 	if isNumber(a) && isNumber(b) {
 		fa, _ := toFloat(a)
 		fb, _ := toFloat(b)
@@ -154,51 +159,157 @@ func compare(a, b any) (int, bool) {
 	return 0, false
 }
 
+// Orderability type ranks (TinkerPop's GremlinValueComparator.Type): values of
+// different types order by type, in this sequence.
+const (
+	rankNull = iota
+	rankBool
+	rankNumber
+	rankDate
+	rankString
+	rankUUID
+	rankVertex
+	rankEdge
+	rankVertexProperty
+	rankProperty
+	rankPath
+	rankSet
+	rankList
+	rankMap
+	rankMapEntry
+	rankUnknown
+)
+
 // typeRank gives a total order across types for order().
 func typeRank(v any) int {
 	switch v.(type) {
 	case nil:
-		return 0
+		return rankNull
 	case bool:
-		return 1
+		return rankBool
 	case int, int8, int16, int32, int64, uint8, float32, float64, *big.Int:
-		return 2
+		return rankNumber
 	case time.Time:
-		return 3
+		return rankDate
 	case string:
-		return 4
+		return rankString
 	case uuid.UUID:
-		return 5
+		return rankUUID
+	case *graph.Vertex:
+		return rankVertex
+	case *graph.Edge:
+		return rankEdge
+	case *graph.VertexProperty:
+		return rankVertexProperty
+	case *graph.Property:
+		return rankProperty
+	case *pathValue:
+		return rankPath
+	case *gb.Set:
+		return rankSet
+	case []any:
+		return rankList
+	case *gb.Map:
+		return rankMap
+	case mapEntry:
+		return rankMapEntry
 	}
-	return 9
+	return rankUnknown
 }
 
-// orderCompare is a total order used for sorting.
+// orderCompare is TinkerPop's orderability: a total, deterministic order
+// across all values (nulls first, then by type rank; elements by id;
+// properties by key then value; paths and lists element by element; sets and
+// maps by their sorted members; unknown types by type name then a
+// deterministic rendering — never by memory address).
 func orderCompare(a, b any) int {
-	if c, ok := compare(a, b); ok {
-		return c
-	}
-	if isNumber(a) && isNumber(b) {
-		return cmpNum(a, b)
-	}
 	ra, rb := typeRank(a), typeRank(b)
 	if ra != rb {
 		return ra - rb
 	}
-	if ra == 0 {
+	switch ra {
+	case rankNull:
 		return 0
-	}
-	switch x := a.(type) {
-	case *graph.Vertex:
-		if y, ok := b.(*graph.Vertex); ok {
-			return orderCompare(x.ID, y.ID)
+	case rankNumber:
+		return cmpNum(a, b)
+	case rankBool, rankDate, rankString:
+		c, _ := compare(a, b)
+		return c
+	case rankUUID:
+		x, y := a.(uuid.UUID), b.(uuid.UUID)
+		// java.util.UUID.compareTo: signed most significant then least significant halves.
+		for _, half := range [2][2]int{{0, 8}, {8, 16}} {
+			var hx, hy int64
+			for i := half[0]; i < half[1]; i++ {
+				hx = hx<<8 | int64(x[i])
+				hy = hy<<8 | int64(y[i])
+			}
+			if hx != hy {
+				if hx < hy {
+					return -1
+				}
+				return 1
+			}
 		}
-	case *graph.Edge:
-		if y, ok := b.(*graph.Edge); ok {
-			return orderCompare(x.ID, y.ID)
+		return 0
+	case rankVertex:
+		return orderCompare(a.(*graph.Vertex).ID, b.(*graph.Vertex).ID)
+	case rankEdge:
+		return orderCompare(a.(*graph.Edge).ID, b.(*graph.Edge).ID)
+	case rankVertexProperty:
+		return orderCompare(a.(*graph.VertexProperty).ID, b.(*graph.VertexProperty).ID)
+	case rankProperty:
+		x, y := a.(*graph.Property), b.(*graph.Property)
+		if c := strings.Compare(x.Key, y.Key); c != 0 {
+			return c
+		}
+		return orderCompare(x.Value, y.Value)
+	case rankPath:
+		return compareSeq(a.(*pathValue).objs, b.(*pathValue).objs)
+	case rankList:
+		return compareSeq(a.([]any), b.([]any))
+	case rankSet:
+		return compareSeq(sortedCopy(a.(*gb.Set).Items), sortedCopy(b.(*gb.Set).Items))
+	case rankMap:
+		return compareSeq(sortedEntries(a.(*gb.Map)), sortedEntries(b.(*gb.Map)))
+	case rankMapEntry:
+		x, y := a.(mapEntry), b.(mapEntry)
+		if c := orderCompare(x.k, y.k); c != 0 {
+			return c
+		}
+		return orderCompare(x.v, y.v)
+	}
+	ta, tb := fmt.Sprintf("%T", a), fmt.Sprintf("%T", b)
+	if ta != tb {
+		return strings.Compare(ta, tb)
+	}
+	var sa, sb strings.Builder
+	canonStr(&sa, a)
+	canonStr(&sb, b)
+	return strings.Compare(sa.String(), sb.String())
+}
+
+func compareSeq(x, y []any) int {
+	for i := 0; i < len(x) && i < len(y); i++ {
+		if c := orderCompare(x[i], y[i]); c != 0 {
+			return c
 		}
 	}
-	return strings.Compare(fmt.Sprint(a), fmt.Sprint(b))
+	return len(x) - len(y)
+}
+
+func sortedCopy(items []any) []any {
+	c := append([]any(nil), items...)
+	sort.SliceStable(c, func(i, j int) bool { return orderCompare(c[i], c[j]) < 0 })
+	return c
+}
+
+func sortedEntries(m *gb.Map) []any {
+	es := make([]any, len(m.Entries))
+	for i, e := range m.Entries {
+		es[i] = mapEntry{e.Key, e.Value}
+	}
+	return sortedCopy(es)
 }
 
 // equal is Gremlin equality: numbers by value, elements by identity.
@@ -295,11 +406,19 @@ func canonStr(sb *strings.Builder, v any) {
 	case *pathValue:
 		canonStr(sb, x.objs)
 	case *graph.Vertex:
-		fmt.Fprintf(sb, "v[%p]", x)
+		sb.WriteString("v[")
+		canonStr(sb, x.ID)
+		sb.WriteString("]")
 	case *graph.Edge:
-		fmt.Fprintf(sb, "e[%p]", x)
+		sb.WriteString("e[")
+		canonStr(sb, x.ID)
+		sb.WriteString("]")
 	case *graph.VertexProperty:
-		fmt.Fprintf(sb, "vp[%p]", x)
+		fmt.Fprintf(sb, "vp[%d]", x.ID)
+	case *graph.Property:
+		sb.WriteString("p[")
+		canonStr(sb, x.Edge)
+		sb.WriteString("." + x.Key + "]")
 	default:
 		if k, ok := graph.IndexKey(v); ok {
 			fmt.Fprintf(sb, "%T:%v", k, k)
@@ -563,4 +682,153 @@ func toWire(v any, o wireOpts) any {
 // GraphBinary-writable values. includeProperties=false sends references only.
 func ToWire(v any, includeProperties bool) any {
 	return toWire(v, wireOpts{tokensOnly: !includeProperties})
+}
+
+// gremlinString renders a value the way TinkerPop's reference implementation
+// does (StringFactory and java.lang toString): v[1], e[7][1-knows->2],
+// vp[name->marko], p[weight->0.5], path[v[1], v[2]], [a, b], {k=v}, 1.0.
+// It never shows a Go struct or a pointer.
+func gremlinString(v any) string {
+	var sb strings.Builder
+	writeGremlinString(&sb, v)
+	return sb.String()
+}
+
+func writeGremlinString(sb *strings.Builder, v any) {
+	switch x := v.(type) {
+	case nil:
+		sb.WriteString("null")
+	case string:
+		sb.WriteString(x)
+	case bool:
+		if x {
+			sb.WriteString("true")
+		} else {
+			sb.WriteString("false")
+		}
+	case float64:
+		sb.WriteString(javaDouble(x, 64))
+	case float32:
+		sb.WriteString(javaDouble(float64(x), 32))
+	case int, int8, int16, int32, int64, uint8:
+		fmt.Fprintf(sb, "%d", x)
+	case *big.Int:
+		sb.WriteString(x.String())
+	case *gb.BigDecimal:
+		sb.WriteString(bigDecimalString(x))
+	case uuid.UUID:
+		sb.WriteString(x.String())
+	case time.Time:
+		sb.WriteString(x.UTC().Format(time.RFC3339Nano))
+	case *graph.Vertex:
+		sb.WriteString("v[")
+		writeGremlinString(sb, x.ID)
+		sb.WriteString("]")
+	case *graph.Edge:
+		sb.WriteString("e[")
+		writeGremlinString(sb, x.ID)
+		sb.WriteString("][")
+		writeGremlinString(sb, x.Out.ID)
+		sb.WriteString("-" + x.Label + "->")
+		writeGremlinString(sb, x.In.ID)
+		sb.WriteString("]")
+	case *graph.VertexProperty:
+		sb.WriteString("vp[" + x.Key + "->" + abbreviate(gremlinString(x.Value), 20) + "]")
+	case *graph.Property:
+		sb.WriteString("p[" + x.Key + "->" + abbreviate(gremlinString(x.Value), 20) + "]")
+	case *pathValue:
+		sb.WriteString("path[")
+		writeJoined(sb, x.objs)
+		sb.WriteString("]")
+	case []any:
+		sb.WriteString("[")
+		writeJoined(sb, x)
+		sb.WriteString("]")
+	case *gb.Set:
+		sb.WriteString("[")
+		writeJoined(sb, x.Items)
+		sb.WriteString("]")
+	case *gb.Map:
+		sb.WriteString("{")
+		for i, e := range x.Entries {
+			if i > 0 {
+				sb.WriteString(", ")
+			}
+			writeGremlinString(sb, e.Key)
+			sb.WriteString("=")
+			writeGremlinString(sb, e.Value)
+		}
+		sb.WriteString("}")
+	case mapEntry:
+		writeGremlinString(sb, x.k)
+		sb.WriteString("=")
+		writeGremlinString(sb, x.v)
+	case gb.Enum:
+		sb.WriteString(x.Name)
+	default:
+		fmt.Fprintf(sb, "%v", v)
+	}
+}
+
+func writeJoined(sb *strings.Builder, items []any) {
+	for i, e := range items {
+		if i > 0 {
+			sb.WriteString(", ")
+		}
+		writeGremlinString(sb, e)
+	}
+}
+
+func abbreviate(s string, max int) string {
+	if r := []rune(s); len(r) > max {
+		return string(r[:max-3]) + "..."
+	}
+	return s
+}
+
+// javaDouble formats like java.lang.Double/Float.toString.
+func javaDouble(f float64, bits int) string {
+	switch {
+	case math.IsNaN(f):
+		return "NaN"
+	case math.IsInf(f, 1):
+		return "Infinity"
+	case math.IsInf(f, -1):
+		return "-Infinity"
+	}
+	a := math.Abs(f)
+	if f == 0 || (a >= 1e-3 && a < 1e7) {
+		s := strconv.FormatFloat(f, 'f', -1, bits)
+		if !strings.Contains(s, ".") {
+			s += ".0"
+		}
+		return s
+	}
+	s := strconv.FormatFloat(f, 'E', -1, bits) // 1.5E+07
+	mant, exp, _ := strings.Cut(s, "E")
+	if !strings.Contains(mant, ".") {
+		mant += ".0"
+	}
+	e, _ := strconv.Atoi(exp)
+	return mant + "E" + strconv.Itoa(e)
+}
+
+func bigDecimalString(d *gb.BigDecimal) string {
+	if d.Unscaled == nil {
+		return "0"
+	}
+	s := d.Unscaled.String()
+	if d.Scale <= 0 {
+		return s + strings.Repeat("0", int(-d.Scale))
+	}
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	for len(s) <= int(d.Scale) {
+		s = "0" + s
+	}
+	s = s[:len(s)-int(d.Scale)] + "." + s[len(s)-int(d.Scale):]
+	if neg {
+		s = "-" + s
+	}
+	return s
 }
