@@ -40,12 +40,12 @@ func run() error {
 		return err
 	}
 	logger := f.Logger(os.Stderr, "mcp-classify")
-	auth, err := f.AuthConfig()
+	reg := metrics.NewRegistry()
+	common, err := f.ServerOptions(logger, reg)
 	if err != nil {
 		return err
 	}
-	reg := metrics.NewRegistry()
-	srv, err := classifytools.New(classifytools.Options{Options: mcpx.Options{Logger: logger, Registerer: reg, Auth: auth, RateLimit: f.RateLimit()}})
+	srv, err := classifytools.New(classifytools.Options{Options: common})
 	if err != nil {
 		return err
 	}

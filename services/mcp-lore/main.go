@@ -48,10 +48,6 @@ func run() error {
 		return err
 	}
 	logger := f.Logger(os.Stderr, "mcp-lore")
-	auth, err := f.AuthConfig()
-	if err != nil {
-		return err
-	}
 	var facts []loretools.Fact
 	if *factsFile != "" {
 		data, err := os.ReadFile(*factsFile)
@@ -63,8 +59,12 @@ func run() error {
 		}
 	}
 	reg := metrics.NewRegistry()
+	common, err := f.ServerOptions(logger, reg)
+	if err != nil {
+		return err
+	}
 	srv, err := loretools.New(loretools.Options{
-		Options:         mcpx.Options{Logger: logger, Registerer: reg, Auth: auth, RateLimit: f.RateLimit()},
+		Options:         common,
 		Graph:           graphx.Settings{ReadOnly: true, URL: *graphURL, Username: *graphUser, Password: *graphPass},
 		Facts:           facts,
 		RefreshInterval: *refresh,

@@ -52,10 +52,6 @@ func run() error {
 		return err
 	}
 	logger := f.Logger(os.Stderr, "mcp-world")
-	auth, err := f.AuthConfig()
-	if err != nil {
-		return err
-	}
 	var js jetstream.JetStream
 	if *natsURL != "" {
 		nc, j, err := natsx.Connect(natsx.ConnConfig{URL: *natsURL, Name: "mcp-world", User: *natsUser, Password: *natsPassword, Creds: *natsCreds}, logger)
@@ -66,8 +62,12 @@ func run() error {
 		js = j
 	}
 	reg := metrics.NewRegistry()
+	common, err := f.ServerOptions(logger, reg)
+	if err != nil {
+		return err
+	}
 	srv, err := worldtools.New(worldtools.Options{
-		Options:   mcpx.Options{Logger: logger, Registerer: reg, Auth: auth, RateLimit: f.RateLimit()},
+		Options:   common,
 		Graph:     graphx.Settings{ReadOnly: true, URL: *graphURL, Username: *graphUser, Password: *graphPass},
 		JetStream: js,
 		Stream:    *stream,

@@ -31,6 +31,8 @@ type CommonFlags struct {
 	RatePerSec float64
 	Burst      int
 	LogLevel   string
+	// AllowedOrigins is the comma-separated Origin allow-list.
+	AllowedOrigins string
 }
 
 // Register defines the common flags on fs.
@@ -44,6 +46,27 @@ func (c *CommonFlags) Register(fs *flag.FlagSet, defaultListen, defaultAdmin str
 	fs.Float64Var(&c.RatePerSec, "rate", 50, "tool calls per second per token (0 = unlimited)")
 	fs.IntVar(&c.Burst, "burst", 100, "rate-limit burst per token")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "debug|info|warn|error")
+	fs.StringVar(&c.AllowedOrigins, "allowed-origins", strings.Join(DefaultAllowedOrigins, ","),
+		"comma-separated browser origins allowed to call (scheme://host[:port], :* for any port, * for all); requests with another Origin get 403, requests without one are served")
+}
+
+// ServerOptions builds the options every server takes from the flags:
+// authentication, origins and the rate limit.
+func (c *CommonFlags) ServerOptions(logger *slog.Logger, reg prometheus.Registerer) (Options, error) {
+	auth, err := c.AuthConfig()
+	if err != nil {
+		return Options{}, err
+	}
+	origins, err := c.Origins()
+	if err != nil {
+		return Options{}, err
+	}
+	return Options{Logger: logger, Registerer: reg, Auth: auth, RateLimit: c.RateLimit(), Origins: origins}, nil
+}
+
+// Origins parses -allowed-origins.
+func (c *CommonFlags) Origins() (*OriginPolicy, error) {
+	return NewOriginPolicy(strings.Split(c.AllowedOrigins, ","))
 }
 
 // Logger returns a JSON slog logger writing to w at the configured level.

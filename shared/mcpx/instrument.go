@@ -1,12 +1,15 @@
 package mcpx
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
@@ -195,9 +198,15 @@ func Instrument(s *mcp.Server, o InstrumentOptions) {
 				}
 				r.Meta = mcp.Meta{RetryAfterMetaKey: ms}
 				res, outcome = r, OutcomeRateLimited
+			} else if msg := nullArgument(ctr.Params.Arguments); msg != "" {
+				// The schema validator would say `<invalid reflect.Value> has type "null"`.
+				r := &mcp.CallToolResult{}
+				r.SetError(InvalidInput("%s", msg))
+				res, outcome = r, OutcomeInvalidInput
 			} else {
 				res, err = next(ctx, method, req)
 				outcome = classify(ctx, res, err)
+				readableNulls(res)
 			}
 			if outcome == OutcomeProtocol {
 				var je *jsonrpc.Error
@@ -233,6 +242,39 @@ func Instrument(s *mcp.Server, o InstrumentOptions) {
 			return res, err
 		}
 	})
+}
+
+// nullArgument names the first top-level argument given as JSON null.
+func nullArgument(args json.RawMessage) string {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(args, &m) != nil {
+		return ""
+	}
+	names := make([]string, 0, len(m))
+	for k, v := range m {
+		if string(bytes.TrimSpace(v)) == "null" {
+			names = append(names, k)
+		}
+	}
+	if len(names) == 0 {
+		return ""
+	}
+	slices.Sort(names)
+	return fmt.Sprintf("argument %q is null: leave it out or give a value of the type the tool's input schema shows", names[0])
+}
+
+// readableNulls rewrites the JSON Schema validator's wording for a null
+// value nested deeper than the arguments' top level.
+func readableNulls(res mcp.Result) {
+	r, ok := res.(*mcp.CallToolResult)
+	if !ok || r == nil || !r.IsError {
+		return
+	}
+	for _, c := range r.Content {
+		if t, ok := c.(*mcp.TextContent); ok {
+			t.Text = strings.ReplaceAll(t.Text, "<invalid reflect.Value> has type", "null has type")
+		}
+	}
 }
 
 func classify(ctx context.Context, res mcp.Result, err error) string {

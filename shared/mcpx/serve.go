@@ -3,9 +3,11 @@ package mcpx
 import (
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"sync/atomic"
 	"time"
 
@@ -22,6 +24,9 @@ type HTTPOptions struct {
 	// SessionTimeout closes idle sessions (default 10 minutes).
 	SessionTimeout time.Duration
 	Logger         *slog.Logger
+	// Origins are the browser origins allowed to call (nil:
+	// DefaultAllowedOrigins); any other Origin is refused with 403.
+	Origins *OriginPolicy
 }
 
 // HTTPHandler serves s over Streamable HTTP behind bearer authentication.
@@ -33,20 +38,29 @@ func HTTPHandler(s *mcp.Server, o HTTPOptions) http.Handler {
 		SessionTimeout: o.SessionTimeout,
 		Logger:         o.Logger,
 	})
+	// Outermost first: Origin (403), then the bearer token (401/403), then
+	// malformed JSON and unknown methods (JSON-RPC errors), then the SDK,
+	// which also refuses a non-loopback Host on a loopback listener.
+	h = JSONRPCErrors(mcp.DefaultMaxRequestBodyBytes, h)
 	if o.Auth.Enabled() {
 		h = RequireScope(o.Auth, o.Scope, h)
 	}
-	return h
+	origins := o.Origins
+	if origins == nil {
+		origins, _ = NewOriginPolicy(nil)
+	}
+	return origins.Handler(h)
 }
 
 // ServeStdio serves s on the process's stdin/stdout until ctx is done or the
 // peer closes. stdio is for trusted local use: there is no token.
 func ServeStdio(ctx context.Context, s *mcp.Server) error {
-	err := s.Run(ctx, &mcp.StdioTransport{})
-	if errors.Is(err, context.Canceled) {
-		return nil
-	}
-	return err
+	return serveStdio(ctx, s, FilteredStdio(os.Stdin, os.Stdout))
+}
+
+// ServeIO is ServeStdio over any reader and writer (tests, pipes).
+func ServeIO(ctx context.Context, s *mcp.Server, in io.Reader, out io.Writer) error {
+	return serveStdio(ctx, s, FilteredStdio(in, out))
 }
 
 // Readiness is a named readiness check for /readyz.

@@ -2,6 +2,7 @@ package mcpx
 
 import (
 	"log/slog"
+	"net/http"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/prometheus/client_golang/prometheus"
@@ -13,6 +14,15 @@ type Options struct {
 	Registerer prometheus.Registerer // nil: metrics are not registered
 	Auth       AuthConfig            // HTTP only; stdio is trusted local use
 	RateLimit  RateLimit             // per token subject; zero: unlimited
+	// Origins are the browser origins the HTTP endpoint serves (nil:
+	// DefaultAllowedOrigins).
+	Origins *OriginPolicy
+}
+
+// HTTPHandler serves s over Streamable HTTP with these options' origins and
+// authentication, requiring scope.
+func (o Options) HTTPHandler(s *mcp.Server, scope string) http.Handler {
+	return HTTPHandler(s, HTTPOptions{Auth: o.Auth, Scope: scope, Logger: o.Logger, Origins: o.Origins})
 }
 
 // NewServer creates an instrumented MCP server named "worldgate-<label>"

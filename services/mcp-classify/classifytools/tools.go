@@ -83,7 +83,7 @@ func (s *Server) MCP() *mcp.Server { return s.mcp }
 
 // Handler serves the MCP endpoint over Streamable HTTP (mount it at /mcp).
 func (s *Server) Handler() http.Handler {
-	return mcpx.HTTPHandler(s.mcp, mcpx.HTTPOptions{Auth: s.opts.Auth, Scope: mcpx.ScopeClassifyRead, Logger: s.opts.Logger})
+	return s.opts.HTTPHandler(s.mcp, mcpx.ScopeClassifyRead)
 }
 
 func (s *Server) classifyIntent(ctx context.Context, _ *mcp.CallToolRequest, in ClassifyIntentInput) (*mcp.CallToolResult, IntentResult, error) {

@@ -8,6 +8,7 @@ package loretools
 import (
 	"context"
 	"fmt"
+	"github.com/google/jsonschema-go/jsonschema"
 	"net/http"
 	"strings"
 	"sync"
@@ -117,12 +118,21 @@ func New(o Options) (*Server, error) {
 		Name:        "get-canonical-fact",
 		Description: "Get one canonical lore fact by its id (factId) or by a title/topic (topic). A topic matches a canonical fact's title exactly (case-insensitive) or else the best-ranked canonical fact.",
 		Annotations: mcpx.ReadOnly("Get canonical fact"),
-		InputSchema: mcpx.InputSchema[GetCanonicalFactInput](map[string]mcpx.Limit{
-			"factId": mcpx.StrLen(0, MaxIDLen),
-			"topic":  mcpx.StrLen(0, MaxTopicLen),
-		}),
+		InputSchema: canonicalFactSchema(),
 	}, srv.getCanonicalFact)
 	return srv, nil
+}
+
+// canonicalFactSchema is get-canonical-fact's input schema: exactly one of
+// factId and topic (oneOf), each non-empty.
+func canonicalFactSchema() *jsonschema.Schema {
+	s := mcpx.InputSchema[GetCanonicalFactInput](map[string]mcpx.Limit{
+		"factId": mcpx.StrLen(1, MaxIDLen),
+		"topic":  mcpx.StrLen(1, MaxTopicLen),
+	})
+	// The anchors name the alternatives in the validator's messages.
+	s.OneOf = []*jsonschema.Schema{{Anchor: "factId-alone", Required: []string{"factId"}}, {Anchor: "topic-alone", Required: []string{"topic"}}}
+	return s
 }
 
 // MCP returns the MCP server.
@@ -130,7 +140,7 @@ func (s *Server) MCP() *mcp.Server { return s.mcp }
 
 // Handler serves the MCP endpoint over Streamable HTTP (scope lore:read).
 func (s *Server) Handler() http.Handler {
-	return mcpx.HTTPHandler(s.mcp, mcpx.HTTPOptions{Auth: s.opts.Auth, Scope: mcpx.ScopeLoreRead, Logger: s.opts.Logger})
+	return s.opts.HTTPHandler(s.mcp, mcpx.ScopeLoreRead)
 }
 
 // Index returns the lore index.

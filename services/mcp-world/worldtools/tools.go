@@ -116,7 +116,7 @@ func (s *Server) Graph() *graphx.Conn { return s.graph }
 
 // Handler serves the MCP endpoint over Streamable HTTP (scope world:read).
 func (s *Server) Handler() http.Handler {
-	return mcpx.HTTPHandler(s.mcp, mcpx.HTTPOptions{Auth: s.opts.Auth, Scope: mcpx.ScopeWorldRead, Logger: s.opts.Logger})
+	return s.opts.HTTPHandler(s.mcp, mcpx.ScopeWorldRead)
 }
 
 // Ready checks the graph answers (for /readyz).
