@@ -525,7 +525,7 @@ func (c *conn) process(req *gb.Request) {
 		c.sendError(req.ID, int32(code), err.Error())
 		return
 	}
-	c.s.log.Debug("graphd: traversal", "requestId", req.ID, "results", len(results), "elapsed", time.Since(start))
+	c.s.log.Debug("graphd: traversal", "requestId", req.ID, "results", len(results.vals), "elapsed", time.Since(start))
 	c.sendResults(req.ID, results, batch)
 }
 
@@ -542,43 +542,50 @@ type accessError struct {
 
 func (e *accessError) Error() string { return e.msg }
 
+// results are a traversal's values with their traverser bulks.
+type results struct {
+	vals  []any
+	bulks []int64
+}
+
 // execute compiles and runs one traversal atomically.
-func (s *Server) execute(bc *gb.Bytecode, user *User, timeout time.Duration, includeProps bool) ([]any, error) {
+func (s *Server) execute(bc *gb.Bytecode, user *User, timeout time.Duration, includeProps bool) (results, error) {
 	t, err := traversal.Compile(bc)
 	if err != nil {
-		return nil, err
+		return results{}, err
 	}
 	mutating := traversal.Mutating(bc)
 	if mutating && t.ReadOnlyStrategy {
-		return nil, traversal.ErrReadOnly
+		return results{}, traversal.ErrReadOnly
 	}
 	if mutating && user != nil && user.ReadOnly {
-		return nil, &accessError{code: gb.StatusForbidden, msg: fmt.Sprintf("user %q is read-only and may not run mutating traversals", user.Name)}
+		return results{}, &accessError{code: gb.StatusForbidden, msg: fmt.Sprintf("user %q is read-only and may not run mutating traversals", user.Name)}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	lim := traversal.Limits{MaxResults: s.cfg.MaxResults}
-	var results []any
+	var res results
 	if !mutating {
 		err = s.store.Read(func(g *graph.Graph) error {
 			var err error
-			results, err = t.Execute(ctx, g, nil, lim, includeProps)
+			res.vals, res.bulks, err = t.ExecuteBulk(ctx, g, nil, lim, includeProps)
 			return err
 		})
 	} else {
 		err = s.store.Write(ctx, func(g *graph.Graph, tx *graph.Tx) error {
 			var err error
-			results, err = t.Execute(ctx, g, tx, lim, includeProps)
+			res.vals, res.bulks, err = t.ExecuteBulk(ctx, g, tx, lim, includeProps)
 			return err
 		})
 	}
 	if err != nil {
-		return nil, err
+		return results{}, err
 	}
-	return results, nil
+	return res, nil
 }
 
-func (c *conn) sendResults(id uuid.UUID, results []any, batch int) {
+func (c *conn) sendResults(id uuid.UUID, res results, batch int) {
+	results := res.vals
 	if len(results) == 0 {
 		c.send(&gb.Response{RequestID: id, Code: gb.StatusNoContent, Attributes: &gb.Map{}, Meta: &gb.Map{}})
 		return
@@ -586,8 +593,8 @@ func (c *conn) sendResults(id uuid.UUID, results []any, batch int) {
 	for off := 0; off < len(results); off += batch {
 		end := min(off+batch, len(results))
 		items := make([]any, 0, end-off)
-		for _, r := range results[off:end] {
-			items = append(items, &gb.Traverser{Bulk: 1, Value: r})
+		for i, r := range results[off:end] {
+			items = append(items, &gb.Traverser{Bulk: res.bulks[off+i], Value: r})
 		}
 		code := int32(gb.StatusPartialContent)
 		if end == len(results) {

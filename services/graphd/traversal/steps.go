@@ -957,7 +957,11 @@ func runCount(ec *execCtx, s *step, in []*trav) ([]*trav, error) {
 		}
 		return out, nil
 	}
-	return []*trav{fresh(int64(len(in)))}, nil
+	n := int64(0)
+	for _, t := range in {
+		n += t.n()
+	}
+	return []*trav{fresh(n)}, nil
 }
 
 func reduce(op string, vals []any) (any, bool, error) {
@@ -1266,8 +1270,11 @@ func runDedup(ec *execCtx, s *step, in []*trav) ([]*trav, error) {
 		}
 		return out, nil
 	}
-	seen := map[any]bool{}
-	return filter(ec, in, func(t *trav) (bool, error) {
+	seen := ec.dedupSeen[s]
+	if seen == nil {
+		seen = map[any]bool{}
+	}
+	out, err := filter(ec, in, func(t *trav) (bool, error) {
 		v, ok, err := ec.byValue(by, t)
 		if err != nil || !ok {
 			return false, err
@@ -1279,6 +1286,14 @@ func runDedup(ec *execCtx, s *step, in []*trav) ([]*trav, error) {
 		seen[k] = true
 		return true, nil
 	})
+	for i, t := range out {
+		if t.bulk > 1 {
+			one := *t
+			one.bulk = 0
+			out[i] = &one
+		}
+	}
+	return out, err
 }
 
 func runFold(ec *execCtx, s *step, in []*trav) ([]*trav, error) {
@@ -1631,13 +1646,26 @@ func runRepeat(ec *execCtx, s *step, in []*trav) ([]*trav, error) {
 		}
 		cur = next
 	}
-	for len(cur) > 0 {
-		if s.hasTimes && s.times <= 0 {
-			for _, t := range cur {
-				out = append(out, exit(t))
+	// Steps of the body keep their state across iterations (as TinkerPop's
+	// repeat traversal is not reset between loops): dedup() sees every loop.
+	for _, bs := range body.steps {
+		if bs.op == "dedup" {
+			if ec.dedupSeen == nil {
+				ec.dedupSeen = map[*step]map[any]bool{}
 			}
-			break
+			ec.dedupSeen[bs] = map[any]bool{}
+			defer delete(ec.dedupSeen, bs)
 		}
+	}
+	if s.timesPre && s.times <= 0 {
+		// times(0).repeat(...) is while-do: no iteration.
+		for _, t := range cur {
+			out = append(out, exit(t))
+		}
+		cur = nil
+	}
+	for len(cur) > 0 {
+		// repeat(...).times(n) is do-while: the body runs at least once.
 		r, err := ec.run(body, cur)
 		if err != nil {
 			return nil, err
@@ -1687,6 +1715,9 @@ func runRepeat(ec *execCtx, s *step, in []*trav) ([]*trav, error) {
 		}
 		if err := ec.checkSize(len(next) + len(out)); err != nil {
 			return nil, err
+		}
+		if ec.bulking {
+			next = ec.merge(next)
 		}
 		cur = next
 		if s.until == nil && !s.hasTimes && !s.hasEmit {
@@ -2010,7 +2041,7 @@ func runGroupCount(ec *execCtx, s *step, in []*trav) ([]*trav, error) {
 		}
 		p := o.slot(k)
 		n, _ := (*p).(int64)
-		*p = n + 1
+		*p = n + t.n()
 	}
 	return []*trav{fresh(o.m)}, nil
 }
@@ -2049,6 +2080,14 @@ func runGroup(ec *execCtx, s *step, in []*trav) ([]*trav, error) {
 			buckets = append(buckets, b)
 		}
 		b.members = append(b.members, t)
+	}
+	if _, isTrav := valBy.(*Traversal); !isTrav {
+		for _, b := range buckets {
+			var err error
+			if b.members, err = ec.expand(b.members); err != nil {
+				return nil, err
+			}
+		}
 	}
 	m := &gb.Map{}
 	for _, b := range buckets {

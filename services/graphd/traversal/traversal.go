@@ -85,6 +85,11 @@ type Traversal struct {
 	// productiveBy: ProductiveByStrategy, by() modulators that produce
 	// nothing yield null instead of filtering the traverser.
 	productiveBy bool
+	// bulking: no step anywhere reads whole paths, so equal traversers may be
+	// merged into one with a bulk (when step labels are read, only traversers
+	// whose labelled objects are the same merge).
+	bulking    bool
+	labelsOnly bool
 }
 
 type stepFn func(ec *execCtx, s *step, in []*trav) ([]*trav, error)
@@ -100,6 +105,7 @@ type step struct {
 	hasTo    bool
 	times    int
 	hasTimes bool
+	timesPre bool // times() came before repeat()
 	until    *Traversal
 	emit     *Traversal
 	hasEmit  bool
@@ -134,10 +140,23 @@ type trav struct {
 	path      *pnode
 	loops     int
 	loopStack []int
+	// bulk is how many identical traversers this one stands for (0 means 1).
+	// Traversers are merged only in traversals that never look at paths or
+	// labels (Traversal.bulking), and expanded before any step that is not
+	// bulk-aware, so a bulk never changes an answer.
+	bulk int64
+}
+
+// n is the number of traversers t stands for.
+func (t *trav) n() int64 {
+	if t.bulk <= 0 {
+		return 1
+	}
+	return t.bulk
 }
 
 func (t *trav) split(obj any) *trav {
-	return &trav{obj: obj, path: &pnode{parent: t.path, obj: obj}, loops: t.loops, loopStack: t.loopStack}
+	return &trav{obj: obj, path: &pnode{parent: t.path, obj: obj}, loops: t.loops, loopStack: t.loopStack, bulk: t.bulk}
 }
 
 func fresh(obj any) *trav { return &trav{obj: obj, path: &pnode{obj: obj}} }
@@ -148,6 +167,8 @@ func Compile(bc *gb.Bytecode) (*Traversal, error) {
 	if err != nil {
 		return nil, err
 	}
+	t.bulking = !readsPaths(t, pathSteps)
+	t.labelsOnly = t.bulking && readsPaths(t, labelSteps)
 	for _, src := range bc.Sources {
 		switch src.Op {
 		case "withStrategies":
@@ -256,6 +277,8 @@ func compile(bc *gb.Bytecode, depth int) (*Traversal, error) {
 	t := &Traversal{}
 	var pendingUntil, pendingEmit *Traversal
 	var pendingEmitSet bool
+	var pendingTimes int
+	var pendingTimesSet bool
 	var prev *step
 	for _, in := range bc.Steps {
 		args := make([]any, len(in.Args))
@@ -324,14 +347,18 @@ func compile(bc *gb.Bytecode, depth int) (*Traversal, error) {
 			}
 			continue
 		case "times":
-			if prev == nil || prev.op != "repeat" || len(args) != 1 {
-				return nil, evalErr("times() must follow repeat() and take a number")
+			if len(args) != 1 {
+				return nil, evalErr("times() takes a number")
 			}
 			n, ok := toInt64(args[0])
 			if !ok {
 				return nil, evalErr("times() takes an integer")
 			}
-			prev.times, prev.hasTimes = int(n), true
+			if prev != nil && prev.op == "repeat" {
+				prev.times, prev.hasTimes = int(n), true
+			} else {
+				pendingTimes, pendingTimesSet = int(n), true
+			}
 			continue
 		case "until", "emit":
 			var child *Traversal
@@ -381,6 +408,10 @@ func compile(bc *gb.Bytecode, depth int) (*Traversal, error) {
 				s.emit, s.hasEmit, s.emitPre = pendingEmit, true, true
 				pendingEmit, pendingEmitSet = nil, false
 			}
+			if pendingTimesSet {
+				s.times, s.hasTimes, s.timesPre = pendingTimes, true, true
+				pendingTimesSet = false
+			}
 		}
 		if err := validate(s); err != nil {
 			return nil, err
@@ -388,9 +419,10 @@ func compile(bc *gb.Bytecode, depth int) (*Traversal, error) {
 		t.steps = append(t.steps, s)
 		prev = s
 	}
-	if pendingUntil != nil || pendingEmitSet {
-		return nil, evalErr("until()/emit() must be used with repeat()")
+	if pendingUntil != nil || pendingEmitSet || pendingTimesSet {
+		return nil, evalErr("until()/emit()/times() must be used with repeat()")
 	}
+	t.steps = infixConnectives(t.steps, depth == 0)
 	addHints(t)
 	return t, nil
 }
@@ -521,6 +553,10 @@ type execCtx struct {
 	ticks       int
 	// productiveBy is ProductiveByStrategy (see Traversal.productiveBy).
 	productiveBy bool
+	bulking      bool
+	labelsOnly   bool
+	// dedupSeen keeps dedup() state of repeat bodies across iterations.
+	dedupSeen map[*step]map[any]bool
 }
 
 // ErrTooManyResults is returned when a traversal exceeds MaxResults.
@@ -547,36 +583,58 @@ func (ec *execCtx) checkSize(n int) error {
 }
 
 // Execute runs the traversal. tx nil means read-only: any mutation fails.
-// The returned values are ready for GraphBinary (converted with ToWire).
+// The returned values are ready for GraphBinary (converted with ToWire), one
+// per traverser (bulks expanded).
 func (t *Traversal) Execute(ctx context.Context, g *graph.Graph, tx *graph.Tx, lim Limits, includeProperties bool) ([]any, error) {
-	ec := &execCtx{ctx: ctx, g: g, tx: tx, sideEffects: map[string]any{}, maxResults: lim.MaxResults, productiveBy: t.productiveBy}
+	vals, bulks, err := t.ExecuteBulk(ctx, g, tx, lim, includeProperties)
+	if err != nil {
+		return nil, err
+	}
+	var out []any
+	for i, v := range vals {
+		for j := int64(0); j < bulks[i]; j++ {
+			if lim.MaxResults > 0 && len(out) >= lim.MaxResults {
+				return nil, ErrTooManyResults
+			}
+			out = append(out, v)
+		}
+	}
+	return out, nil
+}
+
+// ExecuteBulk is Execute with the traversers' bulks: vals[i] stands for
+// bulks[i] results (GraphBinary Traverser bulk; clients expand it).
+func (t *Traversal) ExecuteBulk(ctx context.Context, g *graph.Graph, tx *graph.Tx, lim Limits, includeProperties bool) (vals []any, bulks []int64, err error) {
+	ec := &execCtx{ctx: ctx, g: g, tx: tx, sideEffects: map[string]any{}, maxResults: lim.MaxResults, productiveBy: t.productiveBy, bulking: t.bulking, labelsOnly: t.labelsOnly}
 	for _, se := range t.sideEffects {
 		if k, ok := se.Key.(string); ok {
 			ec.sideEffects[k] = se.Value
 		}
 	}
 	if len(t.steps) == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
 	if !startSteps[t.steps[0].op] {
-		return nil, evalErr("a traversal must start with V(), E(), addV(), addE(), mergeV(), mergeE() or inject(), not %s()", t.steps[0].op)
+		return nil, nil, evalErr("a traversal must start with V(), E(), addV(), addE(), mergeV(), mergeE() or inject(), not %s()", t.steps[0].op)
 	}
 	out, err := ec.run(t, []*trav{{}})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := ctx.Err(); err != nil {
 		if errors.Is(err, context.DeadlineExceeded) {
-			return nil, &Error{Code: gb.StatusTimeout, Msg: "traversal exceeded the evaluation timeout"}
+			return nil, nil, &Error{Code: gb.StatusTimeout, Msg: "traversal exceeded the evaluation timeout"}
 		}
-		return nil, err
+		return nil, nil, err
 	}
-	res := make([]any, len(out))
+	vals = make([]any, len(out))
+	bulks = make([]int64, len(out))
 	o := wireOpts{tokensOnly: !includeProperties}
 	for i, tr := range out {
-		res[i] = toWire(tr.obj, o)
+		vals[i] = toWire(tr.obj, o)
+		bulks[i] = tr.n()
 	}
-	return res, nil
+	return vals, bulks, nil
 }
 
 var startSteps = map[string]bool{"V": true, "E": true, "addV": true, "addE": true, "mergeV": true, "mergeE": true, "inject": true}
@@ -586,6 +644,12 @@ func (ec *execCtx) run(t *Traversal, in []*trav) ([]*trav, error) {
 	for _, s := range t.steps {
 		if err := ec.ctx.Err(); err != nil {
 			return nil, ec.tick2(err)
+		}
+		if !bulkAware[s.op] {
+			var err error
+			if cur, err = ec.expand(cur); err != nil {
+				return nil, err
+			}
 		}
 		out, err := s.run(ec, s, cur)
 		if err != nil {
@@ -599,9 +663,176 @@ func (ec *execCtx) run(t *Traversal, in []*trav) ([]*trav, error) {
 		if err := ec.checkSize(len(out)); err != nil {
 			return nil, err
 		}
+		if ec.bulking && adjacencySteps[s.op] {
+			out = ec.merge(out)
+		}
 		cur = out
 	}
 	return cur, nil
+}
+
+// bulkAware steps handle a traverser with a bulk correctly (they map or
+// filter it as one, or count its bulk); before any other step bulked
+// traversers are expanded.
+var bulkAware = map[string]bool{
+	"V": true, "E": true, "out": true, "in": true, "both": true, "outE": true, "inE": true, "bothE": true,
+	"outV": true, "inV": true, "otherV": true, "bothV": true,
+	"has": true, "hasLabel": true, "hasId": true, "hasKey": true, "hasValue": true, "hasNot": true, "is": true,
+	"values": true, "id": true, "label": true, "key": true, "value": true, "constant": true, "properties": true,
+	"identity": true, "not": true, "and": true, "or": true, "filter": true, "count": true, "dedup": true,
+	"repeat": true, "local": true, "union": true, "optional": true, "coalesce": true, "choose": true,
+	"map": true, "flatMap": true, "valueMap": true, "elementMap": true, "groupCount": true, "group": true, "select": true, "where": true, "project": true,
+}
+
+// adjacencySteps multiply traversers; their output is merged when bulking.
+var adjacencySteps = map[string]bool{"out": true, "in": true, "both": true, "outE": true, "inE": true, "bothE": true,
+	"outV": true, "inV": true, "otherV": true, "bothV": true}
+
+type mergeKey struct {
+	obj    any
+	loops  int
+	stack  string
+	labels string
+}
+
+// merge folds traversers on the same element with the same loop state into
+// one, adding their bulks (first-occurrence order is kept).
+func (ec *execCtx) merge(in []*trav) []*trav {
+	if len(in) < 2 {
+		return in
+	}
+	idx := make(map[mergeKey]int, len(in))
+	out := in[:0:0]
+	for _, t := range in {
+		switch t.obj.(type) {
+		case *graph.Vertex, *graph.Edge:
+		default:
+			out = append(out, t)
+			continue
+		}
+		k := mergeKey{obj: t.obj, loops: t.loops}
+		if len(t.loopStack) > 0 {
+			k.stack = fmt.Sprint(t.loopStack)
+		}
+		if ec.labelsOnly {
+			k.labels = labelledKey(t.path)
+		}
+		if i, ok := idx[k]; ok {
+			m := *out[i]
+			m.bulk = m.n() + t.n()
+			out[i] = &m
+			continue
+		}
+		idx[k] = len(out)
+		out = append(out, t)
+	}
+	return out
+}
+
+// expand turns bulked traversers back into single ones.
+func (ec *execCtx) expand(in []*trav) ([]*trav, error) {
+	total := int64(0)
+	bulked := false
+	for _, t := range in {
+		total += t.n()
+		bulked = bulked || t.bulk > 1
+	}
+	if !bulked {
+		return in, nil
+	}
+	if ec.maxResults > 0 && total > int64(ec.maxResults) {
+		return nil, ErrTooManyResults
+	}
+	out := make([]*trav, 0, total)
+	for _, t := range in {
+		if t.bulk <= 1 {
+			out = append(out, t)
+			continue
+		}
+		one := *t
+		one.bulk = 0
+		for j := int64(0); j < t.bulk; j++ {
+			c := one
+			out = append(out, &c)
+		}
+	}
+	return out, nil
+}
+
+// labelledKey identifies the labelled objects of a path (for merging
+// traversers that only differ in unlabelled history). Pointers only serve
+// as identities here, never as an order or an output.
+func labelledKey(p *pnode) string {
+	var sb strings.Builder
+	for n := p; n != nil; n = n.parent {
+		if len(n.labels) == 0 {
+			continue
+		}
+		fmt.Fprintf(&sb, "%v=", n.labels)
+		switch o := n.obj.(type) {
+		case *graph.Vertex, *graph.Edge, *graph.VertexProperty:
+			fmt.Fprintf(&sb, "%p;", o)
+		default:
+			canonStr(&sb, o)
+			sb.WriteString(";")
+		}
+	}
+	return sb.String()
+}
+
+// pathSteps read whole paths: a traversal containing any of them never merges
+// traversers. labelSteps (and as() labels) read only labelled objects.
+var (
+	pathSteps  = map[string]bool{"path": true, "simplePath": true, "cyclicPath": true, "match": true, "tree": true, "sack": true}
+	labelSteps = map[string]bool{"select": true, "where": true, "addE": true, "mergeE": true, "dedup": true}
+)
+
+// readsPaths reports whether t or any child traversal has a step of ops
+// (with labelSteps, any as() label counts too).
+func readsPaths(t *Traversal, ops map[string]bool) bool {
+	for _, s := range t.steps {
+		if ops[s.op] || (ops["select"] && len(s.labels) > 0) {
+			return true
+		}
+		var kids []any
+		kids = append(kids, s.args...)
+		kids = append(kids, s.by...)
+		for _, o := range s.options {
+			kids = append(kids, o...)
+		}
+		for _, p := range s.props {
+			kids = append(kids, p...)
+		}
+		kids = append(kids, s.from, s.to)
+		if s.until != nil {
+			kids = append(kids, s.until)
+		}
+		if s.emit != nil {
+			kids = append(kids, s.emit)
+		}
+		for _, k := range kids {
+			if childReadsPaths(k, ops) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func childReadsPaths(a any, ops map[string]bool) bool {
+	switch x := a.(type) {
+	case *Traversal:
+		return readsPaths(x, ops)
+	case byPair:
+		return childReadsPaths(x.key, ops)
+	case []any:
+		for _, e := range x {
+			if childReadsPaths(e, ops) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func (ec *execCtx) tick2(err error) error {
@@ -625,7 +856,24 @@ func withLabels(t *trav, labels []string) *trav {
 
 // runChild runs child with a single traverser.
 func (ec *execCtx) runChild(child *Traversal, t *trav) ([]*trav, error) {
-	return ec.run(child, []*trav{t})
+	if t.bulk <= 1 {
+		return ec.run(child, []*trav{t})
+	}
+	// A bulked traverser stands for t.bulk identical ones: run the child once
+	// for one of them and give each output the same multiplicity.
+	one := *t
+	one.bulk = 0
+	out, err := ec.run(child, []*trav{&one})
+	if err != nil {
+		return nil, err
+	}
+	res := make([]*trav, len(out))
+	for i, o := range out {
+		c := *o
+		c.bulk = o.n() * t.bulk
+		res[i] = &c
+	}
+	return res, nil
 }
 
 func (ec *execCtx) first(child *Traversal, t *trav) (any, bool, error) {
@@ -641,4 +889,64 @@ func (ec *execCtx) mut() (*graph.Tx, error) {
 		return nil, ErrReadOnly
 	}
 	return ec.tx, nil
+}
+
+func isInfix(s *step, op string) bool { return s.op == op && len(s.args) == 0 && len(s.labels) == 0 }
+
+// infixConnectives rewrites the infix forms a.and().b and a.or().b as
+// TinkerPop's ConnectiveStrategy does: and() binds tighter than or(); the
+// left operand is everything before the connective (after the start step of
+// a root traversal), the right operand everything after it.
+func infixConnectives(steps []*step, root bool) []*step {
+	hasInfix := false
+	for _, s := range steps {
+		if isInfix(s, "and") || isInfix(s, "or") {
+			hasInfix = true
+			break
+		}
+	}
+	if !hasInfix {
+		return steps
+	}
+	var head []*step
+	body := steps
+	if root && len(steps) > 0 && startSteps[steps[0].op] {
+		head, body = steps[:1], steps[1:]
+	}
+	split := func(ss []*step, op string) [][]*step {
+		var parts [][]*step
+		cur := []*step{}
+		for _, s := range ss {
+			if isInfix(s, op) {
+				parts = append(parts, cur)
+				cur = []*step{}
+				continue
+			}
+			cur = append(cur, s)
+		}
+		return append(parts, cur)
+	}
+	andOf := func(ss []*step) []*step {
+		parts := split(ss, "and")
+		if len(parts) == 1 {
+			return ss
+		}
+		args := make([]any, len(parts))
+		for i, p := range parts {
+			args[i] = &Traversal{steps: p}
+		}
+		return []*step{{op: "and", args: args, run: runAnd}}
+	}
+	ors := split(body, "or")
+	var out []*step
+	if len(ors) == 1 {
+		out = andOf(body)
+	} else {
+		args := make([]any, len(ors))
+		for i, p := range ors {
+			args[i] = &Traversal{steps: andOf(p)}
+		}
+		out = []*step{{op: "or", args: args, run: runOr}}
+	}
+	return append(append([]*step(nil), head...), out...)
 }
