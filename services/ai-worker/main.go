@@ -162,6 +162,8 @@ func run(args []string) error {
 		}
 		return nil
 	})
+	// Each LLM target's circuit: an open one is failed over, so it is detail, not unreadiness.
+	adm.AddDetail("llm", func(context.Context) any { return llmReg.Health() })
 	if err := adm.Start(f.admin); err != nil {
 		return err
 	}

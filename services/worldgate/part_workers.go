@@ -140,6 +140,7 @@ func startAIWorker(ctx context.Context, st *stack) error {
 	if err != nil {
 		return err
 	}
+	st.admin.AddDetail("llm", func(context.Context) any { return provider.Health() })
 	if err := aiworker.Register(app, aiworker.Deps{LLM: provider, Tools: tools, KV: kv, Registerer: st.reg, Logger: st.log.With("worker", "ai-worker")}); err != nil {
 		return err
 	}

@@ -80,12 +80,61 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "SERVICE\tVERSION\tID\tUP\tSTATS")
+	var health []string
 	for _, s := range all {
 		data := ""
 		if len(s.Endpoints) > 0 {
-			data = string(s.Endpoints[0].Data)
+			var stats map[string]json.RawMessage
+			raw := s.Endpoints[0].Data
+			if json.Unmarshal(raw, &stats) == nil {
+				if llm, ok := stats["llm"]; ok {
+					health = append(health, llmHealthLines(s.Name, s.ID, llm)...)
+					delete(stats, "llm")
+					raw, _ = json.Marshal(stats)
+				}
+			}
+			data = string(raw)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", s.Name, s.Version, s.ID, time.Since(s.Started).Round(time.Second), data)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(health) > 0 {
+		tw = tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "\nLLM TARGET\tCIRCUIT\tFAILURES\tINSTANCE\tLAST ERROR")
+		for _, l := range health {
+			fmt.Fprintln(tw, l)
+		}
+		return tw.Flush()
+	}
+	return nil
+}
+
+// llmHealthLines renders an ai-worker's LLM targets (llm.TargetHealth, reported through
+// service discovery) as rows of the status table.
+func llmHealthLines(service, id string, raw json.RawMessage) []string {
+	var targets []struct {
+		Target              string `json:"target"`
+		State               string `json:"state"`
+		ConsecutiveFailures uint32 `json:"consecutiveFailures"`
+		LastError           string `json:"lastError"`
+		LastErrorKind       string `json:"lastErrorKind"`
+	}
+	if json.Unmarshal(raw, &targets) != nil {
+		return nil
+	}
+	var out []string
+	for _, t := range targets {
+		last := t.LastErrorKind
+		if t.LastError != "" {
+			msg := t.LastError
+			if len(msg) > 80 {
+				msg = msg[:80] + "…"
+			}
+			last = msg
+		}
+		out = append(out, fmt.Sprintf("%s\t%s\t%d\t%s %s\t%s", t.Target, t.State, t.ConsecutiveFailures, strings.TrimPrefix(service, "worldgate-"), id, last))
+	}
+	return out
 }

@@ -21,10 +21,15 @@ import (
 // Check reports whether a dependency is usable; a nil error means ready.
 type Check func(ctx context.Context) error
 
+// Detail describes a dependency's state for an operator (e.g. each LLM target's circuit)
+// without deciding readiness; /readyz shows it under "detail".
+type Detail func(ctx context.Context) any
+
 // Server is an admin HTTP server.
 type Server struct {
 	mu     sync.RWMutex
 	checks map[string]Check
+	detail map[string]Detail
 	mux    *http.ServeMux
 	srv    *http.Server
 	ln     net.Listener
@@ -33,7 +38,7 @@ type Server struct {
 
 // New returns an admin server exposing gatherer's metrics.
 func New(gatherer prometheus.Gatherer, log *slog.Logger) *Server {
-	s := &Server{checks: map[string]Check{}, mux: http.NewServeMux(), log: log}
+	s := &Server{checks: map[string]Check{}, detail: map[string]Detail{}, mux: http.NewServeMux(), log: log}
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]any{"status": "ok"})
@@ -47,6 +52,15 @@ func (s *Server) AddCheck(name string, c Check) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.checks[name] = c
+}
+
+// AddDetail adds a named detail to /readyz's answer. It never makes the server unready:
+// a worker that degrades gracefully (an LLM target whose circuit is open fails over) stays
+// ready, and the detail tells the operator why it is degraded.
+func (s *Server) AddDetail(name string, d Detail) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.detail[name] = d
 }
 
 // Handle adds another handler to the admin mux (e.g. a debug page).
@@ -74,11 +88,24 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 			failed[n] = err.Error()
 		}
 	}
+	s.mu.RLock()
+	details := make(map[string]Detail, len(s.detail))
+	for n, d := range s.detail {
+		details[n] = d
+	}
+	s.mu.RUnlock()
+	var detail map[string]any
+	if len(details) > 0 {
+		detail = map[string]any{}
+		for n, d := range details {
+			detail[n] = d(ctx)
+		}
+	}
 	if len(failed) > 0 {
-		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "not ready", "failing": failed})
+		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "not ready", "failing": failed, "detail": detail})
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"status": "ready", "checks": names})
+	writeJSON(w, http.StatusOK, map[string]any{"status": "ready", "checks": names, "detail": detail})
 }
 
 // Start listens on addr ("127.0.0.1:0" picks a port) and serves in the background.

@@ -41,6 +41,12 @@ type Config struct {
 	// ProviderTimeouts overrides Timeout per provider name.
 	ProviderTimeouts map[string]time.Duration `yaml:"provider_timeouts" json:"providerTimeouts"`
 	Retry            RetryPolicy              `yaml:"retry" json:"retry"`
+	// Breaker shapes the circuit breaker kept per target.
+	Breaker BreakerPolicy `yaml:"breaker" json:"breaker"`
+	// Degrade maps a tier to the cheaper tier a call moves to when a budget refuses every
+	// target of the tier (default: rich → cheap when both exist). Then the caller's static
+	// fallback.
+	Degrade map[string]string `yaml:"degrade" json:"degrade"`
 }
 
 // RetryPolicy governs retries of retryable errors on one target before the
@@ -97,6 +103,13 @@ func ParseConfig(data []byte) (Config, error) {
 func (c Config) withDefaults() Config {
 	if c.DefaultTier == "" {
 		c.DefaultTier = TierCheap
+	}
+	if c.Degrade == nil {
+		_, rich := c.Tiers[TierRich]
+		_, cheap := c.Tiers[TierCheap]
+		if rich && cheap {
+			c.Degrade = map[string]string{TierRich: TierCheap}
+		}
 	}
 	if c.Timeout <= 0 {
 		c.Timeout = 60 * time.Second

@@ -31,6 +31,23 @@ const (
 	KindInvalidOutput ErrorKind = "invalid_output"
 	// KindCanceled: the caller's context was canceled or its deadline passed.
 	KindCanceled ErrorKind = "canceled"
+	// KindQuota: the account's credit or quota is exhausted (OpenAI's insufficient_quota,
+	// Anthropic's "credit balance is too low"). Waiting does not help, so it is not retried as
+	// a rate limit; another provider may still serve the call.
+	KindQuota ErrorKind = "insufficient_quota"
+	// KindModelNotFound: the provider does not serve the model (misspelt, retired, not
+	// pulled). Not retried; another target may serve the call.
+	KindModelNotFound ErrorKind = "model_not_found"
+	// KindContentPolicy: the provider refused the prompt or the answer under its content
+	// policy. Neither retried nor failed over: the same prompt would meet the same refusal,
+	// and the caller has a fallback for content it cannot get.
+	KindContentPolicy ErrorKind = "content_policy_violation"
+	// KindCircuitOpen: the target's circuit breaker is open (it failed repeatedly) or is
+	// half-open with its probe in flight; the call was not made. Fails over.
+	KindCircuitOpen ErrorKind = "circuit_open"
+	// KindBudget: a spending budget refused the call before it was made (see Admitter).
+	// Fails over to the next (cheaper) target; never retried.
+	KindBudget ErrorKind = "budget_exceeded"
 )
 
 // Error is a normalized provider failure. Use errors.As to get it.
@@ -86,6 +103,82 @@ func (e *Error) Retryable() bool {
 		return true
 	}
 	return false
+}
+
+// FailsOver reports whether the next target of a tier may serve the call that failed with
+// e: retryable errors, and the failures that belong to one provider or model (exhausted
+// quota, unknown model, open circuit, a budget of that target) rather than to the request.
+func (e *Error) FailsOver() bool {
+	if e == nil {
+		return false
+	}
+	switch e.Kind {
+	case KindQuota, KindModelNotFound, KindCircuitOpen, KindBudget:
+		return true
+	}
+	return e.Retryable()
+}
+
+// FailsOver reports whether err is an *Error after which the next target may be tried.
+func FailsOver(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && e.FailsOver()
+}
+
+// healthFailure reports whether err says the target itself is unhealthy (it counts towards
+// opening the target's circuit). Errors that are the request's fault (invalid, too long, a
+// content policy refusal, output that does not match the schema), a cancellation and a
+// budget refusal say nothing about the provider.
+func healthFailure(err error) bool {
+	switch KindOf(err) {
+	case KindRateLimit, KindProvider, KindTimeout, KindUnavailable, KindQuota, KindModelNotFound, KindAuth:
+		return true
+	}
+	return false
+}
+
+// hardFailure: the target will not recover by itself within seconds (billing, a missing
+// model, a refused key): its circuit opens at the first such failure.
+func hardFailure(err error) bool {
+	switch KindOf(err) {
+	case KindQuota, KindModelNotFound, KindAuth:
+		return true
+	}
+	return false
+}
+
+// QuotaMessage reports whether a provider's error message says the account's credit or
+// quota is exhausted (as opposed to a rate limit that passes).
+func QuotaMessage(msg string) bool {
+	m := strings.ToLower(msg)
+	for _, s := range []string{"exceeded your current quota", "insufficient_quota", "credit balance is too low",
+		"billing", "out of credits", "insufficient balance", "payment required"} {
+		if strings.Contains(m, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// ContentPolicyMessage reports whether a provider's error message says the content was
+// refused under its usage or content policy.
+func ContentPolicyMessage(msg string) bool {
+	m := strings.ToLower(msg)
+	for _, s := range []string{"content_policy_violation", "content filtering policy", "content management policy",
+		"safety system", "usage policy", "usage policies", "content_filter"} {
+		if strings.Contains(m, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// ModelNotFoundMessage reports whether a provider's error message (with a 404 or a
+// not-found type) is about the model rather than the URL.
+func ModelNotFoundMessage(msg string) bool {
+	m := strings.ToLower(msg)
+	return strings.Contains(m, "model") && (strings.Contains(m, "not found") || strings.Contains(m, "does not exist") ||
+		strings.Contains(m, "not exist") || strings.HasPrefix(m, "model:"))
 }
 
 // KindOf returns the normalized kind of err ("" for nil, provider_error for

@@ -15,18 +15,26 @@ import (
 // providers of a process; NewMetrics reuses collectors already registered on
 // the same Registerer, so building two registries on one Registerer works.
 type Metrics struct {
-	requests *prometheus.CounterVec
-	tokens   *prometheus.CounterVec
-	cost     *prometheus.CounterVec
-	latency  *prometheus.HistogramVec
+	requests       *prometheus.CounterVec
+	tokens         *prometheus.CounterVec
+	cost           *prometheus.CounterVec
+	latency        *prometheus.HistogramVec
+	circuitState   *prometheus.GaugeVec
+	circuitChanges *prometheus.CounterVec
+	skipped        *prometheus.CounterVec
+	downgrades     *prometheus.CounterVec
 }
 
 // NewMetrics creates and registers the collectors on reg:
 //
 //	worldgate_ai_requests_total{purpose,provider,model,outcome}
-//	worldgate_ai_tokens_total{purpose,model,type}     type = prompt|completion|cached
+//	worldgate_ai_tokens_total{purpose,model,type}     type = prompt|completion|cached|cache_write
 //	worldgate_ai_cost_usd_total{purpose,model}
 //	worldgate_ai_latency_seconds{purpose,model}       histogram
+//	worldgate_ai_circuit_state{provider,model}        0 closed, 1 half-open, 2 open
+//	worldgate_ai_circuit_transitions_total{provider,model,to}
+//	worldgate_ai_targets_skipped_total{purpose,provider,model,reason}   reason = circuit_open|budget_exceeded
+//	worldgate_ai_downgrades_total{purpose,from,to}    a budget moved a call to a cheaper tier
 //
 // outcome is "ok" or the normalized ErrorKind. Labels never carry ids.
 func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
@@ -40,7 +48,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}, []string{"purpose", "provider", "model", "outcome"}),
 		tokens: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "worldgate", Name: "ai_tokens_total",
-			Help: "LLM tokens by purpose, model and type (prompt includes cached; cached is the cached share of prompt).",
+			Help: "LLM tokens by purpose, model and type (prompt includes cached and cache_write: the shares read from and written to the provider's prompt cache).",
 		}, []string{"purpose", "model", "type"}),
 		cost: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "worldgate", Name: "ai_cost_usd_total",
@@ -51,8 +59,36 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help:    "LLM call latency (one upstream attempt) by purpose and model.",
 			Buckets: []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 40, 80},
 		}, []string{"purpose", "model"}),
+		circuitState: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: "worldgate", Name: "ai_circuit_state",
+			Help: "Circuit breaker of each LLM target (provider and model) in this process: 0 closed, 1 half-open (probing), 2 open (failover skips it).",
+		}, []string{"provider", "model"}),
+		circuitChanges: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "worldgate", Name: "ai_circuit_transitions_total",
+			Help: "Circuit breaker state changes of each LLM target, by the state entered.",
+		}, []string{"provider", "model", "to"}),
+		skipped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "worldgate", Name: "ai_targets_skipped_total",
+			Help: "LLM targets passed over without a call: their circuit was open, or a budget refused the call's reservation.",
+		}, []string{"purpose", "provider", "model", "reason"}),
+		downgrades: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "worldgate", Name: "ai_downgrades_total",
+			Help: "Calls served by a cheaper tier than asked for because a budget refused the richer one.",
+		}, []string{"purpose", "from", "to"}),
 	}
 	var err error
+	if m.circuitState, err = register(reg, m.circuitState); err != nil {
+		return nil, err
+	}
+	if m.circuitChanges, err = register(reg, m.circuitChanges); err != nil {
+		return nil, err
+	}
+	if m.skipped, err = register(reg, m.skipped); err != nil {
+		return nil, err
+	}
+	if m.downgrades, err = register(reg, m.downgrades); err != nil {
+		return nil, err
+	}
 	if m.requests, err = register(reg, m.requests); err != nil {
 		return nil, err
 	}
@@ -161,6 +197,7 @@ func (p *metered) observe(req *Request, resp *Response, err error, took time.Dur
 		p.m.tokens.WithLabelValues(purpose, model, "prompt").Add(float64(max(u.PromptTokens, 0)))
 		p.m.tokens.WithLabelValues(purpose, model, "completion").Add(float64(max(u.CompletionTokens, 0)))
 		p.m.tokens.WithLabelValues(purpose, model, "cached").Add(float64(max(u.CachedPromptTokens, 0)))
+		p.m.tokens.WithLabelValues(purpose, model, "cache_write").Add(float64(max(u.CacheWriteTokens, 0)))
 		p.m.cost.WithLabelValues(purpose, model).Add(usd)
 	}
 	return resp, nil

@@ -20,24 +20,28 @@ type Price struct {
 	// CachedInput prices prompt tokens served from the provider's cache.
 	// Nil in YAML means "same as Input".
 	CachedInput *float64 `yaml:"cached_input" json:"cachedInput,omitempty"`
+	// CacheWrite prices prompt tokens written to the provider's cache (Anthropic bills
+	// them at 1.25 times input for the 5-minute cache). Nil means "same as Input".
+	CacheWrite *float64 `yaml:"cache_write" json:"cacheWrite,omitempty"`
 }
 
-// Cost prices a usage: uncached prompt tokens at Input, cached prompt tokens
-// at CachedInput, completion tokens at Output.
+// Cost prices a usage: prompt tokens neither read from nor written to the cache at Input,
+// cache reads at CachedInput, cache writes at CacheWrite, completion tokens at Output.
 func (p Price) Cost(u Usage) float64 {
-	cached := u.CachedPromptTokens
-	if cached > u.PromptTokens {
-		cached = u.PromptTokens
-	}
-	if cached < 0 {
-		cached = 0
-	}
+	prompt := max(u.PromptTokens, 0)
+	cached := min(max(u.CachedPromptTokens, 0), prompt)
+	written := min(max(u.CacheWriteTokens, 0), prompt-cached)
 	cachedRate := p.Input
 	if p.CachedInput != nil {
 		cachedRate = *p.CachedInput
 	}
-	usd := (float64(u.PromptTokens-cached)*p.Input +
+	writeRate := p.Input
+	if p.CacheWrite != nil {
+		writeRate = *p.CacheWrite
+	}
+	usd := (float64(prompt-cached-written)*p.Input +
 		float64(cached)*cachedRate +
+		float64(written)*writeRate +
 		float64(u.CompletionTokens)*p.Output) / 1e6
 	if math.IsNaN(usd) || usd < 0 {
 		return 0
@@ -62,7 +66,7 @@ func ParsePrices(data []byte) (*PriceTable, error) {
 		return nil, fmt.Errorf("llm: price table is not valid YAML: %w", err)
 	}
 	for name, p := range f.Models {
-		if p.Input < 0 || p.Output < 0 || (p.CachedInput != nil && *p.CachedInput < 0) {
+		if p.Input < 0 || p.Output < 0 || (p.CachedInput != nil && *p.CachedInput < 0) || (p.CacheWrite != nil && *p.CacheWrite < 0) {
 			return nil, fmt.Errorf("llm: price of %q is negative; prices are USD per million tokens", name)
 		}
 	}

@@ -97,3 +97,29 @@ func TestExtractJSON(t *testing.T) {
 		}
 	}
 }
+
+func TestCostSplitsCacheReadsAndWrites(t *testing.T) {
+	read, write := 0.1, 1.25
+	p := llm.Price{Input: 1, Output: 5, CachedInput: &read, CacheWrite: &write}
+	for _, c := range []struct {
+		name string
+		u    llm.Usage
+		want float64
+	}{
+		{"plain", llm.Usage{PromptTokens: 1000, CompletionTokens: 100}, (1000*1 + 100*5) / 1e6},
+		{"reads and writes", llm.Usage{PromptTokens: 3100, CachedPromptTokens: 2000, CacheWriteTokens: 1000, CompletionTokens: 50}, (100*1 + 2000*0.1 + 1000*1.25 + 50*5) / 1e6},
+		{"writes beyond the prompt are clamped", llm.Usage{PromptTokens: 100, CacheWriteTokens: 500}, 100 * 1.25 / 1e6},
+		{"negative counts are zero", llm.Usage{PromptTokens: -5, CacheWriteTokens: -3, CompletionTokens: 10}, 10 * 5 / 1e6},
+	} {
+		if got := p.Cost(c.u); math.Abs(got-c.want) > 1e-12 {
+			t.Errorf("%s: cost %.10f, want %.10f", c.name, got, c.want)
+		}
+	}
+	noWrite := llm.Price{Input: 2, Output: 0}
+	if got := noWrite.Cost(llm.Usage{PromptTokens: 10, CacheWriteTokens: 10}); math.Abs(got-20/1e6) > 1e-12 {
+		t.Errorf("cache writes default to the input price: %v", got)
+	}
+	if _, err := llm.ParsePrices([]byte("models:\n  m: {input: 1, output: 1, cache_write: -1}\n")); err == nil {
+		t.Error("a negative cache_write price was accepted")
+	}
+}

@@ -32,6 +32,10 @@ type Registry struct {
 	tiers     map[string][]Target
 	log       *slog.Logger
 	sleep     func(context.Context, time.Duration) error
+	prices    *PriceTable
+	metrics   *Metrics
+	brk       *breakers
+	admit     Admitter
 }
 
 type entry struct {
@@ -50,6 +54,7 @@ type registryOptions struct {
 	reg       prometheus.Registerer
 	metrics   *Metrics
 	logger    *slog.Logger
+	admit     Admitter
 }
 
 // WithProviders adds providers, addressed by their Name().
@@ -62,6 +67,9 @@ func WithPrices(t *PriceTable) Option { return func(o *registryOptions) { o.pric
 
 // WithMetrics records the worldgate_ai_* metrics on reg.
 func WithMetrics(reg prometheus.Registerer) Option { return func(o *registryOptions) { o.reg = reg } }
+
+// WithAdmitter makes every call ask a (budget) Admitter before it is made.
+func WithAdmitter(a Admitter) Option { return func(o *registryOptions) { o.admit = a } }
 
 // WithLogger sets the logger for retries, failovers and price warnings.
 func WithLogger(l *slog.Logger) Option { return func(o *registryOptions) { o.logger = l } }
@@ -95,6 +103,10 @@ func NewRegistry(cfg Config, opts ...Option) (*Registry, error) {
 		tiers:     map[string][]Target{},
 		log:       o.logger,
 		sleep:     sleepCtx,
+		prices:    o.prices,
+		metrics:   o.metrics,
+		brk:       newBreakers(cfg.Breaker, o.metrics, o.logger),
+		admit:     o.admit,
 	}
 	for _, p := range o.providers {
 		if p == nil {
@@ -133,10 +145,19 @@ func NewRegistry(cfg Config, opts ...Option) (*Registry, error) {
 					tier, t.Provider, strings.Join(r.order, ", "))
 			}
 			r.tiers[tier] = append(r.tiers[tier], t)
+			r.brk.get(t)
 		}
 	}
 	if _, ok := r.tiers[cfg.DefaultTier]; !ok {
 		return nil, fmt.Errorf("llm: default tier %q is not configured; add it under tiers", cfg.DefaultTier)
+	}
+	for from, to := range cfg.Degrade {
+		if _, ok := r.tiers[from]; !ok {
+			return nil, fmt.Errorf("llm: degrade names tier %q, which is not configured", from)
+		}
+		if _, ok := r.tiers[to]; !ok {
+			return nil, fmt.Errorf("llm: degrade moves tier %q to tier %q, which is not configured", from, to)
+		}
 	}
 	for purpose, tier := range cfg.Purposes {
 		if _, ok := r.tiers[tier]; !ok {
@@ -214,6 +235,17 @@ func (r *Registry) Targets(req *Request) ([]Target, error) {
 		}
 		return out, nil
 	}
+	tier := r.tierOf(req)
+	ts, ok := r.tiers[tier]
+	if !ok {
+		return nil, &Error{Kind: KindInvalid, Provider: r.Name(),
+			Message: fmt.Sprintf("tier %q is not configured (tiers: %s)", tier, strings.Join(r.Tiers(), ", "))}
+	}
+	return ts, nil
+}
+
+// tierOf is the tier a request asks for: its Tier, else its purpose's, else the default.
+func (r *Registry) tierOf(req *Request) string {
 	tier := req.Tier
 	if tier == "" {
 		tier = r.cfg.Purposes[req.Purpose]
@@ -221,12 +253,7 @@ func (r *Registry) Targets(req *Request) ([]Target, error) {
 	if tier == "" {
 		tier = r.cfg.DefaultTier
 	}
-	ts, ok := r.tiers[tier]
-	if !ok {
-		return nil, &Error{Kind: KindInvalid, Provider: r.Name(),
-			Message: fmt.Sprintf("tier %q is not configured (tiers: %s)", tier, strings.Join(r.Tiers(), ", "))}
-	}
-	return ts, nil
+	return tier
 }
 
 // Complete implements Provider.
@@ -260,9 +287,9 @@ func (r *Registry) call(ctx context.Context, req *Request, onDelta func(Delta) e
 		}
 	}
 	var (
-		lastErr  error
-		attempts int
-		emitted  bool
+		attempts   int
+		emitted    bool
+		downgrades []Downgrade
 	)
 	deliver := onDelta
 	if onDelta != nil {
@@ -271,6 +298,46 @@ func (r *Registry) call(ctx context.Context, req *Request, onDelta func(Delta) e
 			return onDelta(d)
 		}
 	}
+	tier := ""
+	if req.Model == "" {
+		tier = r.tierOf(req)
+	}
+	tried := map[string]bool{}
+	for {
+		tried[tier] = true
+		next := r.cfg.Degrade[tier]
+		degradable := tier != "" && next != "" && !tried[next]
+		resp, n, err := r.tryTargets(ctx, req, tier, targets, degradable, deliver, &emitted)
+		attempts += n
+		if err == nil {
+			resp.Attempts, resp.Tier, resp.Downgrades = attempts, tier, downgrades
+			return resp, nil
+		}
+		// A budget refused this tier: a cheaper one may still be paid for.
+		if KindOf(err) != KindBudget || !degradable || emitted || ctx.Err() != nil {
+			return nil, err
+		}
+		downgrades = append(downgrades, Downgrade{From: tier, To: next, Reason: err.Error()})
+		r.log.Warn("llm: a budget refused the tier; downgrading to a cheaper one",
+			"ai.purpose", req.Purpose, "ai.tier.from", tier, "ai.tier.to", next, "error", err)
+		if r.metrics != nil {
+			r.metrics.downgrades.WithLabelValues(purposeLabel(req.Purpose), tier, next).Inc()
+		}
+		tier = next
+		targets = r.tiers[tier]
+	}
+}
+
+// tryTargets tries a tier's targets in order: it skips those whose circuit is open or that a
+// budget will not pay for, retries retryable errors on each, and fails over on errors that
+// belong to the target. When any target was refused by a budget and none could serve, the
+// budget's refusal is returned, so the caller may downgrade.
+func (r *Registry) tryTargets(ctx context.Context, req *Request, tier string, targets []Target, degradable bool,
+	deliver func(Delta) error, emitted *bool) (*Response, int, error) {
+	var (
+		lastErr, budgetErr error
+		attempts           int
+	)
 	for i, t := range targets {
 		e := r.providers[t.Provider]
 		if len(req.Tools) > 0 && !e.caps.Tools {
@@ -278,39 +345,111 @@ func (r *Registry) call(ctx context.Context, req *Request, onDelta func(Delta) e
 				Message: "the request offers tools and this provider does not support tool calling"}
 			continue
 		}
+		if r.brk.open(t) {
+			lastErr = &Error{Kind: KindCircuitOpen, Provider: t.Provider,
+				Message: fmt.Sprintf("the circuit of %s is open after repeated failures; skipped", t)}
+			r.skip(req, t, KindCircuitOpen)
+			continue
+		}
 		preq := prepare(req, t, e.caps)
-		resp, n, err := r.attempts(ctx, e, preq, deliver, &emitted)
+		var ticket Ticket
+		if r.admit != nil {
+			a := r.admission(req, preq, tier, t, degradable)
+			tk, err := r.admit.Admit(ctx, a)
+			if err != nil {
+				if ctx.Err() != nil {
+					return nil, attempts, TransportError(r.Name(), ctx.Err())
+				}
+				var le *Error
+				if !errors.As(err, &le) || le.Kind != KindBudget {
+					// The ledger could not answer: nothing is paid for without a reservation.
+					err = &Error{Kind: KindBudget, Provider: t.Provider, Message: "budget ledger unavailable: " + err.Error(), Err: err}
+				}
+				lastErr, budgetErr = err, err
+				r.skip(req, t, KindBudget)
+				continue
+			}
+			ticket = tk
+		}
+		resp, n, err := r.attempts(ctx, e, t, preq, deliver, emitted)
 		attempts += n
 		if err == nil && req.Output != nil && len(resp.ToolCalls) == 0 {
 			var m int
-			resp, m, err = r.enforceSchema(ctx, e, preq, resp)
+			resp, m, err = r.enforceSchema(ctx, e, t, preq, resp)
 			attempts += m
 		}
+		if ticket != nil {
+			// The reservation is settled or released even when the caller's context ended:
+			// the ledger must not keep an estimate the call no longer holds.
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			var serr error
+			if err == nil {
+				serr = ticket.Settle(sctx, resp.Usage, resp.CostUSD)
+			} else {
+				serr = ticket.Release(sctx)
+			}
+			cancel()
+			if serr != nil {
+				r.log.Warn("llm: could not settle the call's budget reservation", "ai.purpose", req.Purpose, "ai.target", t.String(), "error", serr)
+			}
+		}
 		if err == nil {
-			resp.Attempts = attempts
-			return resp, nil
+			return resp, attempts, nil
 		}
 		lastErr = err
-		if !IsRetryable(err) || ctx.Err() != nil || emitted {
-			break
+		if !FailsOver(err) || ctx.Err() != nil || *emitted {
+			return nil, attempts, err
 		}
 		if i+1 < len(targets) {
 			r.log.Warn("llm: failing over to the next provider",
 				"ai.purpose", req.Purpose, "ai.from", t.String(), "ai.to", targets[i+1].String(), "error", err)
 		}
 	}
+	if budgetErr != nil {
+		return nil, attempts, budgetErr
+	}
 	if lastErr == nil {
 		lastErr = &Error{Kind: KindUnavailable, Provider: r.Name(), Message: "no provider could serve the request"}
 	}
-	return nil, lastErr
+	return nil, attempts, lastErr
 }
+
+// admission describes the call on t for the Admitter: the prompt estimate plus the
+// completion cap, priced at t's price.
+func (r *Registry) admission(req, preq *Request, tier string, t Target, degradable bool) Admission {
+	a := Admission{Purpose: req.Purpose, Tier: tier, Target: t, PromptTokens: EstimatePromptTokens(preq),
+		CompletionTokens: req.MaxTokens, Degradable: degradable}
+	if a.CompletionTokens <= 0 {
+		a.CompletionTokens = DefaultCompletionCap
+	}
+	usd, known := r.prices.Cost(t.Provider, t.Model, Usage{PromptTokens: a.PromptTokens, CompletionTokens: a.CompletionTokens})
+	a.EstimateUSD, a.PriceMissing = usd, !known
+	return a
+}
+
+func (r *Registry) skip(req *Request, t Target, why ErrorKind) {
+	if r.metrics != nil {
+		r.metrics.skipped.WithLabelValues(purposeLabel(req.Purpose), t.Provider, t.Model, string(why)).Inc()
+	}
+}
+
+func purposeLabel(p Purpose) string {
+	if p == "" {
+		return "unspecified"
+	}
+	return string(p)
+}
+
+// Health reports the circuit of every target this registry has called or may call.
+func (r *Registry) Health() []TargetHealth { return r.brk.health() }
 
 // attempts runs one target with retries. It returns the number of upstream
 // calls made.
-func (r *Registry) attempts(ctx context.Context, e *entry, req *Request, onDelta func(Delta) error, emitted *bool) (*Response, int, error) {
+func (r *Registry) attempts(ctx context.Context, e *entry, t Target, req *Request, onDelta func(Delta) error, emitted *bool) (*Response, int, error) {
 	pol := r.cfg.Retry
+	var prev error
 	for n := 1; ; n++ {
-		resp, err := r.once(ctx, e, req, onDelta)
+		resp, err := r.brk.run(t, func() (*Response, error) { return r.once(ctx, e, req, onDelta) })
 		if err == nil {
 			return resp, n, nil
 		}
@@ -320,6 +459,16 @@ func (r *Registry) attempts(ctx context.Context, e *entry, req *Request, onDelta
 			// through unchanged.
 			return nil, n, err
 		}
+		if le.Kind == KindCircuitOpen {
+			// Opened by this call's failures (or half-open with its probe in flight): the
+			// call was not made, so it does not count, and the failure that opened it is
+			// the one to report.
+			if prev != nil {
+				return nil, n - 1, prev
+			}
+			return nil, n - 1, err
+		}
+		prev = err
 		if ctx.Err() != nil || !le.Retryable() || n >= pol.MaxAttempts || *emitted {
 			return nil, n, err
 		}
@@ -401,7 +550,7 @@ func (r *Registry) once(ctx context.Context, e *entry, req *Request, onDelta fun
 
 // enforceSchema validates a final answer against the request's output
 // schema and, if it does not conform, reprompts once with the error.
-func (r *Registry) enforceSchema(ctx context.Context, e *entry, req *Request, resp *Response) (*Response, int, error) {
+func (r *Registry) enforceSchema(ctx context.Context, e *entry, t Target, req *Request, resp *Response) (*Response, int, error) {
 	schema := req.Output.Schema
 	text := ExtractJSON(resp.Text)
 	verr := ValidateJSON(schema, []byte(text))
@@ -417,7 +566,7 @@ func (r *Registry) enforceSchema(ctx context.Context, e *entry, req *Request, re
 		Message{Role: RoleUser, Content: RepairPrompt(req.Output.Name, verr)},
 	)
 	noEmit := false
-	fixed, n, err := r.attempts(ctx, e, repair, nil, &noEmit)
+	fixed, n, err := r.attempts(ctx, e, t, repair, nil, &noEmit)
 	if err != nil {
 		return nil, n, err
 	}

@@ -105,11 +105,13 @@ const (
 	FinishContentFilter FinishReason = "content_filter"
 )
 
-// Usage counts tokens. PromptTokens includes CachedPromptTokens.
+// Usage counts tokens. PromptTokens includes CachedPromptTokens (read from the provider's
+// prompt cache) and CacheWriteTokens (written to it, which Anthropic bills at its own rate).
 type Usage struct {
 	PromptTokens       int `json:"prompt"`
 	CompletionTokens   int `json:"completion"`
 	CachedPromptTokens int `json:"cached"`
+	CacheWriteTokens   int `json:"cacheWrite,omitempty"`
 }
 
 // Add returns the sum of two usages.
@@ -118,8 +120,12 @@ func (u Usage) Add(o Usage) Usage {
 		PromptTokens:       u.PromptTokens + o.PromptTokens,
 		CompletionTokens:   u.CompletionTokens + o.CompletionTokens,
 		CachedPromptTokens: u.CachedPromptTokens + o.CachedPromptTokens,
+		CacheWriteTokens:   u.CacheWriteTokens + o.CacheWriteTokens,
 	}
 }
+
+// Total is every token of the usage: the whole prompt plus the completion.
+func (u Usage) Total() int { return max(u.PromptTokens, 0) + max(u.CompletionTokens, 0) }
 
 // Response is a model's answer: either ToolCalls (FinishToolCalls) or Text.
 type Response struct {
@@ -139,6 +145,10 @@ type Response struct {
 	Attempts int `json:"attempts,omitempty"`
 	// Repaired is set when the answer came from the schema repair reprompt.
 	Repaired bool `json:"repaired,omitempty"`
+	// Tier is the tier that served the call (empty for a pinned target); Downgrades lists
+	// the tiers a budget refused on the way, richest first.
+	Tier       string      `json:"tier,omitempty"`
+	Downgrades []Downgrade `json:"downgrades,omitempty"`
 }
 
 // Delta is one streamed fragment: text, or a fragment of a tool call's

@@ -57,6 +57,7 @@ type App struct {
 
 	mu       sync.Mutex
 	handlers []string
+	stats    map[string]func() any
 	running  atomic.Bool
 	handled  atomic.Int64
 	failed   atomic.Int64
@@ -147,7 +148,7 @@ func (a *App) Run(ctx context.Context) error {
 		Description: a.opts.Description,
 		Metadata:    map[string]string{"handlers": fmt.Sprint(a.handlers)},
 		StatsHandler: func(*micro.Endpoint) any {
-			return map[string]any{"handled": a.handled.Load(), "failed": a.failed.Load(), "running": a.running.Load()}
+			return a.extraStats(map[string]any{"handled": a.handled.Load(), "failed": a.failed.Load(), "running": a.running.Load()})
 		},
 	})
 	if err != nil {
@@ -155,8 +156,8 @@ func (a *App) Run(ctx context.Context) error {
 	}
 	defer func() { _ = svc.Stop() }()
 	if err := svc.AddEndpoint("status", micro.HandlerFunc(func(r micro.Request) {
-		_ = r.RespondJSON(map[string]any{"service": a.opts.Name, "running": a.running.Load(), "handlers": a.handlers,
-			"handled": a.handled.Load(), "failed": a.failed.Load()})
+		_ = r.RespondJSON(a.extraStats(map[string]any{"service": a.opts.Name, "running": a.running.Load(), "handlers": a.handlers,
+			"handled": a.handled.Load(), "failed": a.failed.Load()}))
 	})); err != nil {
 		return err
 	}
@@ -187,6 +188,31 @@ func (a *App) Run(ctx context.Context) error {
 	_ = a.opts.Conn.FlushWithContext(flushCtx)
 	a.log.Info("worker stopped")
 	return nil
+}
+
+// AddStats adds a named entry to what the service reports through NATS service discovery
+// ($SRV.STATS, the status endpoint, and so worldgate status): e.g. the ai-worker's LLM
+// targets and their circuits. f is called on every request and must be quick.
+func (a *App) AddStats(name string, f func() any) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.stats == nil {
+		a.stats = map[string]func() any{}
+	}
+	a.stats[name] = f
+}
+
+func (a *App) extraStats(m map[string]any) map[string]any {
+	a.mu.Lock()
+	fs := make(map[string]func() any, len(a.stats))
+	for n, f := range a.stats {
+		fs[n] = f
+	}
+	a.mu.Unlock()
+	for n, f := range fs {
+		m[n] = f()
+	}
+	return m
 }
 
 // Ready reports whether the handlers are consuming; use it as a readiness check.

@@ -73,6 +73,10 @@ func Register(app *runtime.App, d Deps) error {
 		return err
 	}
 	w.register(app)
+	if h, ok := d.LLM.(interface{ Health() []llm.TargetHealth }); ok {
+		// Each target's circuit, for worldgate status.
+		app.AddStats("llm", func() any { return h.Health() })
+	}
 	return nil
 }
 

@@ -188,6 +188,7 @@ func (p *Provider) response(msg *sdk.Message, req *llm.Request, outTool string) 
 		PromptTokens:       int(u.InputTokens + u.CacheReadInputTokens + u.CacheCreationInputTokens),
 		CompletionTokens:   int(u.OutputTokens),
 		CachedPromptTokens: int(u.CacheReadInputTokens),
+		CacheWriteTokens:   int(u.CacheCreationInputTokens),
 	}
 	switch {
 	case len(resp.ToolCalls) > 0:
@@ -371,8 +372,21 @@ func (p *Provider) normalize(err error) error {
 	}
 	e := &llm.Error{Kind: llm.KindForStatus(apiErr.StatusCode), Provider: p.name, Status: apiErr.StatusCode, Message: msg, Err: err}
 	switch body.Error.Type {
-	case "invalid_request_error", "not_found_error", "request_too_large":
+	case "not_found_error":
 		e.Kind = llm.KindInvalid
+		if llm.ModelNotFoundMessage(msg) {
+			e.Kind = llm.KindModelNotFound
+		}
+	case "billing_error":
+		e.Kind = llm.KindQuota
+	case "invalid_request_error", "request_too_large":
+		e.Kind = llm.KindInvalid
+		switch {
+		case llm.QuotaMessage(msg): // "Your credit balance is too low to access the Anthropic API."
+			e.Kind = llm.KindQuota
+		case llm.ContentPolicyMessage(msg): // "Output blocked by content filtering policy"
+			e.Kind = llm.KindContentPolicy
+		}
 	case "authentication_error", "permission_error":
 		e.Kind = llm.KindAuth
 	case "rate_limit_error":
@@ -383,6 +397,9 @@ func (p *Provider) normalize(err error) error {
 		e.Kind = llm.KindProvider
 	case "timeout_error":
 		e.Kind = llm.KindTimeout
+	}
+	if apiErr.StatusCode == http.StatusPaymentRequired {
+		e.Kind = llm.KindQuota
 	}
 	if e.Kind == llm.KindInvalid && llm.ContextLengthMessage(msg) {
 		e.Kind = llm.KindContextLength

@@ -339,6 +339,17 @@ func (p *Provider) normalize(err error) error {
 		}
 		e := &llm.Error{Kind: llm.KindForStatus(apiErr.StatusCode), Provider: p.name, Status: apiErr.StatusCode, Message: msg, Err: err}
 		switch {
+		// insufficient_quota comes with HTTP 429 like a rate limit, but waiting does not
+		// end it: the account is out of credit.
+		case apiErr.Code == "insufficient_quota" || apiErr.Type == "insufficient_quota" ||
+			apiErr.StatusCode == http.StatusPaymentRequired || (e.Kind == llm.KindRateLimit && llm.QuotaMessage(msg)):
+			e.Kind = llm.KindQuota
+		case apiErr.Code == "model_not_found" || (apiErr.StatusCode == http.StatusNotFound && llm.ModelNotFoundMessage(msg)):
+			e.Kind = llm.KindModelNotFound
+		// content_policy_violation (OpenAI), content_filter (Azure OpenAI).
+		case apiErr.Code == "content_policy_violation" || apiErr.Code == "content_filter" ||
+			(e.Kind == llm.KindInvalid && llm.ContentPolicyMessage(msg)):
+			e.Kind = llm.KindContentPolicy
 		case apiErr.Code == "context_length_exceeded" || (e.Kind == llm.KindInvalid && llm.ContextLengthMessage(msg)):
 			e.Kind = llm.KindContextLength
 		case apiErr.Code == "rate_limit_exceeded" || apiErr.Type == "rate_limit_exceeded":

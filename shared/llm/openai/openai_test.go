@@ -489,6 +489,8 @@ func metricValue(t *testing.T, g prometheus.Gatherer, name string, want map[stri
 				sum += m.GetCounter().GetValue()
 			case m.Histogram != nil:
 				sum += float64(m.GetHistogram().GetSampleCount())
+			case m.Gauge != nil:
+				sum += m.GetGauge().GetValue()
 			}
 		}
 	}
