@@ -123,6 +123,12 @@ func (d Decoder) Envelope(data []byte) (*Envelope, error) {
 		probs = append(probs, Problem{ProblemInvalidPayload, "/payload", err.Error()})
 	} else {
 		probs = append(probs, asPayload(structRules(payload, "/payload"))...)
+		// A player's event is about that player: budgets and limits key on the player the
+		// payload names, so an actor claiming another player is refused.
+		if np, ok := payload.(namesPlayer); ok && env.Actor.Kind == "player" && np.player() != "" && np.player() != env.Actor.ID {
+			probs = append(probs, Problem{ProblemInvalidField, "/actor/id",
+				fmt.Sprintf("the actor is player %q but the payload's playerId is %q: a player's event must name that player as its actor", env.Actor.ID, np.player())})
+		}
 	}
 	if len(probs) > 0 {
 		return nil, &InvalidError{What: "envelope", Problems: probs}

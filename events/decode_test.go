@@ -174,3 +174,32 @@ func FuzzDecodeEnvelope(f *testing.F) {
 		}
 	})
 }
+
+// A player's event must name that player as its actor: rotating the actor id cannot make one
+// player look like many.
+func TestPlayerEventActorMustBeItsPlayer(t *testing.T) {
+	env, err := NewEnvelope(PlayerSpokeToNPC, "test", Actor{Kind: "player", ID: "player:mallory-7"},
+		PlayerSpokeToNPCPayload{PlayerID: "player:mallory", NPCID: "npc:bram", LocationID: "loc:square", Utterance: "hi"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := json.Marshal(env)
+	_, err = DecodeEnvelope(raw)
+	if err == nil || !strings.Contains(err.Error(), "/actor/id") || !strings.Contains(err.Error(), "player:mallory") {
+		t.Fatalf("actor ≠ player accepted or unclear: %v", err)
+	}
+	env.Actor.ID = "player:mallory"
+	raw, _ = json.Marshal(env)
+	if _, err := DecodeEnvelope(raw); err != nil {
+		t.Fatalf("matching actor refused: %v", err)
+	}
+	if got := PlayerOf(env); got != "player:mallory" {
+		t.Fatalf("PlayerOf = %q", got)
+	}
+	// A system actor may act for a player (a backend job); the player named still counts.
+	env.Actor = Actor{Kind: "system", ID: "scheduler-3"}
+	raw, _ = json.Marshal(env)
+	if _, err := DecodeEnvelope(raw); err != nil {
+		t.Fatalf("system actor refused: %v", err)
+	}
+}

@@ -115,3 +115,28 @@ var payloadTypes = map[string]func() any{
 	PlayerSpokeToNPC:    func() any { return new(PlayerSpokeToNPCPayload) },
 	QuestSeedRequested:  func() any { return new(QuestSeedRequestedPayload) },
 }
+
+// namesPlayer is a payload that names the player it is about.
+type namesPlayer interface{ player() string }
+
+func (p *PlayerMovedPayload) player() string         { return p.PlayerID }
+func (p *PlayerMoveRequestedPayload) player() string { return p.PlayerID }
+func (p *PlayerSpokeToNPCPayload) player() string    { return p.PlayerID }
+func (p *QuestSeedRequestedPayload) player() string  { return p.PlayerID }
+
+// PlayerOf returns the player an envelope's payload names ("" when it names none, or cannot be
+// read): the key of a player's budgets and limits, whatever actor id the envelope claims.
+func PlayerOf(env *Envelope) string {
+	mk, ok := payloadTypes[env.Type]
+	if !ok {
+		return ""
+	}
+	v := mk()
+	if json.Unmarshal(env.Payload, v) != nil {
+		return ""
+	}
+	if np, ok := v.(namesPlayer); ok {
+		return np.player()
+	}
+	return ""
+}

@@ -5,8 +5,18 @@ import (
 	"time"
 )
 
-// ProposalSchemaVersion is the proposal format version this module reads and writes.
-const ProposalSchemaVersion = "1"
+// ProposalSchemaVersion is the proposal format version this module writes, and the only one the
+// gates and the event-processor accept. Version 2 added the attestation of each hop (keyId,
+// sig, emitter, approver): a version 1 proposal still in flight after an upgrade carries no
+// attestations, so it is refused with a reason that says so (see OldSchemaVersionReason) and
+// its emitter proposes it again.
+const ProposalSchemaVersion = "2"
+
+// OldSchemaVersionReason is why a proposal of an older schema version is refused.
+func OldSchemaVersionReason(got string) string {
+	return "The proposal has schemaVersion " + got + ", which predates attested gate decisions (schemaVersion " +
+		ProposalSchemaVersion + "): a proposal in flight across the upgrade cannot prove the gates it passed; propose it again."
+}
 
 // Proposal is a suggested change to the world. Agents emit it; gates check it along its route;
 // only the event-processor turns a validated one into domain events.
@@ -82,13 +92,24 @@ const (
 	OutcomeApproved = "approved"
 )
 
-// Hop is one gate's decision on the proposal.
+// Hop is one gate's decision on the proposal, attested: Sig is the gate's signature (key KeyID)
+// over the proposal id, the digest of the proposal's content (everything but the route), the
+// gate, the outcome, the round (how many times the gate decided on it before), Emitter and
+// Approver. The event-processor commits a proposal only if every gate of its kind's configured
+// route passed it, in order, with a valid signature (services/gate/attest).
 type Hop struct {
 	Gate       string    `json:"gate"`
 	Outcome    string    `json:"outcome"`
 	Code       string    `json:"code,omitempty"`
 	At         time.Time `json:"at"`
 	DurationMs float64   `json:"durationMs"`
+	// Emitter is the role that published the proposal, as the schema gate read it from the
+	// subject the NATS server let that role publish to (proposals.emit.<emitter>).
+	Emitter string `json:"emitter,omitempty"`
+	// Approver is the authenticated person who approved (approval gate's "approved" hop).
+	Approver string `json:"approver,omitempty"`
+	KeyID    string `json:"keyId,omitempty"`
+	Sig      string `json:"sig,omitempty"`
 }
 
 // Next is the subject the proposal goes to after its current gate: the next pending gate, or

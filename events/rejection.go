@@ -24,6 +24,10 @@ const (
 	CodeAuditUnavailable   Code = "AUDIT_UNAVAILABLE"
 	CodeCommitConflict     Code = "COMMIT_CONFLICT"
 	CodeRouteInvalid       Code = "ROUTE_INVALID"
+	// CodeAttestationInvalid: the event-processor found a gate of the kind's configured route
+	// whose signed decision is missing, forged, out of order, or over other content; Details
+	// "hop" names that gate.
+	CodeAttestationInvalid Code = "ATTESTATION_INVALID"
 )
 
 // Rejection says why a gate (or the event-processor, gate "processor") refused a proposal.

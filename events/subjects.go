@@ -72,3 +72,41 @@ const (
 	HeaderDLQStream     = "Worldgate-Dlq-Stream"
 	HeaderDLQSequence   = "Worldgate-Dlq-Sequence"
 )
+
+// Emitter subjects: a new proposal enters the chain on proposals.emit.<emitter>, where
+// <emitter> is the role that proposes it. Only that role's NATS user may publish there (the
+// generated permissions), so the schema gate reads who proposes from the subject, never from a
+// field of the body.
+const (
+	SubjectEmitAll     = "proposals.emit.>"
+	subjectEmitPrefix  = "proposals.emit."
+	subjectDecisionsTo = "proposals.decisions."
+	// SubjectDecisionsAll is every operator's decisions subject (the approval gate's input).
+	SubjectDecisionsAll = "proposals.decisions.>"
+)
+
+// EmitSubject is where emitter publishes new proposals: proposals.emit.<emitter>.
+func EmitSubject(emitter string) string { return subjectEmitPrefix + emitter }
+
+// EmitterOf returns the emitter of an emit subject, and false for any other subject.
+func EmitterOf(subject string) (string, bool) {
+	e, ok := strings.CutPrefix(subject, subjectEmitPrefix)
+	if !ok || e == "" || strings.ContainsAny(e, ".*>") {
+		return "", false
+	}
+	return e, true
+}
+
+// DecisionsSubject is where operator publishes decisions on held proposals:
+// proposals.decisions.<operator>. Only that operator's NATS user may publish there, so the
+// approval gate reads the approver from the subject.
+func DecisionsSubject(operator string) string { return subjectDecisionsTo + operator }
+
+// OperatorOf returns the operator of a decisions subject, and false for any other subject.
+func OperatorOf(subject string) (string, bool) {
+	o, ok := strings.CutPrefix(subject, subjectDecisionsTo)
+	if !ok || o == "" || strings.ContainsAny(o, ".*>") {
+		return "", false
+	}
+	return o, true
+}

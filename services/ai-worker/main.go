@@ -49,7 +49,7 @@ type flags struct {
 	worldURL, loreURL, classifyURL, mcpToken   string
 	routesFile, roles                          string
 	toolBudget                                 int
-	freshFor, ackWait                          time.Duration
+	freshFor, ackWait, maxSkew, maxAge         time.Duration
 	provision                                  bool
 }
 
@@ -77,6 +77,8 @@ func run(args []string) error {
 	fs.IntVar(&f.toolBudget, "tool-budget", 6, "hard cap of MCP tool calls per task")
 	fs.DurationVar(&f.freshFor, "ambience-fresh-for", 10*time.Minute, "skip ambience for a location whose ambience is younger than this (negative: never skip)")
 	fs.DurationVar(&f.ackWait, "ack-wait", 3*time.Minute, "how long a task may take before its trigger is redelivered")
+	fs.DurationVar(&f.maxSkew, "max-clock-skew", 5*time.Minute, "refuse world events whose occurredUtc is further in the future than this")
+	fs.DurationVar(&f.maxAge, "max-event-age", 24*time.Hour, "refuse world events older than this (negative: no limit)")
 	fs.BoolVar(&f.provision, "provision", true, "provision the JetStream topology (idempotent) at start")
 	tc := tracing.Config{ServiceName: "ai-worker"}
 	tc.RegisterFlags(fs)
@@ -143,7 +145,8 @@ func run(args []string) error {
 		}
 	}
 	if err := aiworker.Register(app, aiworker.Deps{LLM: llmReg, Tools: mcp, KV: kv, Routes: routes, Registerer: reg, Logger: log,
-		Roles: roleNames, ToolBudget: f.toolBudget, AmbienceFreshFor: f.freshFor, AckWait: f.ackWait}); err != nil {
+		Roles: roleNames, ToolBudget: f.toolBudget, AmbienceFreshFor: f.freshFor, AckWait: f.ackWait,
+		MaxClockSkew: f.maxSkew, MaxEventAge: f.maxAge}); err != nil {
 		return err
 	}
 	reg.MustRegister(natsx.NewLagCollector(js, log, events.StreamWorld, events.StreamProposals))

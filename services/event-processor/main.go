@@ -10,6 +10,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -19,6 +20,8 @@ import (
 
 	"github.com/worldgate/worldgate/events"
 	"github.com/worldgate/worldgate/services/event-processor/processor"
+	"github.com/worldgate/worldgate/services/gate/attest"
+	"github.com/worldgate/worldgate/services/gate/route"
 	"github.com/worldgate/worldgate/shared/admin"
 	"github.com/worldgate/worldgate/shared/config"
 	"github.com/worldgate/worldgate/shared/graphx"
@@ -51,12 +54,25 @@ func run() error {
 	replicas := fs.Int("replicas", 1, "JetStream stream replicas when provisioning")
 	inFlight := fs.Int("max-in-flight", processor.DefaultMaxInFlight, "proposals applied at once; one actor's always apply in stream order (1: everything in stream order)")
 	ackWait := fs.Duration("ack-wait", 30*time.Second, "how long a crashed processor's message waits before redelivery")
+	attestKeys := fs.String("attest-keys", "", "directory of the gates' public keys, <gate>.pub and <gate>.<id>.pub during a rotation (docs/attestation.md); required")
+	routesFile := fs.String("routes", "", "routes file (YAML), the same the gates use; empty: the embedded default")
 	tc := tracing.Config{ServiceName: processor.Name}
 	tc.RegisterFlags(fs)
 	if err := config.Parse(fs, os.Args[1:], config.Prefix); err != nil {
 		return err
 	}
 	log := logx.New(os.Stderr, processor.Name, *logLevel)
+	if *attestKeys == "" {
+		return errors.New("-attest-keys is required: nothing is committed without the gates' attested decisions (docs/attestation.md)")
+	}
+	keyring, err := attest.LoadKeyring(*attestKeys)
+	if err != nil {
+		return err
+	}
+	routes, err := route.Load(*routesFile)
+	if err != nil {
+		return err
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	stopTracing, err := tracing.Setup(ctx, tc)
@@ -91,7 +107,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	p, err := processor.Register(app, processor.Deps{Graph: graph, Registerer: reg, Logger: log,
+	p, err := processor.Register(app, processor.Deps{Graph: graph, Keyring: keyring, Routes: &routes, Registerer: reg, Logger: log,
 		MaxInFlight: *inFlight, AckWait: *ackWait})
 	if err != nil {
 		return err

@@ -25,6 +25,7 @@ import (
 
 	"github.com/worldgate/worldgate/events"
 	"github.com/worldgate/worldgate/services/gate/approval"
+	"github.com/worldgate/worldgate/services/gate/attest"
 	"github.com/worldgate/worldgate/services/gate/gates"
 	"github.com/worldgate/worldgate/services/gate/route"
 	"github.com/worldgate/worldgate/shared/admin"
@@ -50,6 +51,7 @@ type flags struct {
 	graphURL, graphUser, graphPassword                string
 	classifyURL, classifyToken                        string
 	routes, templates, admin, logLevel                string
+	signingKeys                                       string
 	tracing                                           tracing.Config
 	budgets, blocked                                  string
 	provision                                         bool
@@ -72,6 +74,7 @@ func parse(args []string) (flags, error) {
 	fs.StringVar(&f.graphPassword, "graph-password", "", "read-only graph password")
 	fs.StringVar(&f.classifyURL, "classify-url", "http://127.0.0.1:7403/mcp", "mcp-classify Streamable HTTP endpoint (safety gate)")
 	fs.StringVar(&f.classifyToken, "classify-token", "", "bearer token with scope classify:read")
+	fs.StringVar(&f.signingKeys, "signing-keys", "", "directory of the gates' Ed25519 signing keys, <gate>.key (mode 0600; docs/attestation.md); required")
 	fs.StringVar(&f.routes, "routes", "", "routes file (YAML); empty: the embedded default")
 	fs.StringVar(&f.templates, "templates", "", `prompt templates file (JSON {"id@version": "sha256"}); required by the replay gate`)
 	fs.StringVar(&f.admin, "admin", "127.0.0.1:9410", "admin address (/metrics, /healthz, /readyz)")
@@ -144,7 +147,14 @@ func run(args []string) error {
 	reg := metrics.NewRegistry()
 	reg.MustRegister(natsx.NewLagCollector(js, log, events.StreamProposals))
 	adm := admin.New(reg, log)
-	deps := gates.Deps{JetStream: js, Routes: &routes, Config: cfg, Registerer: reg, Logger: log}
+	if f.signingKeys == "" {
+		return errors.New("-signing-keys is required: every gate signs its decisions with its own key (docs/attestation.md)")
+	}
+	signers, err := attest.LoadSigners(f.signingKeys, names)
+	if err != nil {
+		return err
+	}
+	deps := gates.Deps{JetStream: js, Routes: &routes, Signers: signers, Config: cfg, Registerer: reg, Logger: log}
 	if slices.Contains(names, route.Safety) {
 		mc, err := client.New(ctx, client.Config{Servers: []client.ServerConfig{{Name: "classify", URL: f.classifyURL, Token: f.classifyToken}},
 			AllowList: []string{gates.ModerateTool}, Logger: log})

@@ -36,6 +36,8 @@ const (
 	AIWorker       = "ai-worker"
 	EventProcessor = "event-processor"
 	MCPWorld       = "mcp-world"
+	// WorldLoader is a process that loads world files (the world-loader emitter).
+	WorldLoader = "world-loader"
 	// Gates is the union of every gate's permissions: `gate -gate all` and `worldgate dev`.
 	Gates = "gates"
 )
@@ -66,7 +68,8 @@ func Roles(routes route.Routes) ([]Role, error) {
 		{Name: Admin, Summary: "provisioning (`worldgate provision`, and `worldgate dev` itself): creates and updates streams, consumers and buckets; everything"},
 		{Name: Publisher, Summary: "game backends and `worldgate publish`: world events only", Permissions: publisher()},
 		{Name: Operator, Summary: "the `worldgate` CLI: status, trace, proposals list/show/approve/reject, world load", Permissions: operator(routes)},
-		{Name: AIWorker, Summary: "the ai-worker: agent roles consuming world events and rejections, proposing to the first gate", Permissions: aiWorker(routes)},
+		{Name: AIWorker, Summary: "the ai-worker: agent roles consuming world events and rejections, proposing on its roles' emitter subjects", Permissions: aiWorker(routes)},
+		{Name: WorldLoader, Summary: "a world-file loader: world-building proposals on proposals.emit.world-loader", Permissions: emitterOnly(WorldLoader, events.EmitterWorldLoader)},
 	}
 	for _, g := range route.KnownGates() {
 		out = append(out, Role{Name: GateRole(g), Summary: fmt.Sprintf("`gate -gate %s`: the %s gate", g, g), Permissions: gatePerms(routes, GateRole(g), g)})
@@ -158,6 +161,13 @@ func (p *perms) kv(bucket string, watch bool) {
 	}
 }
 
+// kvKeys lets a worker read and write only the keys of bucket matching pattern (a NATS subject
+// pattern over keys, e.g. "schema.>").
+func (p *perms) kvKeys(bucket, pattern string) {
+	stream := "KV_" + bucket
+	p.pub = append(p.pub, api("STREAM.INFO", stream), api("DIRECT.GET", stream, "$KV", bucket, pattern), "$KV."+bucket+"."+pattern)
+}
+
 // streamInfo lets a worker read the configuration of every stream and bucket of the
 // topology, which is all -provision does against a server already provisioned by the admin.
 func (p *perms) streamInfo() {
@@ -240,17 +250,24 @@ func nextHops(routes route.Routes, g string) []string {
 	return out
 }
 
-func aiWorker(routes route.Routes) *natsx.Permissions {
+// emitterOnly may only propose, as emitter.
+func emitterOnly(user, emitter string) *natsx.Permissions {
+	p := &perms{pub: []string{events.EmitSubject(emitter)}}
+	p.inbox(user)
+	return p.build()
+}
+
+func aiWorker(_ route.Routes) *natsx.Permissions {
 	p := worker(AIWorker, serviceAIWorker)
-	var kinds []string
 	for _, r := range roles.All() {
 		p.consumer(events.StreamWorld, r.Durable())
 		p.pub = append(p.pub, events.DeadLetterSubject(r.Durable()))
-		kinds = append(kinds, r.Kind)
+		// New proposals enter on the role's emitter subject: the schema gate admits there only
+		// the role's kinds.
+		p.pub = append(p.pub, events.EmitSubject(r.Name))
 	}
 	p.consumer(events.StreamProposals, aiworker.RejectionsDurable)
 	p.pub = append(p.pub, events.DeadLetterSubject(aiworker.RejectionsDurable))
-	p.pub = append(p.pub, firstGates(routes, kinds...)...)
 	// A transiently refused proposal goes back on the refusing gate's retry subject, where
 	// the gate takes only the very proposal it refused (its retry ticket): no gate is skipped.
 	p.pub = append(p.pub, events.SubjectRetryAll)
@@ -269,7 +286,8 @@ func gatePerms(routes route.Routes, user string, gs ...string) *natsx.Permission
 		p.consumer(events.StreamProposals, durable)
 		p.pub = append(p.pub, nextHops(routes, g)...)
 		p.pub = append(p.pub, events.RejectedSubject(g), events.DeadLetterSubject(durable))
-		p.kv(natsx.BucketRetries, false)
+		// Retry tickets: each gate reads and writes only its own (keys <gate>.…).
+		p.kvKeys(natsx.BucketRetries, g+".>")
 		switch g {
 		case route.Dedup:
 			p.kv(natsx.BucketDedup, false)
@@ -315,10 +333,11 @@ func operator(routes route.Routes) *natsx.Permissions {
 		api("STREAM.INFO", "*"), api("STREAM.NAMES"), api("STREAM.LIST"), api("STREAM.MSG.GET", "*"), api("DIRECT.GET", ">"),
 		api("CONSUMER.INFO", "*", "*"), api("CONSUMER.NAMES", "*"), api("CONSUMER.LIST", "*"),
 		api("CONSUMER.CREATE", ">"), api("CONSUMER.DELETE", ">"), api("CONSUMER.MSG.NEXT", ">"), "$JS.FC.>")
-	// A person's decision on a held proposal is a request the approval gate carries out: the
-	// operator neither writes held proposals nor publishes to any gate but the first.
-	p.pub = append(p.pub, events.SubjectDecisions)
-	p.pub = append(p.pub, firstGates(routes)...)
+	// A person's decision on a held proposal is a request the approval gate carries out, on
+	// the operator's own decisions subject (the gate takes the approver from it): the operator
+	// neither writes held proposals nor publishes to any gate; world building enters on the
+	// operator emitter's subject.
+	p.pub = append(p.pub, events.DecisionsSubject(Operator), events.EmitSubject(events.EmitterOperator))
 	for _, c := range durables() {
 		p.pubDeny = append(p.pubDeny,
 			api("CONSUMER.CREATE", c.stream, c.durable), api("CONSUMER.CREATE", c.stream, c.durable, ">"),

@@ -13,6 +13,7 @@ import (
 
 	"github.com/worldgate/worldgate/events"
 	"github.com/worldgate/worldgate/services/gate/approval"
+	"github.com/worldgate/worldgate/services/gate/attest/attesttest"
 	"github.com/worldgate/worldgate/services/gate/gates"
 	"github.com/worldgate/worldgate/services/gate/route"
 	"github.com/worldgate/worldgate/services/mcp-world/worldtools"
@@ -150,7 +151,7 @@ func TestPublisherPublishesWorldEventsOnly(t *testing.T) {
 	if _, err := events.Publish(ctx, js, env); err != nil {
 		t.Fatalf("events.Publish as publisher: %v", err)
 	}
-	refused(t, nc, natsauth.Publisher, events.GateSubject(route.Schema), events.SubjectValidated, events.RejectedSubject(route.Schema),
+	refused(t, nc, natsauth.Publisher, events.GateSubject(route.Schema), events.EmitSubject(events.EmitterAmbience), events.EmitSubject(events.EmitterOperator), events.SubjectValidated, events.RejectedSubject(route.Schema),
 		events.SubjectAuditProposals, events.DeadLetterSubject("x"), "$KV."+natsx.BucketApprovals+".p",
 		"$JS.API.CONSUMER.MSG.NEXT."+events.StreamWorld+".ai-ambience")
 	if violation(t, nc, "subscribe", events.SubjectWorldAll) == nil {
@@ -161,10 +162,16 @@ func TestPublisherPublishesWorldEventsOnly(t *testing.T) {
 	}
 }
 
-func TestAIWorkerProposesOnlyToTheFirstGate(t *testing.T) {
+// The ai-worker proposes only on its agent roles' emitter subjects: never as the world loader,
+// an operator or the narrator, and never straight to a gate.
+func TestAIWorkerProposesOnlyOnItsRolesEmitterSubjects(t *testing.T) {
 	s := startServer(t)
 	nc, js := s.connect(natsauth.AIWorker)
-	stored(t, js, natsauth.AIWorker, events.GateSubject(route.Schema), events.StreamProposals)
+	for _, r := range []string{events.EmitterAmbience, events.EmitterNPCDialogue, events.EmitterQuestPlanner, events.EmitterWorldRules} {
+		stored(t, js, natsauth.AIWorker, events.EmitSubject(r), events.StreamProposals)
+	}
+	refused(t, nc, natsauth.AIWorker, events.EmitSubject(events.EmitterWorldLoader), events.EmitSubject(events.EmitterOperator),
+		events.EmitSubject(events.EmitterNarrator), events.GateSubject(route.Schema), events.SubjectDecisions, events.DecisionsSubject(natsauth.Operator))
 	// A transient refusal (rate, audit, invariant) sends the proposal back on that gate's retry
 	// subject, never straight to the gate.
 	stored(t, js, natsauth.AIWorker, events.RetrySubject(route.Rate), events.StreamProposals)
@@ -229,6 +236,13 @@ func TestEachGatePublishesOnlyToItsNextHops(t *testing.T) {
 		}
 		stored(t, js, role, events.RejectedSubject(g), events.StreamProposals)
 		stored(t, js, role, events.DeadLetterSubject("gate-"+g), events.StreamDLQ)
+		// Retry tickets: its own, never another gate's.
+		stored(t, js, role, "$KV."+natsx.BucketRetries+"."+g+".k", "KV_"+natsx.BucketRetries)
+		for _, other := range route.KnownGates() {
+			if other != g {
+				refused(t, nc, role, "$KV."+natsx.BucketRetries+"."+other+".k")
+			}
+		}
 		var skips []string
 		for _, other := range append(route.KnownGates(), "validated") {
 			subject := events.GateSubject(other)
@@ -256,6 +270,14 @@ func TestEachGatePublishesOnlyToItsNextHops(t *testing.T) {
 	// The names the issue gives: the schema gate cannot jump to audit or to validated.
 	nc, _ := s.connect(natsauth.GateRole(route.Schema))
 	refused(t, nc, "gate-schema", events.GateSubject(route.Audit), events.SubjectValidated)
+}
+
+func TestWorldLoaderOnlyProposesWorldBuilding(t *testing.T) {
+	s := startServer(t)
+	nc, js := s.connect(natsauth.WorldLoader)
+	stored(t, js, natsauth.WorldLoader, events.EmitSubject(events.EmitterWorldLoader), events.StreamProposals)
+	refused(t, nc, natsauth.WorldLoader, events.EmitSubject(events.EmitterOperator), events.EmitSubject(events.EmitterAmbience),
+		events.GateSubject(route.Schema), events.SubjectValidated, events.Subject(events.PlayerMoved))
 }
 
 func TestGatesUserIsTheUnionOfEveryGate(t *testing.T) {
@@ -300,8 +322,13 @@ func TestOperatorDecidesButCannotStealWork(t *testing.T) {
 	if _, err := store.List(ctx); err != nil {
 		t.Fatalf("operator listing held proposals: %v", err)
 	}
-	// Decisions are requests to the approval gate; the operator moves no proposal itself.
-	stored(t, js, natsauth.Operator, events.SubjectDecisions, events.StreamProposals)
+	// Decisions are requests to the approval gate, on the operator's own subject (the gate
+	// takes the approver from it); the operator moves no proposal itself, and world building
+	// enters on the operator emitter's subject.
+	stored(t, js, natsauth.Operator, events.DecisionsSubject(natsauth.Operator), events.StreamProposals)
+	stored(t, js, natsauth.Operator, events.EmitSubject(events.EmitterOperator), events.StreamProposals)
+	refused(t, nc, natsauth.Operator, events.SubjectDecisions, events.DecisionsSubject("mallory"), events.GateSubject(route.Schema),
+		events.EmitSubject(events.EmitterWorldLoader), events.EmitSubject(events.EmitterAmbience), events.EmitSubject(events.EmitterNarrator))
 	var moves []string
 	for _, h := range hops(route.Approval) {
 		if h != events.SubjectValidated {
@@ -358,6 +385,7 @@ func TestApprovalHeldByTheGateDecidedByTheOperator(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	gate = gate.WithSigner(attesttest.New().Signers[route.Approval])
 	p := &events.Proposal{ProposalID: "p-remove-exit", Kind: events.KindExitRemoved, CorrelationID: "c-1",
 		Route: events.Route{Pending: []string{route.Approval, route.Audit}}}
 	if err := gate.Hold(ctx, p, 0); err != nil {

@@ -128,16 +128,23 @@ const docIntro = "Least privilege is enforced by the NATS server, not by the wor
 	"worker role connects as its own user, whose permissions allow exactly the subjects its job\n" +
 	"needs. Only the `event-processor` may publish `world.committed.>`; only `publisher` (and the\n" +
 	"admin) may publish world events; a gate may publish only to its next hops on the configured\n" +
-	"routes, its own rejection subject and its dead letters; the ai-worker only to the first gate\n" +
-	"of its kinds' routes and to the gates' retry subjects (`proposals.retry.<gate>`), where it sends\n" +
-	"a transiently refused proposal back after the retry delay. A gate takes from its retry subject\n" +
+	"routes, its own rejection subject and its dead letters; the ai-worker only on its agent roles'\n" +
+	"emitter subjects (`proposals.emit.<role>`: the schema gate reads the emitter from the subject\n" +
+	"and admits only that role's kinds; `world-loader` and `operator` propose world building on\n" +
+	"theirs) and to the gates' retry subjects (`proposals.retry.<gate>`), where it sends a\n" +
+	"transiently refused proposal back after the retry delay. A gate takes from its retry subject\n" +
 	"only the very proposal it refused (a retry ticket: the proposal's digest, kept in the\n" +
-	"`worldgate-gate-retries` bucket that only gates write), so a retry skips no gate.\n\n" +
+	"`worldgate-gate-retries` bucket under the gate's own keys, `<gate>.…`, which only that gate's\n" +
+	"user may read and write), so a retry skips no gate. The operator publishes decisions on held\n" +
+	"proposals only on `proposals.decisions.<its user>`: the approval gate takes the approver from\n" +
+	"that subject. Permissions bound what a compromised worker can reach; what it cannot forge is\n" +
+	"the gates' signed decisions, which the event-processor checks before committing\n" +
+	"(docs/attestation.md).\n\n" +
 	"**One source of truth.** `services/natsauth` computes the permissions from the subjects and\n" +
 	"topology (`events`, `shared/natsx`), the agent roles and the gate routes. `worldgate dev` runs\n" +
 	"its embedded server with these users (random passwords kept in `<data-dir>/nats-users.json`;\n" +
 	"`endpoints.json` names the `publisher`, `operator` and `admin` credentials) and connects every\n" +
-	"in-process worker as its own role (the gates as `gates`). `worldgate nats-config -out deploy/nats -doc docs/nats-permissions.md`\n" +
+	"in-process worker as its own role (each gate as `gate-<name>`). `worldgate nats-config -out deploy/nats -doc docs/nats-permissions.md`\n" +
 	"(or `go generate ./services/natsauth`) writes `deploy/nats/auth.conf`, `deploy/nats/nats-server.conf`\n" +
 	"and this page; a test fails when the committed files differ from what it writes. Passwords are\n" +
 	"not in the files: nats-server reads `$WORLDGATE_NATS_<ROLE>_PASSWORD` from its environment\n" +

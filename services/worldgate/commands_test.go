@@ -20,7 +20,7 @@ func TestWorldLoadSendsEveryEntityOnceThroughTheFirstGate(t *testing.T) {
 			t.Fatalf("world load: %v\n%s", err, errOut.String())
 		}
 	}
-	n := natstest.StreamMsgs(t, e.JS, events.StreamProposals, events.GateSubject("schema"))
+	n := natstest.StreamMsgs(t, e.JS, events.StreamProposals, events.EmitSubject(events.EmitterOperator))
 	if n < 40 {
 		t.Fatalf("only %d proposals reached the schema gate for the demo world", n)
 	}

@@ -61,14 +61,19 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		}
 		return exitError{2}
 	}
-	if err := os.MkdirAll(f.dataDir, 0o755); err != nil {
+	// The data directory holds credentials (NATS passwords, signing keys, the MCP token
+	// secret): only its owner may enter it.
+	if err := os.MkdirAll(f.dataDir, 0o700); err != nil {
 		return fmt.Errorf("create data directory: %w", err)
+	}
+	if err := os.Chmod(f.dataDir, 0o700); err != nil {
+		return fmt.Errorf("restrict data directory: %w", err)
 	}
 	logPath := f.logFile
 	if logPath == "" {
 		logPath = filepath.Join(f.dataDir, "worldgate.log")
 	}
-	logOut, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	logOut, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return fmt.Errorf("open log file: %w", err)
 	}

@@ -55,7 +55,11 @@ func TestDevPipelineRunsUnderPerRoleNATSUsers(t *testing.T) {
 	for _, c := range connz.Conns {
 		users = append(users, c.AuthorizedUser)
 	}
-	for _, role := range []string{natsauth.Admin, natsauth.Operator, natsauth.AIWorker, natsauth.Gates, natsauth.EventProcessor, natsauth.MCPWorld} {
+	want := []string{natsauth.Admin, natsauth.Operator, natsauth.AIWorker, natsauth.EventProcessor, natsauth.MCPWorld}
+	for _, g := range route.KnownGates() {
+		want = append(want, natsauth.GateRole(g)) // each gate its own user
+	}
+	for _, role := range want {
 		if !slices.Contains(users, role) {
 			t.Errorf("no connection as %s; connected users: %v", role, users)
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/worldgate/worldgate/services/ai-worker/aiworker"
 	"github.com/worldgate/worldgate/services/ai-worker/templates"
 	"github.com/worldgate/worldgate/services/event-processor/processor"
+	"github.com/worldgate/worldgate/services/gate/attest"
 	"github.com/worldgate/worldgate/services/gate/gates"
 	"github.com/worldgate/worldgate/services/gate/route"
 	"github.com/worldgate/worldgate/services/natsauth"
@@ -62,7 +63,11 @@ func startProcessor(_ context.Context, st *stack) error {
 	if err != nil {
 		return err
 	}
-	if _, err := processor.Register(app, processor.Deps{Graph: conn, Registerer: st.reg, Logger: st.log.With("worker", "event-processor")}); err != nil {
+	_, ring, err := st.gateKeys()
+	if err != nil {
+		return err
+	}
+	if _, err := processor.Register(app, processor.Deps{Graph: conn, Keyring: ring, Registerer: st.reg, Logger: st.log.With("worker", "event-processor")}); err != nil {
 		return err
 	}
 	st.admin.AddCheck("graph", conn.Ping)
@@ -94,12 +99,21 @@ func (templateLookup) Lookup(id, version string) (string, bool) {
 	return t.SHA256, true
 }
 
+// gateKeys are the gates' signing keys and the keyring that accepts them, kept in
+// <data-dir>/keys (generated on first start; docs/attestation.md).
+func (st *stack) gateKeys() (map[string]*attest.Signer, *attest.Keyring, error) {
+	return attest.Ensure(filepath.Join(st.f.dataDir, "keys"), route.KnownGates())
+}
+
+// startGates runs each gate as its own worker on its own NATS user (gate-<name>), with its own
+// signing key: a gate can publish only to its next hops and write only its own retry tickets,
+// and sign only its own decisions.
 func startGates(ctx context.Context, st *stack) error {
 	classify, err := st.mcpClient(ctx, "classify")
 	if err != nil {
 		return err
 	}
-	app, js, err := st.newApp("gate", natsauth.Gates, "the proposal gates: schema, safety, invariant, dedup, replay, rate, approval, audit")
+	signers, _, err := st.gateKeys()
 	if err != nil {
 		return err
 	}
@@ -108,14 +122,26 @@ func startGates(ctx context.Context, st *stack) error {
 	cfg := gates.DefaultConfig()
 	cfg.Rate.Window = 10 * time.Second
 	cfg.Rate.Budgets[events.KindNPCDialogue] = gates.Budget{ActorCount: 4, ActorCostUSD: 0.05, GlobalCount: 600, GlobalCostUSD: 5}
-	err = gates.Register(app, gates.Deps{
-		JetStream: js, Classify: classify, Graph: st.graphRO, Templates: templateLookup{}, Config: cfg,
-		Registerer: st.reg, Logger: st.log.With("worker", "gate"),
-	}, []string{"all"})
-	if err != nil {
-		return err
+	for _, g := range route.KnownGates() {
+		nc, js, err := st.connectAs(natsauth.GateRole(g))
+		if err != nil {
+			return err
+		}
+		app, err := runtime.New(runtime.Options{Name: "gate", Description: "the " + g + " gate", Conn: nc, JetStream: js,
+			Registerer: st.reg, Logger: st.log.With("worker", "gate-"+g)})
+		if err != nil {
+			return err
+		}
+		st.admin.AddCheck("gate-"+g, app.Ready)
+		err = gates.Register(app, gates.Deps{
+			JetStream: js, Classify: classify, Graph: st.graphRO, Templates: templateLookup{}, Config: cfg,
+			Signers: signers, Registerer: st.reg, Logger: st.log.With("worker", "gate-"+g),
+		}, []string{g})
+		if err != nil {
+			return err
+		}
+		st.goRun("gate-"+g, app.Run)
 	}
-	st.goRun("gate", app.Run)
 	return nil
 }
 
@@ -181,9 +207,15 @@ func loadDemoWorldOnce(ctx context.Context, st *stack) error {
 	return os.WriteFile(marker, []byte(time.Now().UTC().Format(time.RFC3339)+"\n"), 0o644)
 }
 
-// publishWorld turns a world into proposals and publishes each to the first gate of its route,
-// with its deterministic proposal id as message id.
+// publishWorld turns a world into proposals and publishes each on the emitter subject of the
+// connection's user (world-loader, else operator), with its deterministic proposal id as
+// message id.
 func publishWorld(ctx context.Context, js jetstream.JetStream, w *worldfile.World) (int, error) {
+	emitter := events.EmitterOperator
+	if nc := js.Conn(); nc != nil && nc.Opts.User == natsauth.WorldLoader {
+		emitter = events.EmitterWorldLoader
+	}
+	subject := events.EmitSubject(emitter)
 	routes := route.Default()
 	proposals, err := worldfile.Proposals(w, routes.For)
 	if err != nil {
@@ -195,10 +227,10 @@ func publishWorld(ctx context.Context, js jetstream.JetStream, w *worldfile.Worl
 		if err != nil {
 			return i, err
 		}
-		msg := runtime.NewMessage(p.Route.Next(), p.ProposalID+"@submit", data)
+		msg := runtime.NewMessage(subject, p.ProposalID+"@submit", data)
 		msg.Metadata.Set(events.HeaderCorrelationID, p.CorrelationID)
 		msg.Metadata.Set(events.HeaderType, p.Kind)
-		_, span := tracing.StartPublish(ctx, p.Route.Next(), p.CorrelationID, tracing.MetadataCarrier(msg.Metadata))
+		_, span := tracing.StartPublish(ctx, subject, p.CorrelationID, tracing.MetadataCarrier(msg.Metadata))
 		err = runtime.NewPublisher(js, 0).PublishContext(ctx, "", msg)
 		tracing.EndSpan(span, err)
 		if err != nil {

@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/worldgate/worldgate/events"
+	"github.com/worldgate/worldgate/services/gate/attest"
 	"github.com/worldgate/worldgate/shared/logx"
 	"github.com/worldgate/worldgate/shared/natsx"
 )
@@ -52,12 +53,13 @@ type TraceEnvelope struct {
 
 // TraceProposal is one proposal: who made it and how, and what each gate said.
 type TraceProposal struct {
-	ProposalID string    `json:"proposalId"`
-	Kind       string    `json:"kind"`
-	AgentRole  string    `json:"agentRole"`
-	Attempt    int       `json:"attempt"`
-	Issued     time.Time `json:"issued"`
-	OffsetMs   float64   `json:"offsetMs"`
+	proposal   *events.Proposal // the copy with the longest trail, to verify its hops
+	ProposalID string           `json:"proposalId"`
+	Kind       string           `json:"kind"`
+	AgentRole  string           `json:"agentRole"`
+	Attempt    int              `json:"attempt"`
+	Issued     time.Time        `json:"issued"`
+	OffsetMs   float64          `json:"offsetMs"`
 	// FollowsUp names the refused proposal this one regenerates (a reprompt, or the fallback).
 	FollowsUp string `json:"followsUp,omitempty"`
 	Fallback  string `json:"fallback,omitempty"`
@@ -86,6 +88,14 @@ type TraceDecision struct {
 	At         time.Time `json:"at"`
 	OffsetMs   float64   `json:"offsetMs"`
 	DurationMs float64   `json:"durationMs"`
+	// The hop's attestation: the gate's key id, the emitter the schema gate read from the
+	// subject, the authenticated approver; Verified is set when trace was given the gates'
+	// public keys (-attest-keys), with Problem saying why a signature does not verify.
+	KeyID    string `json:"keyId,omitempty"`
+	Emitter  string `json:"emitter,omitempty"`
+	Approver string `json:"approver,omitempty"`
+	Verified *bool  `json:"verified,omitempty"`
+	Problem  string `json:"problem,omitempty"`
 }
 
 // TraceRejection is a refusal as published on proposals.rejected.<gate>.
@@ -142,6 +152,7 @@ on PROPOSALS, COMMITTED and DLQ in parallel, and fetches just the matching messa
 	since := fs.Duration("since", 24*time.Hour, "how far back the journey may have started (bounds the scan)")
 	asJSON := fs.Bool("json", false, "print the journey as JSON")
 	timeout := fs.Duration("timeout", time.Minute, "give up after this long")
+	attestKeys := fs.String("attest-keys", "", "directory of the gates' public keys (<gate>.pub): verify each hop's signature (worldgate dev: <data-dir>/keys)")
 	var id string
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		id, args = args[0], args[1:]
@@ -170,6 +181,13 @@ on PROPOSALS, COMMITTED and DLQ in parallel, and fetches just the matching messa
 	if j == nil {
 		return fmt.Errorf("no message with correlation id %q on WORLD, PROPOSALS, COMMITTED or DLQ since %s; widen -since if it is older",
 			id, time.Now().Add(-*since).UTC().Format(time.RFC3339))
+	}
+	if *attestKeys != "" {
+		ring, err := attest.LoadKeyring(*attestKeys)
+		if err != nil {
+			return err
+		}
+		verifyJourney(j, ring)
 	}
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
@@ -408,8 +426,10 @@ func buildJourney(id string, msgs []found) *Journey {
 			j.Tokens.Cached += pv.Tokens.Cached
 			j.CostUSD += pv.CostUSD
 		}
+		tp.proposal = p
 		for _, h := range p.Route.Trail {
-			tp.Decisions = append(tp.Decisions, TraceDecision{Gate: h.Gate, Outcome: h.Outcome, Code: h.Code, At: h.At, OffsetMs: ms(h.At), DurationMs: h.DurationMs})
+			tp.Decisions = append(tp.Decisions, TraceDecision{Gate: h.Gate, Outcome: h.Outcome, Code: h.Code, At: h.At, OffsetMs: ms(h.At), DurationMs: h.DurationMs,
+				KeyID: h.KeyID, Emitter: h.Emitter, Approver: h.Approver})
 		}
 		for i := range tp.Rejections {
 			tp.Rejections[i].OffsetMs = ms(tp.Rejections[i].At)
@@ -438,6 +458,29 @@ func buildJourney(id string, msgs []found) *Journey {
 	}
 	j.Outcome = journeyOutcome(j)
 	return j
+}
+
+// verifyJourney checks every hop's signature against ring (the gates' public keys).
+func verifyJourney(j *Journey, ring *attest.Keyring) {
+	for _, tp := range j.Proposals {
+		p := tp.proposal
+		if p == nil || len(p.Route.Trail) != len(tp.Decisions) {
+			continue
+		}
+		digest, err := attest.Digest(p)
+		for i := range tp.Decisions {
+			d := &tp.Decisions[i]
+			if err == nil {
+				err = ring.CheckHop(p, digest, i)
+			}
+			ok := err == nil
+			d.Verified = &ok
+			if err != nil {
+				d.Problem = err.Error()
+			}
+			err = nil
+		}
+	}
 }
 
 func lastDecision(tp *TraceProposal) *TraceDecision {
@@ -513,6 +556,22 @@ func printJourney(w io.Writer, j *Journey) error {
 			text := fmt.Sprintf("%-9s %-8s %8.1fms", d.Gate, d.Outcome, d.DurationMs)
 			if d.Code != "" {
 				text += "  " + d.Code
+			}
+			if d.Emitter != "" {
+				text += "  emitter " + d.Emitter
+			}
+			if d.Approver != "" {
+				text += "  by " + d.Approver
+			}
+			switch {
+			case d.KeyID == "":
+				text += "  UNSIGNED"
+			case d.Verified == nil:
+				text += "  signed " + d.KeyID
+			case *d.Verified:
+				text += "  signed " + d.KeyID + " ✓"
+			default:
+				text += "  signed " + d.KeyID + " ✗ " + d.Problem
 			}
 			line(d.OffsetMs, "  gate", text)
 			if d.Outcome == events.OutcomeRejected && rej < len(tp.Rejections) && tp.Rejections[rej].Gate == d.Gate {

@@ -65,7 +65,13 @@ func TestTraceRebuildsCommittedAndRejectedJourneys(t *testing.T) {
 		"move-refused": {events.PlayerMoveRequested, `{"playerId":"player:ana","fromLocationId":"loc:ash-gate","direction":"west"}`},
 	} {
 		var stderr bytes.Buffer
-		args := append(as(natsauth.Publisher), "-type", ev.typ, "-actor", "player:player:ana", "-correlation-id", id, "-payload", ev.payload)
+		var named struct {
+			PlayerID string `json:"playerId"`
+		}
+		if err := json.Unmarshal([]byte(ev.payload), &named); err != nil {
+			t.Fatal(err)
+		}
+		args := append(as(natsauth.Publisher), "-type", ev.typ, "-actor", "player:"+named.PlayerID, "-correlation-id", id, "-payload", ev.payload)
 		if err := runPublish(ctx, args, &bytes.Buffer{}, &stderr); err != nil {
 			t.Fatalf("publish %s: %v\n%s", id, err, stderr.String())
 		}

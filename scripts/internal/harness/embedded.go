@@ -25,6 +25,7 @@ import (
 	"github.com/worldgate/worldgate/services/ai-worker/aiworker"
 	"github.com/worldgate/worldgate/services/ai-worker/templates"
 	"github.com/worldgate/worldgate/services/event-processor/processor"
+	"github.com/worldgate/worldgate/services/gate/attest/attesttest"
 	"github.com/worldgate/worldgate/services/gate/gates"
 	"github.com/worldgate/worldgate/services/graphd/server"
 	"github.com/worldgate/worldgate/services/mcp-classify/classifytools"
@@ -197,7 +198,8 @@ func StartEmbedded(ctx context.Context, o EmbeddedOptions) (e *Embedded, err err
 	if err != nil {
 		return nil, err
 	}
-	if _, err := processor.Register(app, processor.Deps{Graph: writer, Registerer: e.Reg, Logger: log, MaxInFlight: o.ProcessorInFlight}); err != nil {
+	keys := attesttest.New() // each gate's signing key, and the keyring the processor checks
+	if _, err := processor.Register(app, processor.Deps{Graph: writer, Keyring: keys.Ring, Registerer: e.Reg, Logger: log, MaxInFlight: o.ProcessorInFlight}); err != nil {
 		return nil, err
 	}
 	run(app)
@@ -212,7 +214,7 @@ func StartEmbedded(ctx context.Context, o EmbeddedOptions) (e *Embedded, err err
 		return nil, err
 	}
 	if err := gates.Register(app, gates.Deps{JetStream: e.JS, Classify: cls, Graph: graphRO, Templates: TemplateLookup{},
-		Config: GateConfig(), Registerer: e.Reg, Logger: log}, []string{"all"}); err != nil {
+		Signers: keys.Signers, Config: GateConfig(), Registerer: e.Reg, Logger: log}, []string{"all"}); err != nil {
 		return nil, err
 	}
 	run(app)

@@ -22,6 +22,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/worldgate/worldgate/services/ai-worker/templates"
+	"github.com/worldgate/worldgate/services/gate/attest"
 	"github.com/worldgate/worldgate/services/gate/route"
 	"github.com/worldgate/worldgate/shared/mcpx"
 	"github.com/worldgate/worldgate/shared/natsx"
@@ -260,6 +261,10 @@ func StartProcs(ctx context.Context, o ProcsOptions) (ps *Procs, err error) {
 	if err != nil {
 		return nil, err
 	}
+	keysDir := filepath.Join(o.DataDir, "keys") // the gates' signing keys and the processor's keyring
+	if _, _, err := attest.Ensure(keysDir, route.KnownGates()); err != nil {
+		return nil, err
+	}
 	tmplFile := filepath.Join(o.DataDir, "templates.json")
 	if err := writeTemplates(tmplFile); err != nil {
 		return nil, err
@@ -292,7 +297,7 @@ func StartProcs(ctx context.Context, o ProcsOptions) (ps *Procs, err error) {
 	add("mcp-lore", "mcp", "mcp-lore", append(mcpCommon("mcp-lore"), "-graph-url", graphURL, "-graph-password", GraphReaderPassword, "-refresh", "10s")...)
 	add("mcp-classify", "mcp", "mcp-classify", mcpCommon("mcp-classify")...)
 	add("event-processor", "worker", "event-processor", "-nats-url", ps.NATSURL, "-graph-url", graphURL, "-graph-password", GraphWriterPassword,
-		"-admin", port("event-processor-admin"), "-log-level", "warn", "-ack-wait", "10s")
+		"-admin", port("event-processor-admin"), "-log-level", "warn", "-ack-wait", "10s", "-attest-keys", keysDir)
 	gateSets := [][]string{{"all"}}
 	if o.Split {
 		gateSets = nil
@@ -304,7 +309,7 @@ func StartProcs(ctx context.Context, o ProcsOptions) (ps *Procs, err error) {
 		name := "gate-" + strings.Join(set, "+")
 		add(name, "worker", "gate", "-gate", strings.Join(set, ","), "-nats-url", ps.NATSURL, "-graph-url", graphURL, "-graph-password", GraphReaderPassword,
 			"-classify-url", "http://"+port("mcp-classify")+"/mcp", "-classify-token", token, "-templates", tmplFile,
-			"-rate-budgets", string(budgets), "-admin", port(name+"-admin"), "-log-level", "warn")
+			"-rate-budgets", string(budgets), "-admin", port(name+"-admin"), "-log-level", "warn", "-signing-keys", keysDir)
 	}
 	add("ai-worker", "worker", "ai-worker", "-nats-url", ps.NATSURL, "-admin", port("ai-worker-admin"), "-log-level", "warn",
 		"-mcp-world-url", "http://"+port("mcp-world")+"/mcp", "-mcp-lore-url", "http://"+port("mcp-lore")+"/mcp",

@@ -61,7 +61,7 @@ func LoadWorlds(ctx context.Context, js jetstream.JetStream, t *Tracker, players
 			if err != nil {
 				return err
 			}
-			msg := runtime.NewMessage(p.Route.Next(), p.ProposalID+"@submit", data)
+			msg := runtime.NewMessage(events.EmitSubject(events.EmitterWorldLoader), p.ProposalID+"@submit", data)
 			msg.Metadata.Set(events.HeaderCorrelationID, p.CorrelationID)
 			msg.Metadata.Set(events.HeaderType, p.Kind)
 			batch = append(batch, msg)

@@ -572,7 +572,7 @@ func (a *Agent) propose(t *task, payload json.RawMessage, prov *events.Provenanc
 		CorrelationID: t.env.CorrelationID,
 		CausationID:   t.env.EventID,
 		AgentRole:     t.role.Name,
-		Actor:         t.env.Actor,
+		Actor:         actorOf(t.env),
 		Payload:       payload,
 		Provenance:    prov,
 		Route:         events.Route{Pending: pending},
@@ -589,7 +589,18 @@ func (a *Agent) propose(t *task, payload json.RawMessage, prov *events.Provenanc
 	if _, err := events.DecodeProposal(raw); err != nil {
 		return nil, fmt.Errorf("built an invalid %s proposal: %w", t.role.Kind, err)
 	}
-	return &Result{Proposal: p, Subject: p.Route.Next(), MsgID: p.ProposalID + ":gate:" + pending[0]}, nil
+	// A new proposal enters on the role's emitter subject, which only the ai-worker's NATS user
+	// may publish to; the schema gate admits there only the role's kinds.
+	return &Result{Proposal: p, Subject: events.EmitSubject(t.role.Name), MsgID: p.ProposalID + ":gate:" + pending[0]}, nil
+}
+
+// actorOf is the proposal's actor: the player the event names when it names one (budgets and
+// limits key on that player, whatever actor id the envelope claims), else the event's actor.
+func actorOf(env *events.Envelope) events.Actor {
+	if p := events.PlayerOf(env); p != "" {
+		return events.Actor{Kind: "player", ID: p}
+	}
+	return env.Actor
 }
 
 // fallback proposes static content, recording why.

@@ -61,6 +61,13 @@ type Deps struct {
 	// RejectionBackoff are the redelivery delays of the rejection consumer while a transient
 	// retry is not yet due (default 1s, 2s, 5s, 10s, 30s).
 	RejectionBackoff []time.Duration
+	// MaxClockSkew: a world event that occurred further in the future than this is refused
+	// (dead-lettered with the reason). Default 5m.
+	MaxClockSkew time.Duration
+	// MaxEventAge: a world event older than this is refused. Default 24h; negative: no limit.
+	MaxEventAge time.Duration
+	// Now is the clock of those checks (default time.Now).
+	Now func() time.Time
 }
 
 // Register adds the ai-worker's handlers to app.
@@ -122,6 +129,15 @@ func New(d Deps) (*Worker, error) {
 	if d.AckWait <= 0 {
 		d.AckWait = 3 * time.Minute
 	}
+	if d.MaxClockSkew <= 0 {
+		d.MaxClockSkew = 5 * time.Minute
+	}
+	if d.MaxEventAge == 0 {
+		d.MaxEventAge = 24 * time.Hour
+	}
+	if d.Now == nil {
+		d.Now = time.Now
+	}
 	if len(d.RejectionBackoff) == 0 {
 		d.RejectionBackoff = []time.Duration{time.Second, 2 * time.Second, 5 * time.Second, 10 * time.Second, 30 * time.Second}
 	}
@@ -152,12 +168,39 @@ func (w *Worker) Trigger(ctx context.Context, role roles.Role, data []byte) (*ag
 
 func (w *Worker) triggerHandler(r roles.Role) message.HandlerFunc {
 	return func(m *message.Message) ([]*message.Message, error) {
-		res, err := w.Trigger(m.Context(), r, m.Payload)
+		env, err := events.DecodeEnvelope(m.Payload)
+		if err != nil {
+			return nil, runtime.Permanent(fmt.Errorf("the %s trigger is not a valid envelope: %w", r.Trigger, err))
+		}
+		// JetStream de-duplicates on Nats-Msg-Id: one that is not the envelope's idempotency
+		// key would let a publisher have the same event processed twice.
+		if m.UUID != env.IdempotencyKey {
+			return nil, runtime.Permanentf("the %s event %s was published with Nats-Msg-Id %q, not its idempotencyKey %q: publish with Nats-Msg-Id set to the idempotency key (events.Publish does)",
+				env.Type, env.EventID, m.UUID, env.IdempotencyKey)
+		}
+		if err := w.checkTime(env); err != nil {
+			return nil, runtime.Permanent(err)
+		}
+		res, err := w.agent.Handle(m.Context(), r, env)
 		if err != nil {
 			return nil, err
 		}
 		return toMessages(res)
 	}
+}
+
+// checkTime refuses an event that occurred outside the accepted window around now.
+func (w *Worker) checkTime(env *events.Envelope) error {
+	now := w.d.Now()
+	switch {
+	case env.OccurredUTC.After(now.Add(w.d.MaxClockSkew)):
+		return fmt.Errorf("the %s event %s occurred at %s, more than %s in the future: check the publisher's clock",
+			env.Type, env.EventID, env.OccurredUTC.UTC().Format(time.RFC3339), w.d.MaxClockSkew)
+	case w.d.MaxEventAge > 0 && env.OccurredUTC.Before(now.Add(-w.d.MaxEventAge)):
+		return fmt.Errorf("the %s event %s occurred at %s, more than %s ago: too old to act on",
+			env.Type, env.EventID, env.OccurredUTC.UTC().Format(time.RFC3339), w.d.MaxEventAge)
+	}
+	return nil
 }
 
 func (w *Worker) rejectionHandler() message.HandlerFunc {

@@ -16,7 +16,8 @@ import (
 	"github.com/worldgate/worldgate/shared/llm/prompt"
 )
 
-var schemaSubject = events.GateSubject(route.Schema)
+// schemaSubject is where the agent roles propose: their emitter subjects.
+var schemaSubject = events.SubjectEmitAll
 
 func byKind(ps []stored, kind string) []stored {
 	var out []stored

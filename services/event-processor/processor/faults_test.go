@@ -30,8 +30,12 @@ func TestSIGKILLedProcessLeavesExactResult(t *testing.T) {
 	}
 	e := natstest.Start(t)
 	gd := graphdtest.Start(t)
+	keyDir := t.TempDir()
+	if err := keys.WritePublic(keyDir); err != nil {
+		t.Fatal(err)
+	}
 	start := func() *exec.Cmd {
-		cmd := exec.Command(bin, "-nats-url", e.Server.ClientURL(), "-graph-url", gd.URL(),
+		cmd := exec.Command(bin, "-nats-url", e.Server.ClientURL(), "-graph-url", gd.URL(), "-attest-keys", keyDir,
 			"-graph-username", graphdtest.WriterUser, "-graph-password", graphdtest.WriterPassword,
 			"-admin", "127.0.0.1:0", "-ack-wait", "1s", "-log-level", "error")
 		cmd.Stderr = os.Stderr

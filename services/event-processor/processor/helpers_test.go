@@ -15,6 +15,7 @@ import (
 
 	"github.com/worldgate/worldgate/events"
 	"github.com/worldgate/worldgate/services/event-processor/processor"
+	"github.com/worldgate/worldgate/services/gate/attest/attesttest"
 	"github.com/worldgate/worldgate/services/graphd/graphdtest"
 	"github.com/worldgate/worldgate/services/graphd/server"
 	"github.com/worldgate/worldgate/shared/graphx"
@@ -52,7 +53,7 @@ func runProcessor(t testing.TB, e *natstest.Env, g processor.Graph, reg *prometh
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := processor.Register(app, processor.Deps{Graph: g, Registerer: reg, Logger: logx.Discard(),
+	p, err := processor.Register(app, processor.Deps{Graph: g, Keyring: keys.Ring, Registerer: reg, Logger: logx.Discard(),
 		AckWait: 5 * time.Second, Backoff: []time.Duration{50 * time.Millisecond, 100 * time.Millisecond, 200 * time.Millisecond}})
 	if err != nil {
 		t.Fatal(err)
@@ -70,21 +71,47 @@ func runProcessor(t testing.TB, e *natstest.Env, g processor.Graph, reg *prometh
 	return p
 }
 
+// keys are the gates' signing keys of these tests; the processor accepts them.
+var keys = attesttest.New()
+
 func proposal(kind, id string, payload any) *events.Proposal {
 	raw, err := json.Marshal(payload)
 	if err != nil {
 		panic(err) // test data
 	}
+	role := ""
+	for _, e := range events.Emitters() {
+		if events.EmitterMay(e, kind) {
+			role = e
+			break
+		}
+	}
+	info, _ := events.LookupKind(kind)
 	return &events.Proposal{
 		ProposalID: id, Kind: kind, SchemaVersion: events.ProposalSchemaVersion, CorrelationID: "corr-" + id,
-		CausationID: "cause-" + id, AgentRole: "world-loader", Actor: events.Actor{Kind: "operator", ID: "test"},
-		Payload: raw, Route: events.Route{Pending: []string{}}, CreatedUTC: time.Now().UTC(),
+		CausationID: "cause-" + id, AgentRole: role, Actor: events.Actor{Kind: "operator", ID: "test"},
+		Payload: raw, Route: events.Route{Pending: []string{}}, CreatedUTC: time.Now().UTC(), RequiresApproval: info.Destructive,
 	}
+}
+
+// attested is p as honest gates forward it: every gate of its route passed and signed (an
+// operator approved where a person must), its pending gates as the test set them. A proposal
+// that already has a trail is left alone.
+func attested(p *events.Proposal) *events.Proposal {
+	if len(p.Route.Trail) > 0 {
+		return p
+	}
+	q := *p
+	if err := keys.PassAll(&q, "ops:test"); err != nil {
+		panic(err) // test data
+	}
+	q.Route.Pending = p.Route.Pending
+	return &q
 }
 
 func publish(t testing.TB, js jetstream.JetStream, p *events.Proposal, msgID string) {
 	t.Helper()
-	data, err := json.Marshal(p)
+	data, err := json.Marshal(attested(p))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +127,7 @@ func publishAsync(t testing.TB, js jetstream.JetStream, ps []*events.Proposal, m
 	t.Helper()
 	var futures []jetstream.PubAckFuture
 	for i, p := range ps {
-		data, err := json.Marshal(p)
+		data, err := json.Marshal(attested(p))
 		if err != nil {
 			t.Fatal(err)
 		}

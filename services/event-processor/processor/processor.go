@@ -29,6 +29,8 @@ import (
 
 	"github.com/worldgate/worldgate/events"
 	"github.com/worldgate/worldgate/services/event-processor/apply"
+	"github.com/worldgate/worldgate/services/gate/attest"
+	"github.com/worldgate/worldgate/services/gate/route"
 	"github.com/worldgate/worldgate/shared/graphx"
 	"github.com/worldgate/worldgate/shared/logx"
 	"github.com/worldgate/worldgate/shared/metrics"
@@ -55,7 +57,13 @@ type Graph interface {
 
 // Deps are the processor's dependencies and knobs.
 type Deps struct {
-	Graph      Graph
+	Graph Graph
+	// Keyring holds the gates' public keys: a proposal is committed only if every gate of its
+	// kind's configured route (Routes) passed it, in order, with a valid signature over exactly
+	// the content committed (package attest). Required.
+	Keyring *attest.Keyring
+	// Routes are the configured routes; nil: route.Default().
+	Routes     *route.Routes
 	Registerer prometheus.Registerer
 	Logger     *slog.Logger
 
@@ -96,6 +104,14 @@ func New(d Deps) (*Processor, error) {
 		return nil, errors.New("event-processor: a metrics registerer is required")
 	case d.Logger == nil:
 		return nil, errors.New("event-processor: a logger is required")
+	case d.Keyring == nil:
+		return nil, errors.New("event-processor: the gates' public keys are required (-attest-keys): nothing is committed without attested gate decisions")
+	}
+	if d.Routes == nil {
+		r := route.Default()
+		d.Routes = &r
+	} else if err := d.Routes.Validate(); err != nil {
+		return nil, err
 	}
 	if d.MaxInFlight <= 0 {
 		d.MaxInFlight = DefaultMaxInFlight
@@ -180,6 +196,16 @@ func (p *Processor) Handle(msg *message.Message) ([]*message.Message, error) {
 		p.m.rejected.WithLabelValues(prop.Kind, string(events.CodeRouteInvalid)).Inc()
 		return []*message.Message{rej}, nil
 	}
+	if prop.SchemaVersion != events.ProposalSchemaVersion {
+		p.m.rejected.WithLabelValues(prop.Kind, string(events.CodeSchemaInvalid)).Inc()
+		return []*message.Message{p.rejection(prop, events.CodeSchemaInvalid, events.OldSchemaVersionReason(prop.SchemaVersion),
+			map[string]any{"schemaVersion": prop.SchemaVersion, "want": events.ProposalSchemaVersion})}, nil
+	}
+	if rej := p.verify(prop); rej != nil {
+		p.m.rejected.WithLabelValues(prop.Kind, string(events.CodeAttestationInvalid)).Inc()
+		log.Warn(telemetry.CommitRefused, "code", string(events.CodeAttestationInvalid), "hop", rej.Hop, "reason", rej.Reason)
+		return []*message.Message{p.rejection(prop, events.CodeAttestationInvalid, rej.Reason, map[string]any{"hop": rej.Hop})}, nil
+	}
 	cmds, err := apply.Build(prop)
 	if err != nil {
 		return nil, runtime.Permanentf("proposal %s cannot be applied: %w", prop.ProposalID, err)
@@ -256,6 +282,23 @@ func (p *Processor) Handle(msg *message.Message) ([]*message.Message, error) {
 		}
 	}
 	return out, nil
+}
+
+// verify checks the proposal's attested trail against its kind's configured route.
+func (p *Processor) verify(prop *events.Proposal) *attest.Refusal {
+	want, err := p.d.Routes.For(prop.Kind)
+	if err != nil {
+		return &attest.Refusal{Reason: err.Error()}
+	}
+	err = p.d.Keyring.Verify(prop, want, route.Approval, route.Schema)
+	if err == nil {
+		return nil
+	}
+	var r *attest.Refusal
+	if errors.As(err, &r) {
+		return r
+	}
+	return &attest.Refusal{Reason: err.Error()}
 }
 
 // occurred is when the world event behind the proposal happened (else when it was proposed).

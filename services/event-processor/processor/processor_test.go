@@ -149,3 +149,64 @@ func counter(t *testing.T, reg *prometheus.Registry, name string) prometheus.Col
 	t.Fatalf("metric %s not found", name)
 	return nil
 }
+
+// The processor commits only what every gate of the kind's configured route passed and signed,
+// in order, over exactly this content; anything else is refused naming the hop, and a proposal
+// of the previous schema version is refused saying so.
+func TestUnattestedProposalsAreRefusedNamingTheHop(t *testing.T) {
+	e := natstest.Start(t)
+	gd := graphdtest.Start(t)
+	runProcessor(t, e, writer(t, gd.URL()), prometheus.NewRegistry())
+	loc := proposal(events.KindLocationCreated, "a-loc", obj{"locationId": "loc:gate", "name": "Gate", "description": "A gate."})
+	publish(t, e.JS, loc, "a-loc")
+	natstest.WaitFor(t, 10*time.Second, "location committed", func() bool { return committed(t, e) == 1 })
+
+	unsigned := proposal(events.KindAmbience, "a-unsigned", obj{"locationId": "loc:gate", "text": "Ash.", "mood": "grim"})
+	unsigned.Route.Trail = []events.Hop{{Gate: "schema", Outcome: events.OutcomePassed, At: time.Now(), Emitter: "ambience"}}
+
+	skipped := attested(proposal(events.KindNPCRemoved, "a-skipped", obj{"npcId": "npc:none", "reason": "gone"}))
+	var trail []events.Hop
+	for _, h := range skipped.Route.Trail {
+		if h.Gate != "approval" {
+			trail = append(trail, h)
+		}
+	}
+	skipped.Route.Trail = trail
+
+	tampered := attested(proposal(events.KindAmbience, "a-tampered", obj{"locationId": "loc:gate", "text": "Ash.", "mood": "grim"}))
+	tampered.Payload = json.RawMessage(`{"locationId":"loc:gate","text":"<script>alert(1)</script>","mood":"grim"}`)
+
+	old := attested(proposal(events.KindAmbience, "a-old", obj{"locationId": "loc:gate", "text": "Ash.", "mood": "grim"}))
+	old.SchemaVersion = "1"
+
+	for _, p := range []*events.Proposal{unsigned, skipped, tampered, old} {
+		publish(t, e.JS, p, p.ProposalID)
+	}
+	natstest.WaitFor(t, 10*time.Second, "four refusals", func() bool { return rejected(t, e) == 4 })
+	if n := committed(t, e); n != 1 {
+		t.Fatalf("%d events committed, want only the honest location", n)
+	}
+	byID := map[string]events.Rejection{}
+	for _, raw := range readAll(t, e, events.RejectedSubject("processor")) {
+		var r events.Rejection
+		if err := json.Unmarshal(raw, &r); err != nil {
+			t.Fatal(err)
+		}
+		byID[r.ProposalID] = r
+	}
+	for id, want := range map[string]struct {
+		code       events.Code
+		hop, words string
+	}{
+		"a-unsigned": {events.CodeAttestationInvalid, "schema", "not signed"},
+		"a-skipped":  {events.CodeAttestationInvalid, "approval", "approval gate's decision is missing"},
+		"a-tampered": {events.CodeAttestationInvalid, "schema", "signature does not match"},
+		"a-old":      {events.CodeSchemaInvalid, "", "predates attested gate decisions"},
+	} {
+		r := byID[id]
+		hop, _ := r.Details["hop"].(string)
+		if r.Code != want.code || hop != want.hop || !strings.Contains(r.Reason, want.words) {
+			t.Errorf("%s: %s hop=%q %q; want %s hop=%q containing %q", id, r.Code, hop, r.Reason, want.code, want.hop, want.words)
+		}
+	}
+}

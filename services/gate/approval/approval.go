@@ -31,6 +31,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/worldgate/worldgate/events"
+	"github.com/worldgate/worldgate/services/gate/attest"
 	"github.com/worldgate/worldgate/services/gate/slip"
 	"github.com/worldgate/worldgate/shared/natsx"
 )
@@ -73,9 +74,11 @@ var (
 
 // Store is the approvals bucket plus the JetStream context decisions are published with.
 type Store struct {
-	kv  jetstream.KeyValue
-	js  jetstream.JetStream
-	now func() time.Time
+	kv     jetstream.KeyValue
+	js     jetstream.JetStream
+	now    func() time.Time
+	signer *attest.Signer // the approval gate's key: only the gate carries out decisions
+	user   string         // the NATS user of the connection: the operator publishing decisions
 }
 
 // Open binds to the approvals bucket (provisioned by natsx.Provision).
@@ -87,13 +90,25 @@ func Open(ctx context.Context, js jetstream.JetStream) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("approvals bucket %s: %w (provision the topology first)", natsx.BucketApprovals, err)
 	}
-	return &Store{kv: kv, js: js, now: time.Now}, nil
+	st := &Store{kv: kv, js: js, now: time.Now}
+	if nc := js.Conn(); nc != nil {
+		st.user = nc.Opts.User
+	}
+	return st, nil
 }
 
 // WithClock returns a copy of s that reads time from now (tests of expiry).
 func (s *Store) WithClock(now func() time.Time) *Store {
 	c := *s
 	c.now = now
+	return &c
+}
+
+// WithSigner returns a copy of s that signs the decisions it carries out with the approval
+// gate's key (the approval gate's store; people's stores only Request).
+func (s *Store) WithSigner(signer *attest.Signer) *Store {
+	c := *s
+	c.signer = signer
 	return &c
 }
 
@@ -242,13 +257,23 @@ func (s *Store) Request(ctx context.Context, d Decision) error {
 	if err != nil {
 		return err
 	}
-	msg := &nats.Msg{Subject: events.SubjectDecisions, Data: data, Header: nats.Header{}}
+	msg := &nats.Msg{Subject: events.DecisionsSubject(s.operator(d.By)), Data: data, Header: nats.Header{}}
 	msg.Header.Set(events.HeaderCorrelationID, r.CorrelationID)
 	id := "decision:" + d.ProposalID + ":" + strconv.Itoa(r.Attempt) + ":" + string(d.Status) + ":" + d.By
 	if _, err := s.js.PublishMsg(ctx, msg, jetstream.WithMsgID(id)); err != nil {
 		return fmt.Errorf("publish the decision on %s: %w", d.ProposalID, err)
 	}
 	return nil
+}
+
+// operator is the operator subject token a decision is published under: the user this store
+// is connected as (the NATS server lets each operator's user publish only to its own
+// decisions subject), falling back to by for a connection without a user.
+func (s *Store) operator(by string) string {
+	if s.user != "" {
+		return s.user
+	}
+	return by
 }
 
 // Await polls the record of proposalID until its decision is carried out (Published), and
@@ -371,6 +396,13 @@ func (s *Store) decide(ctx context.Context, id string, want Status, by, reason s
 	return Record{}, fmt.Errorf("proposal %s: too many concurrent decisions; try again", id)
 }
 
+func (s *Store) sign(p *events.Proposal) error {
+	if s.signer == nil {
+		return errors.New("approval: only the approval gate, which holds its signing key, carries out decisions")
+	}
+	return s.signer.SignLast(p)
+}
+
 // publish puts the decision on the bus: the proposal to its next hop, or a rejection.
 func (s *Store) publish(ctx context.Context, r Record) error {
 	if r.Proposal == nil {
@@ -386,14 +418,25 @@ func (s *Store) publish(ctx context.Context, r Record) error {
 	switch r.Status {
 	case StatusApproved:
 		slip.Record(&p, Gate, events.OutcomeApproved, "", at, waited, true)
+		p.Route.Trail[len(p.Route.Trail)-1].Approver = r.DecidedBy
+		if err := s.sign(&p); err != nil {
+			return err
+		}
 		m, err = slip.Forward(&p, Gate)
 	case StatusRejected:
 		slip.Record(&p, Gate, events.OutcomeRejected, events.CodeApprovalDenied, at, waited, true)
+		p.Route.Trail[len(p.Route.Trail)-1].Approver = r.DecidedBy
+		if err := s.sign(&p); err != nil {
+			return err
+		}
 		m, err = slip.Rejected(slip.Rejection(&p, Gate, slip.Verdict{Code: events.CodeApprovalDenied,
 			Reason:  fmt.Sprintf("%s rejected this %s proposal: %s", r.DecidedBy, p.Kind, r.Reason),
 			Details: map[string]any{"decidedBy": r.DecidedBy, "reason": r.Reason}}, at))
 	case StatusExpired:
 		slip.Record(&p, Gate, events.OutcomeRejected, events.CodeApprovalExpired, at, waited, true)
+		if err := s.sign(&p); err != nil {
+			return err
+		}
 		m, err = slip.Rejected(slip.Rejection(&p, Gate, slip.Verdict{Code: events.CodeApprovalExpired,
 			Reason:  fmt.Sprintf("No one approved this %s proposal within %s; propose it again if it is still wanted.", p.Kind, r.ExpiresUTC.Sub(r.HeldUTC).Round(time.Second)),
 			Details: map[string]any{"heldUtc": r.HeldUTC, "expiresUtc": r.ExpiresUTC}}, at))

@@ -70,6 +70,13 @@ func (g *approvalGate) decisions(log *slog.Logger) message.HandlerFunc {
 		if err := json.Unmarshal(m.Payload, &d); err != nil {
 			return nil, runtime.Permanentf("approval decision is not decodable: %v", err)
 		}
+		// Who decides is the operator whose subject the decision came on (the NATS server lets
+		// each operator's user publish only there), never the body's "by".
+		operator, ok := events.OperatorOf(m.Metadata.Get(runtime.MetaSubject))
+		if !ok {
+			return nil, runtime.Permanentf("approval decision on %s refused: decisions come on proposals.decisions.<operator>, so that the approver is the authenticated operator", m.Metadata.Get(runtime.MetaSubject))
+		}
+		d.By = operator
 		if err := d.Validate(); err != nil {
 			return nil, runtime.Permanentf("approval decision refused: %v", err)
 		}

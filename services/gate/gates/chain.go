@@ -1,6 +1,7 @@
 package gates
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -11,6 +12,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/worldgate/worldgate/events"
+	"github.com/worldgate/worldgate/services/gate/attest"
+	"github.com/worldgate/worldgate/services/gate/route"
 	"github.com/worldgate/worldgate/services/gate/slip"
 	"github.com/worldgate/worldgate/shared/logx"
 	"github.com/worldgate/worldgate/shared/metrics"
@@ -40,6 +43,15 @@ func newChainMetrics(reg prometheus.Registerer) *chainMetrics {
 
 var proposalIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9:._-]{0,127}$`)
 
+type subjectKey struct{}
+
+// Subject is the subject the message a Check runs on arrived on (the schema gate reads the
+// emitter from it).
+func Subject(ctx context.Context) string {
+	s, _ := ctx.Value(subjectKey{}).(string)
+	return s
+}
+
 // chain turns a Gate into a runtime handler.
 type chain struct {
 	m          *chainMetrics
@@ -47,6 +59,7 @@ type chain struct {
 	now        func() time.Time
 	maxDeliver int
 	tickets    *tickets
+	signers    map[string]*attest.Signer
 }
 
 func (c *chain) handler(g Gate) message.HandlerFunc {
@@ -63,15 +76,19 @@ func (c *chain) handler(g Gate) message.HandlerFunc {
 			return nil, runtime.Permanentf("gate %s: the message has no usable proposalId (%q), so it can be neither routed nor rejected", name, p.ProposalID)
 		}
 		ctx := withDelivery(m.Context(), runtime.Deliveries(m), c.maxDeliver)
+		subject := m.Metadata.Get(runtime.MetaSubject)
+		ctx = context.WithValue(ctx, subjectKey{}, subject)
 		var d Decision
 		var err error
 		ticketed := true // a retry must answer this gate's own transient refusal
-		if m.Metadata.Get(runtime.MetaSubject) == retrySubject {
+		if subject == retrySubject {
 			if ticketed, err = c.tickets.valid(ctx, name, &p); err != nil {
 				return nil, fmt.Errorf("gate %s: retry ticket of proposal %s: %w", name, p.ProposalID, err)
 			}
 		}
 		switch {
+		case p.SchemaVersion != events.ProposalSchemaVersion && p.SchemaVersion != "":
+			d = Reject(events.CodeSchemaInvalid, events.OldSchemaVersionReason(p.SchemaVersion), map[string]any{"schemaVersion": p.SchemaVersion, "want": events.ProposalSchemaVersion})
 		case len(p.Route.Pending) == 0 || p.Route.Pending[0] != name:
 			next := "none"
 			if len(p.Route.Pending) > 0 {
@@ -102,9 +119,21 @@ func (c *chain) handler(g Gate) message.HandlerFunc {
 		now := c.now()
 		took := now.Sub(start)
 		var out slip.Message
+		sign := func() error {
+			if name == route.Schema {
+				p.Route.Trail[len(p.Route.Trail)-1].Emitter, _ = events.EmitterOf(subject)
+			}
+			if err := c.signers[name].SignLast(&p); err != nil {
+				return runtime.Permanentf("gate %s: sign the decision on %s: %v", name, p.ProposalID, err)
+			}
+			return nil
+		}
 		switch d.Outcome {
 		case Passed:
 			slip.Record(&p, name, events.OutcomePassed, "", now, took, true)
+			if err := sign(); err != nil {
+				return nil, err
+			}
 			out, err = slip.Forward(&p, name)
 		case Held:
 			h, ok := g.(Holder)
@@ -112,6 +141,9 @@ func (c *chain) handler(g Gate) message.HandlerFunc {
 				return nil, runtime.Permanentf("gate %s held a proposal but cannot hold (a defect in the gate)", name)
 			}
 			slip.Record(&p, name, events.OutcomeHeld, "", now, took, false)
+			if err := sign(); err != nil {
+				return nil, err
+			}
 			if err := h.Hold(ctx, &p); err != nil {
 				return nil, fmt.Errorf("gate %s: hold proposal %s: %w", name, p.ProposalID, err)
 			}
@@ -121,6 +153,9 @@ func (c *chain) handler(g Gate) message.HandlerFunc {
 			out.Subject, out.ID = events.SubjectApproval, out.ID+":held"
 		default:
 			slip.Record(&p, name, events.OutcomeRejected, d.Code, now, took, true)
+			if err := sign(); err != nil {
+				return nil, err
+			}
 			out, err = slip.Rejected(slip.Rejection(&p, name, d.Verdict, now))
 		}
 		if err != nil {

@@ -185,6 +185,7 @@ func TestInvariantGate(t *testing.T) {
 		at(proposal(t, events.KindExitAdded, map[string]any{"fromLocationId": "loc:tower", "toLocationId": "loc:square", "direction": "down"})),
 		at(proposal(t, events.KindNPCRemoved, map[string]any{"npcId": "npc:bram", "reason": "retired"})),
 		at(proposal(t, events.KindNPCCreated, map[string]any{"npcId": "npc:cora", "name": "Cora", "locationId": "loc:market", "factionId": "faction:guard"})),
+		at(proposal(t, events.KindNPCDialogue, map[string]any{"npcId": "npc:bram", "playerId": "player:ada", "locationId": "loc:square", "line": "Well met.", "intent": "greet"})),
 	}
 	fails := map[*events.Proposal][]string{
 		at(ambience(t, "loc:nowhere", "Void.")):  {"location loc:nowhere does not exist"},
@@ -195,6 +196,8 @@ func TestInvariantGate(t *testing.T) {
 		at(proposal(t, events.KindExitAdded, map[string]any{"fromLocationId": "loc:tower", "toLocationId": "loc:tower", "direction": "up"})):     {"back to itself"},
 		at(proposal(t, events.KindLocationCreated, map[string]any{"locationId": "loc:square", "name": "Square", "description": "Again"})):        {"location loc:square already exists"},
 		at(proposal(t, events.KindNPCRemoved, map[string]any{"npcId": "npc:ghost", "reason": "gone"})):                                           {"NPC npc:ghost does not exist"},
+		// An NPC is spoken to only where it is.
+		at(proposal(t, events.KindNPCDialogue, map[string]any{"npcId": "npc:bram", "playerId": "player:ada", "locationId": "loc:market", "line": "Well met.", "intent": "greet"})): {"NPC npc:bram is at loc:square, not at loc:market"},
 	}
 	transient := at(proposal(t, events.KindNPCCreated, map[string]any{"npcId": "npc:dax", "name": "Dax", "locationId": "loc:square", "factionId": "faction:thieves"}))
 	for _, p := range passes {
@@ -462,7 +465,7 @@ func TestApprovalGate(t *testing.T) {
 	if _, err := store.Apply(ctx, approval.Decision{ProposalID: toApprove.ProposalID, Status: approval.StatusRejected, By: "ops:bo", Reason: "late"}); !errors.Is(err, approval.ErrAlreadyDecided) {
 		t.Fatalf("applying a rejection after the approval: %v", err)
 	}
-	if n, err := store.WithClock(func() time.Time { return time.Now().Add(2 * time.Hour) }).ExpireDue(ctx); err != nil || n != 1 {
+	if n, err := store.WithSigner(s.keys.Signers[route.Approval]).WithClock(func() time.Time { return time.Now().Add(2 * time.Hour) }).ExpireDue(ctx); err != nil || n != 1 {
 		t.Fatalf("expired %d (%v)", n, err)
 	}
 	natstest.WaitFor(t, 10*time.Second, "decisions published", func() bool {
@@ -623,10 +626,12 @@ func TestApprovalDecisionsThatCannotBeAppliedAreDeadLettered(t *testing.T) {
 		"no-reason": `{"proposalId":"p-1","status":"rejected","by":"ops:ada"}`,
 		"not-held":  `{"proposalId":"p-unknown","status":"approved","by":"ops:ada"}`,
 	} {
-		s.publishRaw(t, events.SubjectDecisions, id, []byte(body))
+		s.publishRaw(t, events.DecisionsSubject("ada"), id, []byte(body))
 	}
-	natstest.WaitFor(t, 10*time.Second, "three dead letters", func() bool {
-		return s.count(t, events.StreamDLQ, events.DeadLetterSubject(gates.DecisionsDurable)) == 3
+	// On the subject of no operator, the approver is unknown: refused whatever "by" says.
+	s.publishRaw(t, events.SubjectDecisions, "anonymous", []byte(`{"proposalId":"p-1","status":"approved","by":"ops:ada"}`))
+	natstest.WaitFor(t, 10*time.Second, "four dead letters", func() bool {
+		return s.count(t, events.StreamDLQ, events.DeadLetterSubject(gates.DecisionsDurable)) == 4
 	})
 	var reasons []string
 	for _, m := range s.messages(t, events.StreamDLQ, events.DeadLetterSubject(gates.DecisionsDurable)) {
@@ -636,7 +641,7 @@ func TestApprovalDecisionsThatCannotBeAppliedAreDeadLettered(t *testing.T) {
 		reasons = append(reasons, m.Headers().Get(events.HeaderDLQReason))
 	}
 	all := strings.Join(reasons, " | ")
-	if !hasAll(all, "not decodable", "reason is required", "p-unknown", "not held") {
+	if !hasAll(all, "not decodable", "reason is required", "p-unknown", "not held", "authenticated operator") {
 		t.Fatalf("dead-letter reasons: %s", all)
 	}
 	if n := s.count(t, events.StreamProposals, "proposals.gate.>") + s.count(t, events.StreamProposals, events.SubjectRejectedAll); n != 0 {

@@ -45,6 +45,7 @@ type facts struct {
 	exists   map[string]bool
 	exits    map[string]string // direction → target location, of needs.exitsOf
 	playerAt []string          // locations the player is at
+	npcAt    []string          // locations the NPC is at
 }
 
 // needs are the graph reads a proposal's rules depend on.
@@ -52,6 +53,7 @@ type needs struct {
 	ids      []string
 	exitsOf  string
 	playerOf string
+	npcOf    string
 }
 
 // violation is one broken rule; waitable ones may resolve when earlier proposals commit.
@@ -95,6 +97,7 @@ func needsOf(payload any) needs {
 		add(p.LocationID)
 	case *npcDialoguePayload:
 		add(p.NPCID, p.PlayerID, p.LocationID)
+		n.npcOf = p.NPCID
 	case *questSeedPayload:
 		add(p.LocationID)
 		for _, id := range p.Involves {
@@ -151,6 +154,14 @@ func invariantRules(kind string, payload any, f facts) []violation {
 		mustExist(p.LocationID)
 	case *npcDialoguePayload:
 		mustExist(p.NPCID, p.PlayerID, p.LocationID)
+		// An NPC answers only where it is.
+		if f.exists[p.NPCID] && f.exists[p.LocationID] && !contains(f.npcAt, p.LocationID) {
+			where := "nowhere"
+			if len(f.npcAt) > 0 {
+				where = "at " + strings.Join(f.npcAt, ", ")
+			}
+			out = append(out, violation{fmt.Sprintf("The %s is %s, not at %s: it cannot be spoken to there.", entity(p.NPCID), where, p.LocationID), false})
+		}
 	case *questSeedPayload:
 		mustExist(p.LocationID)
 		for _, id := range p.Involves {
@@ -286,6 +297,17 @@ func (g *invariant) facts(ctx context.Context, n needs) (facts, error) {
 			if m, ok := graphx.AsProps(r); ok {
 				f.exits[m.String("direction")] = m.String("to")
 			}
+		}
+	}
+	if n.npcOf != "" && f.exists[n.npcOf] {
+		locs, err := g.graph.Submit(ctx, func(gt *gremlingo.GraphTraversalSource) *gremlingo.GraphTraversal {
+			return gt.V(n.npcOf).Out("at").Id()
+		})
+		if err != nil {
+			return f, err
+		}
+		for _, l := range locs {
+			f.npcAt = append(f.npcAt, fmt.Sprint(l))
 		}
 	}
 	if n.playerOf != "" && f.exists[n.playerOf] {

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -115,7 +116,8 @@ func (g *rate) Check(ctx context.Context, p *events.Proposal) (Decision, error) 
 	}
 	start, retryAfter := windowOf(g.now(), g.cfg.Window)
 	win := strconv.FormatInt(start.Unix(), 10)
-	actor := scope{"actor", p.Kind + ".actor." + hashKey(p.Actor.Kind+":"+p.Actor.ID) + "." + win, limit{b.ActorCount, micros(b.ActorCostUSD)}}
+	who := budgetHolder(p)
+	actor := scope{"actor", p.Kind + ".actor." + hashKey(who) + "." + win, limit{b.ActorCount, micros(b.ActorCostUSD)}}
 	global := scope{"global", p.Kind + ".global." + win, limit{b.GlobalCount, micros(b.GlobalCostUSD)}}
 	var taken []scope
 	for _, s := range []scope{actor, global} {
@@ -136,7 +138,7 @@ func (g *rate) Check(ctx context.Context, p *events.Proposal) (Decision, error) 
 		if !ok {
 			who := "the global"
 			if s.name == "actor" {
-				who = fmt.Sprintf("%s %s's", p.Actor.Kind, p.Actor.ID)
+				who = budgetHolder(p) + "'s"
 			}
 			return RejectTransient(events.CodeRateLimited,
 				fmt.Sprintf("%s budget for %s proposals is spent for this %s window (%s): try again in %.0f s.", capitalize(who), p.Kind, g.cfg.Window, usedText(used, s.limit), retryAfter),
@@ -149,6 +151,21 @@ func (g *rate) Check(ctx context.Context, p *events.Proposal) (Decision, error) 
 		return Decision{}, fmt.Errorf("write admission marker: %w", err)
 	}
 	return Pass(), nil
+}
+
+// budgetHolder is whose budget a proposal draws on: the player its payload names, else its
+// actor. A player's budget is one whatever actor id the proposal claims.
+func budgetHolder(p *events.Proposal) string {
+	var named struct {
+		PlayerID string `json:"playerId"`
+	}
+	if json.Unmarshal(p.Payload, &named) == nil && named.PlayerID != "" {
+		return "player:" + strings.TrimPrefix(named.PlayerID, "player:")
+	}
+	if p.Actor.Kind == "player" {
+		return "player:" + strings.TrimPrefix(p.Actor.ID, "player:")
+	}
+	return p.Actor.Kind + ":" + p.Actor.ID
 }
 
 type scope struct {

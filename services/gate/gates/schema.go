@@ -31,8 +31,12 @@ func (s *schema) Check(ctx context.Context, p *events.Proposal) (Decision, error
 	return s.CheckRaw(ctx, nil, p)
 }
 
-// CheckRaw validates data, the proposal as it arrived.
-func (s *schema) CheckRaw(_ context.Context, data []byte, p *events.Proposal) (Decision, error) {
+// CheckRaw validates data, the proposal as it arrived, and that the emitter named by the
+// subject it arrived on may propose its kind.
+func (s *schema) CheckRaw(ctx context.Context, data []byte, p *events.Proposal) (Decision, error) {
+	if d, ok := emitterRule(Subject(ctx), p); !ok {
+		return d, nil
+	}
 	if data != nil {
 		strict, err := events.Decoder{}.Proposal(data)
 		if err != nil {
@@ -63,6 +67,27 @@ func proposalRules(p *events.Proposal) []events.Problem {
 		return append(probs, events.Problem{Code: events.ProblemInvalidPayload, Path: "/payload", Message: err.Error()})
 	}
 	return append(probs, structRules(payload, "/payload")...)
+}
+
+// emitterRule admits a proposal only from an emitter subject (proposals.emit.<emitter>, which
+// only that emitter's NATS user may publish to) whose emitter may propose its kind, and whose
+// agentRole is that emitter (world files and operators: world-loader or operator).
+func emitterRule(subject string, p *events.Proposal) (Decision, bool) {
+	emitter, ok := events.EmitterOf(subject)
+	if !ok {
+		return Reject(events.CodeRouteInvalid, fmt.Sprintf("The proposal arrived on %s: new proposals enter on proposals.emit.<emitter>, the subject of the role that proposes them (the only subject its NATS user may propose on).", subject),
+			map[string]any{"subject": subject}), false
+	}
+	if !events.EmitterMay(emitter, p.Kind) {
+		return Reject(events.CodeRouteInvalid, fmt.Sprintf("The %s emitter may not propose %s proposals (it may propose %s).", emitter, p.Kind, listOf(events.EmitterKinds(emitter))),
+			map[string]any{"emitter": emitter, "kind": p.Kind}), false
+	}
+	builders := []string{events.EmitterWorldLoader, events.EmitterOperator}
+	if p.AgentRole != emitter && !(slices.Contains(builders, emitter) && slices.Contains(builders, p.AgentRole)) {
+		return Reject(events.CodeRouteInvalid, fmt.Sprintf("The proposal says agentRole %q but came from the %s emitter's subject.", p.AgentRole, emitter),
+			map[string]any{"emitter": emitter, "agentRole": p.AgentRole}), false
+	}
+	return Decision{}, true
 }
 
 // routeRule checks that the proposal, at the schema gate, carries its kind's configured route.

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/worldgate/worldgate/events"
+	"github.com/worldgate/worldgate/services/gate/attest/attesttest"
 	"github.com/worldgate/worldgate/services/gate/gates"
 	"github.com/worldgate/worldgate/services/gate/provenance"
 	"github.com/worldgate/worldgate/services/gate/route"
@@ -43,6 +44,7 @@ type stack struct {
 	classify *httptest.Server
 	mcp      *client.Client
 	reg      *prometheus.Registry
+	keys     *attesttest.Keys // every gate's signing key
 }
 
 var templates = gates.TemplateMap{
@@ -53,7 +55,7 @@ var templates = gates.TemplateMap{
 
 func newStack(t testing.TB) *stack {
 	t.Helper()
-	s := &stack{nats: natstest.Start(t), graph: graphdtest.Start(t, graphdtest.InMemory()), reg: prometheus.NewRegistry()}
+	s := &stack{nats: natstest.Start(t), graph: graphdtest.Start(t, graphdtest.InMemory()), reg: prometheus.NewRegistry(), keys: attesttest.New()}
 	reader, err := graphx.Open(graphx.Settings{ReadOnly: true, URL: s.graph.URL(), Username: graphdtest.ReaderUser, Password: graphdtest.ReaderPassword})
 	if err != nil {
 		t.Fatal(err)
@@ -116,7 +118,7 @@ func seedWorld(t testing.TB, g *gremlingo.GraphTraversalSource) {
 }
 
 func (s *stack) deps(cfg gates.Config) gates.Deps {
-	return gates.Deps{JetStream: s.nats.JS, Classify: s.mcp, Graph: s.reader, Templates: templates,
+	return gates.Deps{JetStream: s.nats.JS, Classify: s.mcp, Graph: s.reader, Templates: templates, Signers: s.keys.Signers,
 		Config: cfg, Registerer: s.reg, Logger: logx.Discard()}
 }
 
@@ -183,6 +185,10 @@ func proposal(t testing.TB, kind string, payload any) *events.Proposal {
 	switch kind {
 	case events.KindAmbience, events.KindNPCDialogue, events.KindQuestSeed:
 		p.Provenance = provenanceFor(t, kind)
+		p.AgentRole = map[string]string{events.KindNPCDialogue: "npc-dialogue", events.KindQuestSeed: "quest-planner"}[kind]
+		if p.AgentRole == "" {
+			p.AgentRole = "ambience"
+		}
 	case events.KindPlayerMoved:
 		p.AgentRole = "world-rules"
 	default:
@@ -219,14 +225,19 @@ func startAt(p *events.Proposal, gate string) *events.Proposal {
 	return p
 }
 
-// publish sends p to its first gate.
+// publish sends p to its first gate: on its emitter's subject (its agent role) when that is
+// the schema gate.
 func (s *stack) publish(t testing.TB, p *events.Proposal) {
 	t.Helper()
 	data, err := json.Marshal(p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.publishRaw(t, p.Route.Next(), p.ProposalID+":emit", data)
+	subject := p.Route.Next()
+	if len(p.Route.Pending) > 0 && p.Route.Pending[0] == route.Schema {
+		subject = events.EmitSubject(p.AgentRole)
+	}
+	s.publishRaw(t, subject, p.ProposalID+":emit", data)
 }
 
 func (s *stack) publishRaw(t testing.TB, subject, id string, data []byte) {

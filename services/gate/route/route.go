@@ -144,11 +144,25 @@ func (r Routes) Validate() error {
 		if info.Destructive && !seen[Approval] {
 			probs = append(probs, fmt.Sprintf("kind %s is destructive: its route must include %s", kind, Approval))
 		}
+		if PlayerText(kind) && !seen[Safety] {
+			probs = append(probs, fmt.Sprintf("kind %s carries text that reaches players: its route must include %s", kind, Safety))
+		}
 	}
 	if len(probs) > 0 {
 		return errors.New("invalid routes: " + strings.Join(probs, "; "))
 	}
 	return nil
+}
+
+// PlayerText reports whether proposals of kind carry text that reaches players (generated
+// content and world building): their routes must pass the safety gate. Moves carry none;
+// removals carry only an operator's reason.
+func PlayerText(kind string) bool {
+	switch kind {
+	case events.KindPlayerMoved, events.KindExitRemoved, events.KindNPCRemoved:
+		return false
+	}
+	return true
 }
 
 // For returns a copy of kind's route, ready to be a new proposal's Route.Pending.

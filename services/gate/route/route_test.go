@@ -21,8 +21,8 @@ func TestDefaultRoutes(t *testing.T) {
 		{events.KindNPCDialogue, []string{"schema", "safety", "invariant", "dedup", "replay", "rate", "audit"}},
 		{events.KindQuestSeed, []string{"schema", "safety", "invariant", "dedup", "replay", "rate", "audit"}},
 		{events.KindPlayerMoved, []string{"schema", "invariant", "rate", "audit"}},
-		{events.KindLocationCreated, []string{"schema", "invariant", "audit"}},
-		{events.KindLoreFactAdded, []string{"schema", "invariant", "audit"}},
+		{events.KindLocationCreated, []string{"schema", "safety", "invariant", "audit"}},
+		{events.KindLoreFactAdded, []string{"schema", "safety", "invariant", "audit"}},
 		{events.KindExitRemoved, []string{"schema", "invariant", "approval", "audit"}},
 		{events.KindNPCRemoved, []string{"schema", "invariant", "approval", "audit"}},
 	} {
@@ -49,7 +49,10 @@ func TestDefaultRoutes(t *testing.T) {
 func defaultWith(edit func(map[string]string)) string {
 	lines := map[string]string{}
 	for _, k := range events.Kinds() {
-		lines[k.Kind] = "[schema, invariant, audit]"
+		lines[k.Kind] = "[schema, safety, invariant, audit]"
+		if !route.PlayerText(k.Kind) {
+			lines[k.Kind] = "[schema, invariant, audit]"
+		}
 		if k.Destructive {
 			lines[k.Kind] = "[schema, invariant, approval, audit]"
 		}
@@ -76,6 +79,7 @@ func TestStartupValidationNamesTheProblem(t *testing.T) {
 		{"no audit last", defaultWith(func(m map[string]string) { m["ambience"] = "[schema, safety]" }), []string{"ambience", "must end with audit"}},
 		{"destructive without approval", defaultWith(func(m map[string]string) { m["npc_removed"] = "[schema, invariant, audit]" }), []string{"npc_removed is destructive"}},
 		{"unknown kind", defaultWith(func(m map[string]string) { m["teleport"] = "[schema, audit]" }), []string{"unknown kind teleport"}},
+		{"player text without safety", defaultWith(func(m map[string]string) { m["lore_fact_added"] = "[schema, invariant, audit]" }), []string{"lore_fact_added carries text that reaches players", "must include safety"}},
 		{"unknown field", "routes: {}\nextra: 1\n", []string{"extra"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {

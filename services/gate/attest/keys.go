@@ -1,0 +1,178 @@
+package attest
+
+import (
+	"crypto/ed25519"
+	"crypto/rand"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// Key files. A gate's private key is <dir>/<gate>.key (PKCS #8, PEM, mode 0600); the public
+// keys the event-processor accepts are the PEM "PUBLIC KEY" blocks (PKIX) of every
+// <dir>/<gate>.pub and <dir>/<gate>.<anything>.pub file: during a rotation the old key's file
+// stays beside the new one until the proposals it signed have drained (docs/attestation.md).
+const (
+	privateSuffix = ".key"
+	publicSuffix  = ".pub"
+)
+
+func marshalPublic(pub ed25519.PublicKey) ([]byte, error) { return x509.MarshalPKIXPublicKey(pub) }
+
+// Generate writes a new key pair for gate into dir: <gate>.key (0600) and <gate>.pub. An
+// existing private key is kept unless replace is true; with replace, the old public key is
+// kept as <gate>.<old key id>.pub so hops it signed still verify (rotation).
+func Generate(dir, gate string, replace bool) (*Signer, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	keyPath := filepath.Join(dir, gate+privateSuffix)
+	if old, err := LoadSigner(dir, gate); err == nil {
+		if !replace {
+			return old, nil
+		}
+		oldPub := filepath.Join(dir, gate+publicSuffix)
+		if err := os.Rename(oldPub, filepath.Join(dir, gate+"."+old.KeyID()+publicSuffix)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, err
+		}
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	der, err := x509.MarshalPKCS8PrivateKey(priv)
+	if err != nil {
+		return nil, err
+	}
+	pubDER, err := marshalPublic(pub)
+	if err != nil {
+		return nil, err
+	}
+	if err := writeFile(filepath.Join(dir, gate+publicSuffix), pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pubDER}), 0o600); err != nil {
+		return nil, err
+	}
+	if err := writeFile(keyPath, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), 0o600); err != nil {
+		return nil, err
+	}
+	return NewSigner(gate, priv)
+}
+
+func writeFile(path string, data []byte, mode os.FileMode) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, mode); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// LoadSigner reads gate's private key from dir. It refuses a key file others may read.
+func LoadSigner(dir, gate string) (*Signer, error) {
+	path := filepath.Join(dir, gate+privateSuffix)
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if fi.Mode().Perm()&0o077 != 0 {
+		return nil, fmt.Errorf("the %s gate's signing key %s is readable by others (mode %v): chmod 600 it", gate, path, fi.Mode().Perm())
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	block, _ := pem.Decode(data)
+	if block == nil || block.Type != "PRIVATE KEY" {
+		return nil, fmt.Errorf("%s is not a PEM private key", path)
+	}
+	k, err := x509.ParsePKCS8PrivateKey(block.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	priv, ok := k.(ed25519.PrivateKey)
+	if !ok {
+		return nil, fmt.Errorf("%s is not an Ed25519 key", path)
+	}
+	return NewSigner(gate, priv)
+}
+
+// LoadKeyring reads every public key file of dir (see the file names above).
+func LoadKeyring(dir string) (*Keyring, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("attestation keys: %w", err)
+	}
+	k := NewKeyring()
+	for _, e := range entries {
+		name := e.Name()
+		if e.IsDir() || !strings.HasSuffix(name, publicSuffix) {
+			continue
+		}
+		gate, _, _ := strings.Cut(strings.TrimSuffix(name, publicSuffix), ".")
+		data, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			return nil, err
+		}
+		n := 0
+		for {
+			var block *pem.Block
+			block, data = pem.Decode(data)
+			if block == nil {
+				break
+			}
+			if block.Type != "PUBLIC KEY" {
+				continue
+			}
+			pk, err := x509.ParsePKIXPublicKey(block.Bytes)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", name, err)
+			}
+			pub, ok := pk.(ed25519.PublicKey)
+			if !ok {
+				return nil, fmt.Errorf("%s holds a key that is not Ed25519", name)
+			}
+			k.Add(gate, pub)
+			n++
+		}
+		if n == 0 {
+			return nil, fmt.Errorf("%s holds no PEM public key", name)
+		}
+	}
+	return k, nil
+}
+
+// Ensure makes sure dir holds a key pair for each of gates (generating the missing ones, as
+// `worldgate dev` and the harnesses do) and returns their signers and the keyring of dir.
+func Ensure(dir string, gates []string) (map[string]*Signer, *Keyring, error) {
+	signers := make(map[string]*Signer, len(gates))
+	for _, g := range gates {
+		s, err := Generate(dir, g, false)
+		if err != nil {
+			return nil, nil, fmt.Errorf("signing key of the %s gate: %w", g, err)
+		}
+		signers[g] = s
+	}
+	ring, err := LoadKeyring(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	return signers, ring, nil
+}
+
+// LoadSigners reads the private keys of gates from dir.
+func LoadSigners(dir string, gates []string) (map[string]*Signer, error) {
+	signers := make(map[string]*Signer, len(gates))
+	for _, g := range gates {
+		s, err := LoadSigner(dir, g)
+		if err != nil {
+			return nil, fmt.Errorf("signing key of the %s gate: %w (generate it with `worldgate keys -dir %s -gate %s`)", g, err, dir, g)
+		}
+		signers[g] = s
+	}
+	return signers, nil
+}

@@ -1,0 +1,59 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/worldgate/worldgate/services/gate/attest"
+	"github.com/worldgate/worldgate/services/gate/gates"
+	"github.com/worldgate/worldgate/services/gate/route"
+)
+
+func init() {
+	commands["keys"] = command{"generate (or -rotate) the gates' Ed25519 signing keys in a directory (docs/attestation.md)", runKeys}
+}
+
+// runKeys writes <dir>/<gate>.key (0600) and <gate>.pub for each named gate. With -rotate the
+// gate's key is replaced and its old public key kept as <gate>.<old key id>.pub, so proposals
+// it signed still verify until they have drained; delete that file afterwards.
+func runKeys(_ context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("keys", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	dir := fs.String("dir", "", "directory of the keys (created 0700); required")
+	gateList := fs.String("gate", "all", "gates: comma-separated names or all")
+	rotate := fs.Bool("rotate", false, "replace the named gates' keys, keeping the old public keys beside the new ones")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *dir == "" {
+		fmt.Fprintln(stderr, "keys: -dir is required")
+		return exitError{2}
+	}
+	names, err := gates.Names(strings.Split(*gateList, ","))
+	if err != nil {
+		return err
+	}
+	for _, g := range names {
+		if !isGate(g) {
+			return fmt.Errorf("unknown gate %q", g)
+		}
+		s, err := attest.Generate(*dir, g, *rotate)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "%-10s key %s\n", g, s.KeyID())
+	}
+	return nil
+}
+
+func isGate(g string) bool {
+	for _, k := range route.KnownGates() {
+		if k == g {
+			return true
+		}
+	}
+	return false
+}

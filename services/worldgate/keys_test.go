@@ -1,0 +1,45 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/worldgate/worldgate/services/gate/attest"
+)
+
+// `worldgate keys` writes a key pair per gate, private keys 0600; -rotate replaces a key and
+// keeps the old public key, so the keyring accepts both.
+func TestKeysGeneratesAndRotates(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "keys")
+	var out bytes.Buffer
+	if err := runKeys(context.Background(), []string{"-dir", dir}, &out, &out); err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(out.String(), " key "); n != 8 {
+		t.Fatalf("%d keys written:\n%s", n, out.String())
+	}
+	if fi, err := os.Stat(filepath.Join(dir, "approval.key")); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("approval.key: %v %v", fi.Mode().Perm(), err)
+	}
+	if fi, err := os.Stat(dir); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Fatalf("key directory mode %v %v", fi.Mode().Perm(), err)
+	}
+	out.Reset()
+	if err := runKeys(context.Background(), []string{"-dir", dir, "-gate", "safety", "-rotate"}, &out, &out); err != nil {
+		t.Fatal(err)
+	}
+	ring, err := attest.LoadKeyring(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ring.KeyIDs("safety")) != 2 || len(ring.KeyIDs("schema")) != 1 {
+		t.Fatalf("after rotating safety: safety %v, schema %v", ring.KeyIDs("safety"), ring.KeyIDs("schema"))
+	}
+	if err := runKeys(context.Background(), []string{"-dir", dir, "-gate", "nope"}, &out, &out); err == nil {
+		t.Fatal("an unknown gate was accepted")
+	}
+}
