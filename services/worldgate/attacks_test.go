@@ -153,7 +153,7 @@ func mustJSON(t *testing.T, v any) []byte {
 	return b
 }
 
-func envelope(t *testing.T, typ string, actor events.Actor, payload any) *events.Envelope {
+func attackEnvelope(t *testing.T, typ string, actor events.Actor, payload any) *events.Envelope {
 	t.Helper()
 	env, err := events.NewEnvelope(typ, "attack-test", actor, payload)
 	if err != nil {
@@ -297,13 +297,13 @@ func TestAttacksOnTheDevStackAreRefused(t *testing.T) {
 	t.Run("identity and input", func(t *testing.T) {
 		// An actor claiming another player, a message id that is not the idempotency key, a
 		// time in year 9999: each refused (dead-lettered with the reason) by the role that reads it.
-		spoof := envelope(t, events.PlayerSpokeToNPC, events.Actor{Kind: "player", ID: "player:cass-7"},
+		spoof := attackEnvelope(t, events.PlayerSpokeToNPC, events.Actor{Kind: "player", ID: "player:cass-7"},
 			events.PlayerSpokeToNPCPayload{PlayerID: "player:cass", NPCID: "npc:oren", LocationID: "loc:tavern", Utterance: "Hello there."})
 		publishEnv(t, spoof, spoof.IdempotencyKey)
-		msgID := envelope(t, events.PlayerMoved, events.Actor{Kind: "player", ID: "player:bram"},
+		msgID := attackEnvelope(t, events.PlayerMoved, events.Actor{Kind: "player", ID: "player:bram"},
 			events.PlayerMovedPayload{PlayerID: "player:bram", FromLocationID: "loc:market", ToLocationID: "loc:tavern", Direction: "west"})
 		publishEnv(t, msgID, "not-"+msgID.IdempotencyKey)
-		future := envelope(t, events.PlayerMoved, events.Actor{Kind: "player", ID: "player:bram"},
+		future := attackEnvelope(t, events.PlayerMoved, events.Actor{Kind: "player", ID: "player:bram"},
 			events.PlayerMovedPayload{PlayerID: "player:bram", FromLocationID: "loc:market", ToLocationID: "loc:forge-row", Direction: "east"})
 		future.OccurredUTC = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
 		publishEnv(t, future, future.IdempotencyKey)
@@ -331,7 +331,7 @@ func TestAttacksOnTheDevStackAreRefused(t *testing.T) {
 			}
 		}
 		// An NPC spoken to where it is not: the invariant gate refuses the dialogue.
-		away := envelope(t, events.PlayerSpokeToNPC, events.Actor{Kind: "player", ID: "player:ana"},
+		away := attackEnvelope(t, events.PlayerSpokeToNPC, events.Actor{Kind: "player", ID: "player:ana"},
 			events.PlayerSpokeToNPCPayload{PlayerID: "player:ana", NPCID: "npc:oren", LocationID: "loc:ash-gate", Utterance: "Are you here?"})
 		publishEnv(t, away, away.IdempotencyKey)
 		natstest.WaitFor(t, 60*time.Second, "the invariant gate refusing the dialogue", func() bool {
@@ -346,7 +346,7 @@ func TestAttacksOnTheDevStackAreRefused(t *testing.T) {
 		// the player's dialogue budget (dev: 4 per 10 s) still applies.
 		var corr []string
 		for i := range 12 {
-			env := envelope(t, events.PlayerSpokeToNPC, events.Actor{Kind: "system", ID: fmt.Sprintf("relay-%d", i)},
+			env := attackEnvelope(t, events.PlayerSpokeToNPC, events.Actor{Kind: "system", ID: fmt.Sprintf("relay-%d", i)},
 				events.PlayerSpokeToNPCPayload{PlayerID: "player:cass", NPCID: "npc:oren", LocationID: "loc:tavern",
 					Utterance: fmt.Sprintf("Question number %d: what do the miners say about tunnel %d?", i, i*7)})
 			publishEnv(t, env, env.IdempotencyKey)
@@ -375,7 +375,7 @@ func TestAttacksOnTheDevStackAreRefused(t *testing.T) {
 	t.Run("markup in player text never reaches the graph", func(t *testing.T) {
 		var corr []string
 		for i, m := range markup {
-			env := envelope(t, events.PlayerSpokeToNPC, events.Actor{Kind: "player", ID: "player:bram"},
+			env := attackEnvelope(t, events.PlayerSpokeToNPC, events.Actor{Kind: "player", ID: "player:bram"},
 				events.PlayerSpokeToNPCPayload{PlayerID: "player:bram", NPCID: "npc:sefa", LocationID: "loc:market", Utterance: fmt.Sprintf("I know where you live, you worthless idiot. Pay up or else. %s (%d)", m, i)})
 			publishEnv(t, env, env.IdempotencyKey)
 			corr = append(corr, env.CorrelationID)
@@ -407,13 +407,13 @@ func TestAttacksOnTheDevStackAreRefused(t *testing.T) {
 
 	t.Run("an honest proposal of every kind commits", func(t *testing.T) {
 		for _, env := range []*events.Envelope{
-			envelope(t, events.PlayerMoveRequested, events.Actor{Kind: "player", ID: "player:ana"},
+			attackEnvelope(t, events.PlayerMoveRequested, events.Actor{Kind: "player", ID: "player:ana"},
 				events.PlayerMoveRequestedPayload{PlayerID: "player:ana", FromLocationID: "loc:ash-gate", Direction: "north"}),
-			envelope(t, events.PlayerMoved, events.Actor{Kind: "player", ID: "player:cass"},
+			attackEnvelope(t, events.PlayerMoved, events.Actor{Kind: "player", ID: "player:cass"},
 				events.PlayerMovedPayload{PlayerID: "player:cass", FromLocationID: "loc:tavern", ToLocationID: "loc:market", Direction: "east"}),
-			envelope(t, events.PlayerSpokeToNPC, events.Actor{Kind: "player", ID: "player:ana"},
+			attackEnvelope(t, events.PlayerSpokeToNPC, events.Actor{Kind: "player", ID: "player:ana"},
 				events.PlayerSpokeToNPCPayload{PlayerID: "player:ana", NPCID: "npc:mara", LocationID: "loc:ash-gate", Utterance: "Any news from the road?"}),
-			envelope(t, events.QuestSeedRequested, events.Actor{Kind: "system", ID: "quest-director"},
+			attackEnvelope(t, events.QuestSeedRequested, events.Actor{Kind: "system", ID: "quest-director"},
 				events.QuestSeedRequestedPayload{LocationID: "loc:market", Theme: "smugglers"}),
 		} {
 			publishEnv(t, env, env.IdempotencyKey)

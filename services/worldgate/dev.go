@@ -97,10 +97,13 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	defer st.stop()
 	say("worldgate dev: data in %s, logs in %s", f.dataDir, logPath)
 	for _, k := range sortedKeys(st.endpoints) {
+		if secretEndpoint(k, st.endpoints[k]) {
+			continue // credentials are never printed: they are in endpoints.json (0600)
+		}
 		v, _ := json.Marshal(st.endpoints[k])
 		say("  %-22s %s", k, strings.Trim(string(v), `"`))
 	}
-	say("  (all of this is in %s)", filepath.Join(f.dataDir, "endpoints.json"))
+	say("  (these and the credentials — NATS users, graph users, the MCP token — are in %s, readable only by you)", filepath.Join(f.dataDir, "endpoints.json"))
 
 	runTally, err := st.newTally(ctx)
 	if err != nil {
@@ -133,6 +136,14 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	st.liveStatus(ctx, runTally, stderr)
 	say("\nstopping: draining in-flight messages")
 	return nil
+}
+
+// secretEndpoint reports whether an endpoints.json entry is a credential.
+func secretEndpoint(key string, v any) bool {
+	if _, isMap := v.(map[string]string); isMap {
+		return true
+	}
+	return strings.Contains(key, "token") || strings.Contains(key, "password") || strings.Contains(key, "secret")
 }
 
 func printSummary(w io.Writer, s *Summary, asJSON bool) error {

@@ -69,3 +69,55 @@ func TestDevDemoOnlyPrintsSummaryAndEndpoints(t *testing.T) {
 		t.Fatalf("second run counted %d events, first %d", again.Events, s.Events)
 	}
 }
+
+// worldgate dev prints where things listen but never a credential (they are in
+// endpoints.json, 0600); its data directory is 0700 and its files 0600.
+func TestDevKeepsItsSecrets(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	var stdout, stderr bytes.Buffer
+	args := []string{"-data-dir", dir, "-no-demo", "-demo-only", "-nats-port", "0", "-graph-port", "0", "-admin-port", "0", "-mcp-port", "0"}
+	if err := runDev(context.Background(), args, &stdout, &stderr); err != nil {
+		t.Fatalf("dev: %v\n%s", err, stderr.String())
+	}
+	raw, err := os.ReadFile(filepath.Join(dir, "endpoints.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ep map[string]any
+	if err := json.Unmarshal(raw, &ep); err != nil {
+		t.Fatal(err)
+	}
+	var secrets []string
+	for k, v := range ep {
+		switch v := v.(type) {
+		case map[string]any:
+			if p, _ := v["password"].(string); p != "" {
+				secrets = append(secrets, p)
+			}
+		case string:
+			if strings.Contains(k, "token") {
+				secrets = append(secrets, v)
+			}
+		}
+	}
+	if len(secrets) < 3 {
+		t.Fatalf("endpoints.json names %d credentials: %s", len(secrets), raw)
+	}
+	printed := stdout.String() + stderr.String()
+	for _, s := range secrets {
+		if strings.Contains(printed, s) {
+			t.Errorf("a credential from endpoints.json was printed:\n%s", printed)
+		}
+	}
+	if !strings.Contains(printed, "nats.url") {
+		t.Errorf("the endpoints were not printed:\n%s", printed)
+	}
+	if fi, err := os.Stat(dir); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Errorf("data directory mode %v (%v), want 0700", fi.Mode().Perm(), err)
+	}
+	for _, f := range []string{"endpoints.json", "worldgate.log", "nats-users.json", "mcp-jwt.secret", "keys/approval.key"} {
+		if fi, err := os.Stat(filepath.Join(dir, f)); err != nil || fi.Mode().Perm()&0o077 != 0 {
+			t.Errorf("%s mode %v (%v): others may read it", f, fi.Mode().Perm(), err)
+		}
+	}
+}

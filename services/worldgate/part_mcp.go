@@ -32,7 +32,9 @@ func startMCP(ctx context.Context, st *stack) error {
 	if err != nil {
 		return err
 	}
-	common := mcpx.Options{Logger: st.log.With("component", "mcp"), Registerer: st.reg, Auth: mcpx.AuthConfig{JWTSecret: secret}}
+	// Rate-limited like the standalone servers (their defaults: -rate 50 -burst 100 per token).
+	common := mcpx.Options{Logger: st.log.With("component", "mcp"), Registerer: st.reg, Auth: mcpx.AuthConfig{JWTSecret: secret},
+		RateLimit: devMCPRateLimit}
 	st.graphRO, err = graphx.Open(graphx.Settings{ReadOnly: true, URL: st.graph.URL(), Username: devGraphReader, Password: devGraphReaderPassword})
 	if err != nil {
 		return err
@@ -86,6 +88,9 @@ func startMCP(ctx context.Context, st *stack) error {
 	st.endpoints["mcp.token"] = token
 	return nil
 }
+
+// devMCPRateLimit is the standalone MCP servers' default per-token limit.
+var devMCPRateLimit = mcpx.RateLimit{PerSecond: 50, Burst: 100}
 
 // devSecret reads the dev token-signing secret, creating it on first start.
 func devSecret(path string) ([]byte, error) {
