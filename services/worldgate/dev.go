@@ -33,6 +33,8 @@ type devFlags struct {
 	idleTimeout time.Duration
 	llmConfig   string
 	tracing     tracing.Config
+
+	dataDirLocked bool // runDev holds the data directory's lock (lockDataDir)
 }
 
 func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -61,9 +63,13 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		}
 		return exitError{2}
 	}
-	if err := os.MkdirAll(f.dataDir, 0o755); err != nil {
-		return fmt.Errorf("create data directory: %w", err)
+	// The lock comes before anything in the data directory is opened, the log included.
+	unlock, err := lockDataDir(f.dataDir)
+	if err != nil {
+		return err
 	}
+	defer unlock()
+	f.dataDirLocked = true
 	logPath := f.logFile
 	if logPath == "" {
 		logPath = filepath.Join(f.dataDir, "worldgate.log")

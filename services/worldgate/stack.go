@@ -67,13 +67,20 @@ type stack struct {
 	stops         []func() // run in reverse order
 }
 
-func startStack(ctx context.Context, f devFlags, log *slog.Logger) (st *stack, err error) {
-	st = &stack{f: f, log: log, reg: newRegistry(), endpoints: map[string]any{}}
+func startStack(ctx context.Context, f devFlags, log *slog.Logger) (_ *stack, err error) {
+	st := &stack{f: f, log: log, reg: newRegistry(), endpoints: map[string]any{}}
 	defer func() {
 		if err != nil {
 			st.stop()
 		}
 	}()
+	if !f.dataDirLocked {
+		unlock, err := lockDataDir(f.dataDir)
+		if err != nil {
+			return nil, err
+		}
+		st.onStop(unlock) // runs last
+	}
 	st.workersCtx, st.cancelWorkers = context.WithCancel(context.Background())
 
 	var users []natsx.User

@@ -28,6 +28,10 @@ type EmbeddedConfig struct {
 	Logger    *slog.Logger
 }
 
+// ServerMaxPayload is the largest message the embedded server (and the deployed servers, see
+// deploy/nats) accepts; every stream's MaxMsgSize stays below it (CheckLimits).
+const ServerMaxPayload = 8 << 20
+
 // Embedded is a running in-process NATS server.
 type Embedded struct {
 	srv *server.Server
@@ -54,7 +58,7 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 		StoreDir:   cfg.StoreDir,
 		NoSigs:     true,
 		SyncAlways: cfg.SyncAlways,
-		MaxPayload: 8 << 20,
+		MaxPayload: ServerMaxPayload,
 	}
 	for _, u := range cfg.Users {
 		if !validUserName(u.Name) || u.Password == "" {
