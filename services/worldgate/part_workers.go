@@ -12,16 +12,16 @@ import (
 
 	"github.com/worldgate/worldgate/events"
 	"github.com/worldgate/worldgate/services/ai-worker/aiworker"
+	"github.com/worldgate/worldgate/services/ai-worker/llmsetup"
 	"github.com/worldgate/worldgate/services/ai-worker/templates"
 	"github.com/worldgate/worldgate/services/event-processor/processor"
 	"github.com/worldgate/worldgate/services/gate/gates"
 	"github.com/worldgate/worldgate/services/gate/route"
-	"github.com/worldgate/worldgate/services/natsauth"
-	"github.com/worldgate/worldgate/services/worldfile"
+	"github.com/worldgate/worldgate/services/worldgate/worldfile"
 	"github.com/worldgate/worldgate/shared/graphx"
-	"github.com/worldgate/worldgate/shared/llm/setup"
 	"github.com/worldgate/worldgate/shared/mcpx/client"
 	"github.com/worldgate/worldgate/shared/natsx"
+	"github.com/worldgate/worldgate/shared/natsx/natsauth"
 	"github.com/worldgate/worldgate/shared/runtime"
 	"github.com/worldgate/worldgate/shared/tracing"
 )
@@ -120,10 +120,10 @@ func startGates(ctx context.Context, st *stack) error {
 }
 
 func startAIWorker(ctx context.Context, st *stack) error {
-	opts := setup.Options{Registerer: st.reg, Logger: st.log.With("component", "llm")}
-	provider, err := setup.Default(opts)
+	opts := llmsetup.Options{Registerer: st.reg, Logger: st.log.With("component", "llm")}
+	provider, err := llmsetup.Default(opts)
 	if st.f.llmConfig != "" {
-		provider, err = setup.Load(st.f.llmConfig, opts)
+		provider, err = llmsetup.Load(st.f.llmConfig, opts)
 	}
 	if err != nil {
 		return err

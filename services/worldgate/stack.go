@@ -24,10 +24,10 @@ import (
 	"github.com/worldgate/worldgate/events"
 	"github.com/worldgate/worldgate/services/graphd/server"
 	"github.com/worldgate/worldgate/services/mcp-lore/loretools"
-	"github.com/worldgate/worldgate/services/natsauth"
 	"github.com/worldgate/worldgate/shared/admin"
 	"github.com/worldgate/worldgate/shared/graphx"
 	"github.com/worldgate/worldgate/shared/natsx"
+	"github.com/worldgate/worldgate/shared/natsx/natsauth"
 )
 
 // Development credentials of the embedded graph. They guard nothing on a laptop; they exist so

@@ -21,7 +21,7 @@ type EmbeddedConfig struct {
 	// acknowledged within the last sync interval (2 minutes). On, publishing is much slower.
 	SyncAlways bool
 	// Users, when set, are the only ones who may connect, each with its permissions
-	// (services/natsauth computes Worldgate's). None: no authentication.
+	// (shared/natsx/natsauth computes Worldgate's). None: no authentication.
 	Users []User
 	// Configure adjusts the server options last (tests).
 	Configure func(*server.Options)

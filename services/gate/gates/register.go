@@ -65,7 +65,7 @@ type Deps struct {
 	Classify   ToolCaller          // mcp-classify (safety)
 	Graph      Graph               // read-only graph (invariant)
 	Templates  TemplateLookup      // prompt templates (replay)
-	Routes     *route.Routes       // nil: route.Default() (schema checks a proposal's route against it)
+	Routes     *events.Routes      // nil: route.Default() (schema checks a proposal's route against it)
 	Config     Config
 	Registerer prometheus.Registerer
 	Logger     *slog.Logger
@@ -238,7 +238,7 @@ func (d Deps) complete() (Deps, error) {
 	if d.Routes == nil {
 		r := route.Default()
 		d.Routes = &r
-	} else if err := d.Routes.Validate(); err != nil {
+	} else if err := d.Routes.Validate(route.KnownGates()); err != nil {
 		return d, err
 	}
 	d.Config = d.Config.withDefaults()
@@ -271,7 +271,7 @@ func Register(app *runtime.App, deps Deps, names []string) error {
 	}
 	c := &chain{m: newChainMetrics(deps.Registerer), log: deps.Logger, now: deps.Now, maxDeliver: deps.Config.MaxDeliver, tickets: &tickets{kv: kv}}
 	for _, g := range gates {
-		durable := "gate-" + g.Name()
+		durable := Durable(g.Name())
 		app.Handle(durable, runtime.Consumer{
 			Stream: events.StreamProposals, Durable: durable, Subjects: []string{events.GateSubject(g.Name()), events.RetrySubject(g.Name())},
 			MaxDeliver: deps.Config.MaxDeliver, Backoff: deps.Config.Backoff,
@@ -285,6 +285,9 @@ func Register(app *runtime.App, deps Deps, names []string) error {
 	}
 	return nil
 }
+
+// Durable is the name of gate g's durable consumer on stream PROPOSALS, and its dead-letter stage.
+func Durable(g string) string { return "gate-" + g }
 
 // sortedKeys returns m's keys sorted.
 func sortedKeys[V any](m map[string]V) []string {

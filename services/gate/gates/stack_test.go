@@ -17,8 +17,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/worldgate/worldgate/events"
+	"github.com/worldgate/worldgate/events/provenance"
 	"github.com/worldgate/worldgate/services/gate/gates"
-	"github.com/worldgate/worldgate/services/gate/provenance"
 	"github.com/worldgate/worldgate/services/gate/route"
 	"github.com/worldgate/worldgate/services/graphd/graphdtest"
 	"github.com/worldgate/worldgate/services/graphd/server"
