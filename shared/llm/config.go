@@ -45,7 +45,7 @@ type Config struct {
 	// Breaker shapes the circuit breaker kept per target.
 	Breaker BreakerPolicy `yaml:"breaker" json:"breaker"`
 	// Degrade maps a tier to the cheaper tier a call moves to when a budget refuses every
-	// target of the tier (default: rich → cheap when both exist). Then the caller's static
+	// target of the tier (none by default; services/ai-worker/llmsetup sets rich → cheap). Then the caller's static
 	// fallback.
 	Degrade map[string]string `yaml:"degrade" json:"degrade"`
 }
@@ -81,13 +81,6 @@ func (c Config) withDefaults() Config {
 	if c.DefaultTier == "" && len(c.Tiers) == 1 {
 		for t := range c.Tiers {
 			c.DefaultTier = t
-		}
-	}
-	if c.Degrade == nil {
-		_, rich := c.Tiers[TierRich]
-		_, cheap := c.Tiers[TierCheap]
-		if rich && cheap {
-			c.Degrade = map[string]string{TierRich: TierCheap}
 		}
 	}
 	if c.Timeout <= 0 {

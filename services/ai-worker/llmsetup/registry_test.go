@@ -103,7 +103,7 @@ func TestPerAttemptTimeoutThenFailover(t *testing.T) {
 	if err != nil || resp.Provider != "scripted" || resp.Attempts != 2 {
 		t.Fatalf("%v %+v", err, resp)
 	}
-	cfg.Tiers, cfg.Purposes = map[string][]string{"cheap": {"slow:scripted-small"}}, nil
+	cfg.Tiers, cfg.Purposes, cfg.Degrade = map[string][]string{"cheap": {"slow:scripted-small"}}, nil, nil
 	r = newRegistry(t, cfg, slow)
 	_, err = r.Complete(context.Background(), req(roles.PurposeAmbience))
 	if llm.KindOf(err) != llm.KindTimeout {

@@ -91,6 +91,7 @@ func DefaultConfig() llm.Config {
 			roles.PurposeQuestSeed:   TierRich,
 		},
 		DefaultTier: TierCheap,
+		Degrade:     map[string]string{TierRich: TierCheap},
 	}
 }
 
@@ -154,6 +155,13 @@ func Build(f File, o Options) (*llm.Registry, error) {
 	}
 	if cfg.DefaultTier == "" {
 		cfg.DefaultTier = def.DefaultTier
+	}
+	if cfg.Degrade == nil {
+		_, rich := cfg.Tiers[TierRich]
+		_, cheap := cfg.Tiers[TierCheap]
+		if rich && cheap {
+			cfg.Degrade = def.Degrade
+		}
 	}
 	if len(f.Providers) == 0 {
 		f.Providers = []ProviderConfig{{Name: "scripted", Type: "scripted"}}
