@@ -18,7 +18,7 @@ import (
 )
 
 // devNATSUsers are the users `worldgate dev` runs its embedded server with: the roles of
-// services/natsauth, exactly as production configures them, with random passwords kept in
+// services/worldgate/policy, exactly as production configures them, with random passwords kept in
 // <data-dir>/nats-users.json so that they survive restarts.
 func devNATSUsers(dataDir string) (map[string]string, []natsx.User, error) {
 	rs, err := policy.Roles(route.Default())

@@ -139,7 +139,7 @@ func TestNATSConfigWritesTheCommittedFiles(t *testing.T) {
 			t.Fatal(err)
 		}
 		if !bytes.Equal(a, b) {
-			t.Errorf("%s differs from what nats-config writes: run `go generate ./services/natsauth`", committed)
+			t.Errorf("%s differs from what nats-config writes: run `go generate ./services/worldgate/policy`", committed)
 		}
 	}
 }

@@ -36,7 +36,7 @@ func init() {
 }
 
 // newApp builds one worker's runtime app on the stack's metrics registry, connected to NATS as
-// its role's user (services/natsauth), so dev runs under the production permissions.
+// its role's user (shared/natsx/natsauth), so dev runs under the production permissions.
 func (st *stack) newApp(name, role, description string) (*runtime.App, jetstream.JetStream, error) {
 	nc, js, err := st.connectAs(role)
 	if err != nil {

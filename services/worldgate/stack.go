@@ -50,7 +50,7 @@ type stack struct {
 	admin *admin.Server
 	graph *server.Server
 
-	// natsPasswords are the dev passwords of the NATS users (services/natsauth), by role; st.nc
+	// natsPasswords are the dev passwords of the NATS users (shared/natsx/natsauth), by role; st.nc
 	// is the admin's connection (provisioning, the summary), each worker connects as its role.
 	natsPasswords map[string]string
 
