@@ -8,6 +8,7 @@ require (
 	github.com/blevesearch/bleve/v2 v2.5.7
 	github.com/cucumber/godog v0.15.0
 	github.com/go-playground/validator/v10 v10.30.6
+	github.com/gofrs/flock v0.13.0
 	github.com/google/uuid v1.6.0
 	github.com/gorilla/websocket v1.5.3
 	github.com/modelcontextprotocol/go-sdk v1.8.0

@@ -21,11 +21,11 @@ import (
 
 	"github.com/worldgate/worldgate/events"
 	"github.com/worldgate/worldgate/services/ai-worker/aiworker"
+	"github.com/worldgate/worldgate/services/ai-worker/llmsetup"
 	"github.com/worldgate/worldgate/services/gate/route"
 	"github.com/worldgate/worldgate/shared/admin"
 	"github.com/worldgate/worldgate/shared/config"
 	"github.com/worldgate/worldgate/shared/llm"
-	"github.com/worldgate/worldgate/shared/llm/setup"
 	"github.com/worldgate/worldgate/shared/logx"
 	"github.com/worldgate/worldgate/shared/mcpx/client"
 	"github.com/worldgate/worldgate/shared/metrics"
@@ -62,7 +62,7 @@ func run(args []string) error {
 	fs.StringVar(&f.natsCreds, "nats-creds", "", "NATS .creds file")
 	fs.StringVar(&f.admin, "admin", "127.0.0.1:9420", "admin listen address (/metrics, /healthz, /readyz)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
-	fs.StringVar(&f.llmConfig, "llm-config", "", "YAML provider configuration (llm/setup); overrides the -llm-provider flags")
+	fs.StringVar(&f.llmConfig, "llm-config", "", "YAML provider configuration (services/ai-worker/llmsetup); overrides the -llm-provider flags")
 	fs.StringVar(&f.llmProvider, "llm-provider", "scripted", "scripted (offline default), openai (any OpenAI-compatible API) or anthropic")
 	fs.StringVar(&f.llmBaseURL, "llm-base-url", "", "base URL of the OpenAI-compatible or Anthropic API (empty: the vendor's)")
 	fs.StringVar(&f.llmKey, "llm-api-key-env", "WORLDGATE_LLM_API_KEY", "name of the environment variable holding the API key")
@@ -180,13 +180,13 @@ func run(args []string) error {
 }
 
 func buildLLM(f flags, reg prometheus.Registerer, log *slog.Logger) (*llm.Registry, error) {
-	opts := setup.Options{Registerer: reg, Logger: log}
+	opts := llmsetup.Options{Registerer: reg, Logger: log}
 	if f.llmConfig != "" {
-		return setup.Load(f.llmConfig, opts)
+		return llmsetup.Load(f.llmConfig, opts)
 	}
 	switch f.llmProvider {
 	case "", "scripted":
-		return setup.Default(opts)
+		return llmsetup.Default(opts)
 	case "openai", "anthropic":
 		if f.llmModel == "" {
 			return nil, fmt.Errorf("-llm-provider %s needs -llm-model", f.llmProvider)
@@ -195,10 +195,10 @@ func buildLLM(f flags, reg prometheus.Registerer, log *slog.Logger) (*llm.Regist
 		if rich == "" {
 			rich = f.llmModel
 		}
-		file := setup.File{Providers: []setup.ProviderConfig{{Name: f.llmProvider, Type: f.llmProvider, BaseURL: f.llmBaseURL, APIKeyEnv: f.llmKey}}}
-		file.Config = llm.DefaultConfig()
-		file.Tiers = map[string][]string{llm.TierCheap: {f.llmProvider + ":" + f.llmModel}, llm.TierRich: {f.llmProvider + ":" + rich}}
-		return setup.Build(file, opts)
+		file := llmsetup.File{Providers: []llmsetup.ProviderConfig{{Name: f.llmProvider, Type: f.llmProvider, BaseURL: f.llmBaseURL, APIKeyEnv: f.llmKey}}}
+		file.Config = llmsetup.DefaultConfig()
+		file.Tiers = map[string][]string{llmsetup.TierCheap: {f.llmProvider + ":" + f.llmModel}, llmsetup.TierRich: {f.llmProvider + ":" + rich}}
+		return llmsetup.Build(file, opts)
 	}
 	return nil, fmt.Errorf("-llm-provider %q: use scripted, openai or anthropic", f.llmProvider)
 }

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/worldgate/worldgate/events"
-	"github.com/worldgate/worldgate/services/worldfile"
+	"github.com/worldgate/worldgate/services/worldgate/worldfile"
 	"github.com/worldgate/worldgate/shared/natsx/natstest"
 )
 

@@ -7,7 +7,7 @@ import (
 	_ "embed"
 	"fmt"
 
-	"github.com/worldgate/worldgate/services/natsauth"
+	"github.com/worldgate/worldgate/shared/natsx/natsauth"
 )
 
 // demoScenario is the demo's world events, one compact envelope per line; the missing envelope

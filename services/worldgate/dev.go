@@ -33,6 +33,8 @@ type devFlags struct {
 	idleTimeout time.Duration
 	llmConfig   string
 	tracing     tracing.Config
+
+	dataDirLocked bool // runDev holds the data directory's lock (lockDataDir)
 }
 
 func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -61,11 +63,15 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		}
 		return exitError{2}
 	}
+	// The lock comes before anything in the data directory is opened, the log included.
+	unlock, err := lockDataDir(f.dataDir)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	f.dataDirLocked = true
 	// The data directory holds credentials (NATS passwords, signing keys, the MCP token
 	// secret): only its owner may enter it.
-	if err := os.MkdirAll(f.dataDir, 0o700); err != nil {
-		return fmt.Errorf("create data directory: %w", err)
-	}
 	if err := os.Chmod(f.dataDir, 0o700); err != nil {
 		return fmt.Errorf("restrict data directory: %w", err)
 	}

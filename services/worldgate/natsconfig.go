@@ -11,9 +11,10 @@ import (
 	"time"
 
 	"github.com/worldgate/worldgate/services/gate/route"
-	"github.com/worldgate/worldgate/services/natsauth"
+	"github.com/worldgate/worldgate/services/worldgate/policy"
 	"github.com/worldgate/worldgate/shared/logx"
 	"github.com/worldgate/worldgate/shared/natsx"
+	"github.com/worldgate/worldgate/shared/natsx/natsauth"
 )
 
 func init() {
@@ -35,7 +36,7 @@ func runNATSConfig(_ context.Context, args []string, stdout, stderr io.Writer) e
 	if err != nil {
 		return err
 	}
-	rs, err := natsauth.Roles(routes)
+	rs, err := policy.Roles(routes)
 	if err != nil {
 		return err
 	}
@@ -47,7 +48,7 @@ func runNATSConfig(_ context.Context, args []string, stdout, stderr io.Writer) e
 		for i := range gates {
 			gates[i] = strings.TrimSpace(gates[i])
 		}
-		r, err := natsauth.GateSet(routes, gates)
+		r, err := policy.GateSet(routes, gates)
 		if err != nil {
 			return fmt.Errorf("-gate-sets: %w", err)
 		}

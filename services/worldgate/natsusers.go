@@ -12,15 +12,16 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/worldgate/worldgate/services/gate/route"
-	"github.com/worldgate/worldgate/services/natsauth"
+	"github.com/worldgate/worldgate/services/worldgate/policy"
 	"github.com/worldgate/worldgate/shared/natsx"
+	"github.com/worldgate/worldgate/shared/natsx/natsauth"
 )
 
 // devNATSUsers are the users `worldgate dev` runs its embedded server with: the roles of
-// services/natsauth, exactly as production configures them, with random passwords kept in
+// services/worldgate/policy, exactly as production configures them, with random passwords kept in
 // <data-dir>/nats-users.json so that they survive restarts.
 func devNATSUsers(dataDir string) (map[string]string, []natsx.User, error) {
-	rs, err := natsauth.Roles(route.Default())
+	rs, err := policy.Roles(route.Default())
 	if err != nil {
 		return nil, nil, err
 	}

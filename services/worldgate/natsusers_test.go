@@ -15,9 +15,10 @@ import (
 
 	"github.com/worldgate/worldgate/events"
 	"github.com/worldgate/worldgate/services/gate/route"
-	"github.com/worldgate/worldgate/services/natsauth"
+	"github.com/worldgate/worldgate/services/worldgate/policy"
 	"github.com/worldgate/worldgate/shared/logx"
 	"github.com/worldgate/worldgate/shared/natsx"
+	"github.com/worldgate/worldgate/shared/natsx/natsauth"
 	"github.com/worldgate/worldgate/shared/natsx/natstest"
 )
 
@@ -142,14 +143,14 @@ func TestNATSConfigWritesTheCommittedFiles(t *testing.T) {
 			t.Fatal(err)
 		}
 		if !bytes.Equal(a, b) {
-			t.Errorf("%s differs from what nats-config writes: run `go generate ./services/natsauth`", committed)
+			t.Errorf("%s differs from what nats-config writes: run `go generate ./services/worldgate/policy`", committed)
 		}
 	}
 }
 
 // `worldgate provision` creates the topology as the admin user of a server with the users.
 func TestProvisionAsAdmin(t *testing.T) {
-	rs, err := natsauth.Roles(route.Default())
+	rs, err := policy.Roles(route.Default())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/worldgate/worldgate/events"
-	"github.com/worldgate/worldgate/services/natsauth"
 	"github.com/worldgate/worldgate/shared/logx"
+	"github.com/worldgate/worldgate/shared/natsx/natsauth"
 )
 
 // startQuietStack starts `worldgate dev`'s stack without the demo scenario (the demo world is

@@ -12,17 +12,17 @@ import (
 
 	"github.com/worldgate/worldgate/events"
 	"github.com/worldgate/worldgate/services/ai-worker/aiworker"
+	"github.com/worldgate/worldgate/services/ai-worker/llmsetup"
 	"github.com/worldgate/worldgate/services/ai-worker/templates"
 	"github.com/worldgate/worldgate/services/event-processor/processor"
 	"github.com/worldgate/worldgate/services/gate/attest"
 	"github.com/worldgate/worldgate/services/gate/gates"
 	"github.com/worldgate/worldgate/services/gate/route"
-	"github.com/worldgate/worldgate/services/natsauth"
-	"github.com/worldgate/worldgate/services/worldfile"
+	"github.com/worldgate/worldgate/services/worldgate/worldfile"
 	"github.com/worldgate/worldgate/shared/graphx"
-	"github.com/worldgate/worldgate/shared/llm/setup"
 	"github.com/worldgate/worldgate/shared/mcpx/client"
 	"github.com/worldgate/worldgate/shared/natsx"
+	"github.com/worldgate/worldgate/shared/natsx/natsauth"
 	"github.com/worldgate/worldgate/shared/runtime"
 	"github.com/worldgate/worldgate/shared/tracing"
 )
@@ -37,7 +37,7 @@ func init() {
 }
 
 // newApp builds one worker's runtime app on the stack's metrics registry, connected to NATS as
-// its role's user (services/natsauth), so dev runs under the production permissions.
+// its role's user (shared/natsx/natsauth), so dev runs under the production permissions.
 func (st *stack) newApp(name, role, description string) (*runtime.App, jetstream.JetStream, error) {
 	nc, js, err := st.connectAs(role)
 	if err != nil {
@@ -146,10 +146,10 @@ func startGates(ctx context.Context, st *stack) error {
 }
 
 func startAIWorker(ctx context.Context, st *stack) error {
-	opts := setup.Options{Registerer: st.reg, Logger: st.log.With("component", "llm")}
-	provider, err := setup.Default(opts)
+	opts := llmsetup.Options{Registerer: st.reg, Logger: st.log.With("component", "llm")}
+	provider, err := llmsetup.Default(opts)
 	if st.f.llmConfig != "" {
-		provider, err = setup.Load(st.f.llmConfig, opts)
+		provider, err = llmsetup.Load(st.f.llmConfig, opts)
 	}
 	if err != nil {
 		return err

@@ -24,10 +24,10 @@ import (
 	"github.com/worldgate/worldgate/events"
 	"github.com/worldgate/worldgate/services/graphd/server"
 	"github.com/worldgate/worldgate/services/mcp-lore/loretools"
-	"github.com/worldgate/worldgate/services/natsauth"
 	"github.com/worldgate/worldgate/shared/admin"
 	"github.com/worldgate/worldgate/shared/graphx"
 	"github.com/worldgate/worldgate/shared/natsx"
+	"github.com/worldgate/worldgate/shared/natsx/natsauth"
 )
 
 // Development credentials of the embedded graph. They guard nothing on a laptop; they exist so
@@ -50,7 +50,7 @@ type stack struct {
 	admin *admin.Server
 	graph *server.Server
 
-	// natsPasswords are the dev passwords of the NATS users (services/natsauth), by role; st.nc
+	// natsPasswords are the dev passwords of the NATS users (shared/natsx/natsauth), by role; st.nc
 	// is the admin's connection (provisioning, the summary), each worker connects as its role.
 	natsPasswords map[string]string
 
@@ -67,13 +67,20 @@ type stack struct {
 	stops         []func() // run in reverse order
 }
 
-func startStack(ctx context.Context, f devFlags, log *slog.Logger) (st *stack, err error) {
-	st = &stack{f: f, log: log, reg: newRegistry(), endpoints: map[string]any{}}
+func startStack(ctx context.Context, f devFlags, log *slog.Logger) (_ *stack, err error) {
+	st := &stack{f: f, log: log, reg: newRegistry(), endpoints: map[string]any{}}
 	defer func() {
 		if err != nil {
 			st.stop()
 		}
 	}()
+	if !f.dataDirLocked {
+		unlock, err := lockDataDir(f.dataDir)
+		if err != nil {
+			return nil, err
+		}
+		st.onStop(unlock) // runs last
+	}
 	st.workersCtx, st.cancelWorkers = context.WithCancel(context.Background())
 
 	var users []natsx.User

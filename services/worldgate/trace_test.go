@@ -21,8 +21,8 @@ import (
 
 	"github.com/worldgate/worldgate/events"
 	"github.com/worldgate/worldgate/services/gate/route"
-	"github.com/worldgate/worldgate/services/natsauth"
 	"github.com/worldgate/worldgate/shared/logx"
+	"github.com/worldgate/worldgate/shared/natsx/natsauth"
 	"github.com/worldgate/worldgate/shared/natsx/natstest"
 	"github.com/worldgate/worldgate/shared/telemetry"
 	"github.com/worldgate/worldgate/shared/tracing"

@@ -28,12 +28,12 @@ func (c canned) Stream(ctx context.Context, r *llm.Request, f func(llm.Delta) er
 // BenchmarkRegistryOverhead: routing, per-attempt timeout, pricing,
 // metrics and JSON-schema validation around a provider that costs nothing.
 func BenchmarkRegistryOverhead(b *testing.B) {
-	r, err := llm.NewRegistry(llm.Config{Tiers: map[string][]string{"cheap": {"canned:gpt-4o-mini"}}},
+	r, err := llm.NewRegistry(llm.Config{Tiers: map[string][]string{"cheap": {"canned:gpt-4o-mini"}}, DefaultTier: "cheap"},
 		llm.WithProviders(canned{}), llm.WithMetrics(prometheus.NewRegistry()))
 	if err != nil {
 		b.Fatal(err)
 	}
-	req := &llm.Request{Purpose: llm.PurposeAmbience, Messages: []llm.Message{{Role: llm.RoleUser, Content: "Describe loc-1."}},
+	req := &llm.Request{Purpose: llm.Purpose("ambience"), Messages: []llm.Message{{Role: llm.RoleUser, Content: "Describe loc-1."}},
 		Output: &llm.OutputSchema{Name: "ambience", Schema: json.RawMessage(`{"type":"object","properties":{"text":{"type":"string"},"mood":{"type":"string","enum":["calm","tense"]}},"required":["text","mood"],"additionalProperties":false}`)}}
 	b.ReportAllocs()
 	for b.Loop() {

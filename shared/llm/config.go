@@ -34,7 +34,8 @@ type Config struct {
 	Tiers map[string][]string `yaml:"tiers" json:"tiers"`
 	// Purposes maps a purpose to a tier. Unlisted purposes use DefaultTier.
 	Purposes map[Purpose]string `yaml:"purposes" json:"purposes"`
-	// DefaultTier serves requests whose purpose has no tier (default "cheap").
+	// DefaultTier serves requests whose purpose has no tier (default: the only tier, when
+	// there is one).
 	DefaultTier string `yaml:"default_tier" json:"defaultTier"`
 	// Timeout bounds one upstream attempt (default 60s).
 	Timeout time.Duration `yaml:"timeout" json:"timeout"`
@@ -44,7 +45,7 @@ type Config struct {
 	// Breaker shapes the circuit breaker kept per target.
 	Breaker BreakerPolicy `yaml:"breaker" json:"breaker"`
 	// Degrade maps a tier to the cheaper tier a call moves to when a budget refuses every
-	// target of the tier (default: rich → cheap when both exist). Then the caller's static
+	// target of the tier (none by default; services/ai-worker/llmsetup sets rich → cheap). Then the caller's static
 	// fallback.
 	Degrade map[string]string `yaml:"degrade" json:"degrade"`
 }
@@ -65,30 +66,6 @@ type RetryPolicy struct {
 	MaxRetryAfter time.Duration `yaml:"max_retry_after" json:"maxRetryAfter"`
 }
 
-// Tier names used by the default configuration.
-const (
-	TierCheap = "cheap"
-	TierRich  = "rich"
-)
-
-// DefaultConfig routes everything to the offline scripted provider:
-// cheap → scripted:scripted-small, rich → scripted:scripted-large;
-// ambience and npc_dialogue are cheap, quest_seed is rich.
-func DefaultConfig() Config {
-	return Config{
-		Tiers: map[string][]string{
-			TierCheap: {"scripted:scripted-small"},
-			TierRich:  {"scripted:scripted-large"},
-		},
-		Purposes: map[Purpose]string{
-			PurposeAmbience:    TierCheap,
-			PurposeNPCDialogue: TierCheap,
-			PurposeQuestSeed:   TierRich,
-		},
-		DefaultTier: TierCheap,
-	}
-}
-
 // ParseConfig reads a Config from YAML; unknown fields are errors.
 func ParseConfig(data []byte) (Config, error) {
 	var c Config
@@ -101,14 +78,9 @@ func ParseConfig(data []byte) (Config, error) {
 }
 
 func (c Config) withDefaults() Config {
-	if c.DefaultTier == "" {
-		c.DefaultTier = TierCheap
-	}
-	if c.Degrade == nil {
-		_, rich := c.Tiers[TierRich]
-		_, cheap := c.Tiers[TierCheap]
-		if rich && cheap {
-			c.Degrade = map[string]string{TierRich: TierCheap}
+	if c.DefaultTier == "" && len(c.Tiers) == 1 {
+		for t := range c.Tiers {
+			c.DefaultTier = t
 		}
 	}
 	if c.Timeout <= 0 {

@@ -6,17 +6,10 @@ import (
 	"time"
 )
 
-// Purpose names what a call is for. It selects the model tier and labels
-// metrics, so it must come from a small fixed set (never an id).
+// Purpose names what a call is for. It selects the model tier (Config.Purposes) and labels
+// metrics, so it must come from a small fixed set (never an id). The layer treats it as an
+// opaque string: the callers (the ai-worker's agent roles) define their purposes.
 type Purpose string
-
-// The purposes of the agent roles. Other values are allowed; they route to
-// the registry's default tier.
-const (
-	PurposeAmbience    Purpose = "ambience"
-	PurposeNPCDialogue Purpose = "npc_dialogue"
-	PurposeQuestSeed   Purpose = "quest_seed"
-)
 
 // Role is the author of a message in a conversation.
 type Role string

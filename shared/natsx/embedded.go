@@ -21,12 +21,16 @@ type EmbeddedConfig struct {
 	// acknowledged within the last sync interval (2 minutes). On, publishing is much slower.
 	SyncAlways bool
 	// Users, when set, are the only ones who may connect, each with its permissions
-	// (services/natsauth computes Worldgate's). None: no authentication.
+	// (shared/natsx/natsauth computes Worldgate's). None: no authentication.
 	Users []User
 	// Configure adjusts the server options last (tests).
 	Configure func(*server.Options)
 	Logger    *slog.Logger
 }
+
+// ServerMaxPayload is the largest message the embedded server (and the deployed servers, see
+// deploy/nats) accepts; every stream's MaxMsgSize stays below it (CheckLimits).
+const ServerMaxPayload = 8 << 20
 
 // Embedded is a running in-process NATS server.
 type Embedded struct {
@@ -54,7 +58,7 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 		StoreDir:   cfg.StoreDir,
 		NoSigs:     true,
 		SyncAlways: cfg.SyncAlways,
-		MaxPayload: 8 << 20,
+		MaxPayload: ServerMaxPayload,
 	}
 	for _, u := range cfg.Users {
 		if !validUserName(u.Name) || u.Password == "" {

@@ -49,27 +49,31 @@ func DefaultTopology(opts TopologyOptions) Topology {
 	if size == 0 {
 		size = 1 << 20
 	}
-	stream := func(name, subject, desc string, age time.Duration) jetstream.StreamConfig {
+	stream := func(name string, subjects []string, desc string, age time.Duration) jetstream.StreamConfig {
 		window := dup
 		if age > 0 {
 			window = min(dup, age) // the server refuses a window longer than the stream keeps messages
 		}
 		return jetstream.StreamConfig{
-			Name: name, Description: desc, Subjects: []string{subject},
+			Name: name, Description: desc, Subjects: subjects,
 			Retention: jetstream.LimitsPolicy, Storage: jetstream.FileStorage, Replicas: r,
 			MaxAge: age, Duplicates: window, MaxMsgSize: size, Discard: jetstream.DiscardOld,
 		}
 	}
+	// The DLQ takes the largest dead letter whatever the other streams accept: the runtime
+	// bounds a dead letter's body and headers (DeadLetterMax).
+	dlq := stream(events.StreamDLQ, []string{events.SubjectDeadLetterAll}, "Messages a stage gave up on, with the reason in headers", keep)
+	dlq.MaxMsgSize = max(size, DeadLetterMax)
 	return Topology{
 		Streams: []jetstream.StreamConfig{
-			stream(events.StreamWorld, events.SubjectWorldAll, "World events published by game backends", keep),
-			stream(events.StreamProposals, events.SubjectProposalsAll, "Proposals on their way through the gates, validated and rejected", keep),
-			stream(events.StreamCommitted, events.SubjectCommittedAll, "Canonical log of applied domain events (event-processor only)", 0),
-			stream(events.StreamAudit, events.SubjectAuditAll, "Audit records, written before persistence", 0),
-			stream(events.StreamDLQ, events.SubjectDeadLetterAll, "Messages a stage gave up on, with the reason in headers", keep),
+			stream(events.StreamWorld, WorldSubjects(), "World events published by game backends", keep),
+			stream(events.StreamProposals, []string{events.SubjectProposalsAll}, "Proposals on their way through the gates, validated and rejected", keep),
+			stream(events.StreamCommitted, []string{events.SubjectCommittedAll}, "Canonical log of applied domain events (event-processor only)", 0),
+			stream(events.StreamAudit, []string{events.SubjectAuditAll}, "Audit records, written before persistence", 0),
+			dlq,
 			// Kept as long as proposals: Watch resumes from a sequence or a time inside it. Its
 			// duplicate window makes a redelivered decision one outcome.
-			stream(events.StreamOutcomes, events.SubjectOutcomesAll, "Final decisions: committed, fallback or refused, one per request and agent role", keep),
+			stream(events.StreamOutcomes, []string{events.SubjectOutcomesAll}, "Final decisions: committed, fallback or refused, one per request and agent role", keep),
 		},
 		Buckets: []jetstream.KeyValueConfig{
 			{Bucket: BucketAICache, Description: "AI output by context hash", TTL: cmpOr(opts.AICacheTTL, 24*time.Hour), Replicas: r, Storage: jetstream.FileStorage},
@@ -79,6 +83,19 @@ func DefaultTopology(opts TopologyOptions) Topology {
 			{Bucket: BucketRetries, Description: "Tickets for proposals a gate refused transiently: what it will take back on its retry subject", TTL: 24 * time.Hour, Replicas: r, Storage: jetstream.FileStorage},
 		},
 	}
+}
+
+// WorldSubjects are the subjects WORLD stores: one per known event type. A publish to any
+// other world.events subject is refused at once (JetStream answers "no responders": no stream
+// takes it), so the publisher learns of its mistake instead of the message being stored and
+// never consumed.
+func WorldSubjects() []string {
+	types := events.EventTypes()
+	out := make([]string, len(types))
+	for i, t := range types {
+		out[i] = events.Subject(t)
+	}
+	return out
 }
 
 func cmpOr(d, def time.Duration) time.Duration {
@@ -144,7 +161,48 @@ func provisionStream(ctx context.Context, js jetstream.JetStream, want jetstream
 		return fmt.Errorf("update stream %s (%s): %w", want.Name, fieldList(changed), err)
 	}
 	log.Info("stream updated", "stream", want.Name, "changed", changed)
+	if _, ok := changed["Subjects"]; ok {
+		reportStray(ctx, s, want, log)
+	}
 	return nil
+}
+
+// reportStray names the messages a stream still holds on subjects it no longer takes (WORLD
+// stored every world.events subject before it took only known event types): no consumer
+// reads them, so they are reported with the command that removes them rather than left unseen.
+func reportStray(ctx context.Context, s jetstream.Stream, want jetstream.StreamConfig, log *slog.Logger) {
+	info, err := s.Info(ctx, jetstream.WithSubjectFilter(">"))
+	if err != nil {
+		log.Warn("could not list the stream's subjects", "stream", want.Name, "err", err)
+		return
+	}
+	for subject, n := range info.State.Subjects {
+		taken := false
+		for _, f := range want.Subjects {
+			if subjectMatches(f, subject) {
+				taken = true
+				break
+			}
+		}
+		if !taken {
+			log.Warn("stream holds messages on a subject it no longer takes; no consumer reads them",
+				"stream", want.Name, "subject", subject, "messages", n, "remove", fmt.Sprintf("nats stream purge %s --subject %s", want.Name, subject))
+		}
+	}
+}
+
+// subjectMatches reports whether subject matches the filter (with * and > wildcards).
+func subjectMatches(filter, subject string) bool {
+	f, s := strings.Split(filter, "."), strings.Split(subject, ".")
+	for i, tok := range f {
+		if tok == ">" {
+			return len(s) > i
+		}
+		if i >= len(s) || (tok != "*" && tok != s[i]) {
+			return false
+		}
+	}
+	return len(f) == len(s)
 }
 
 // diffStream compares the fields Worldgate sets; fields it leaves to the server are ignored.

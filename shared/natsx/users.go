@@ -7,7 +7,7 @@ import (
 )
 
 // User is a NATS user with what it may publish and subscribe to. Worldgate's users and their
-// permissions are computed in one place (services/natsauth); this type carries them to the
+// permissions are computed in one place (shared/natsx/natsauth); this type carries them to the
 // embedded server.
 type User struct {
 	Name     string

@@ -1,12 +1,16 @@
 package runtime
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"runtime/debug"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,6 +27,7 @@ import (
 
 	"github.com/worldgate/worldgate/events"
 	"github.com/worldgate/worldgate/shared/logx"
+	"github.com/worldgate/worldgate/shared/natsx"
 	"github.com/worldgate/worldgate/shared/telemetry"
 	"github.com/worldgate/worldgate/shared/tracing"
 )
@@ -295,9 +300,12 @@ func (a *App) retry(h chainFunc) chainFunc {
 }
 
 // deadLetter lets a failed message go back to JetStream for a delayed redelivery until its
-// delivery limit, then publishes it to deadletter.<stage> with the reason and acknowledges it.
-// A permanent error dead-letters at once. If the dead letter itself cannot be published the
-// message is redelivered later: nothing is dropped.
+// delivery limit, then publishes a dead letter to deadletter.<stage> with the reason and
+// acknowledges the message. A permanent error dead-letters at once. The dead letter is bounded
+// (natsx.DeadLetterMax, which the DLQ always accepts): the body whole when it fits, else an
+// excerpt, with the original's stream, sequence and subject. If the dead letter cannot be
+// published the message is redelivered (with backoff) for up to natsx.DeadLetterAttempts more
+// deliveries; on the last one it is terminated, counted and logged: never redelivered for ever.
 func (a *App) deadLetter(stage string, c Consumer, h chainFunc) chainFunc {
 	return func(m *message.Message) ([]*message.Message, error) {
 		out, err := h(m)
@@ -313,22 +321,21 @@ func (a *App) deadLetter(stage string, c Consumer, h chainFunc) chainFunc {
 		if permanent {
 			reason = "permanent"
 		}
-		dl := NewMessage(events.DeadLetterSubject(stage), "dlq:"+m.Metadata.Get(MetaStream)+":"+m.Metadata.Get(MetaSequence), m.Payload)
-		for k, v := range m.Metadata {
-			dl.Metadata.Set(k, v)
-		}
-		dl.Metadata.Set(MetaSubject, events.DeadLetterSubject(stage))
-		dl.Metadata.Set(events.HeaderDLQStage, stage)
-		dl.Metadata.Set(events.HeaderDLQReason, truncate(err.Error(), 1000))
-		dl.Metadata.Set(events.HeaderDLQDeliveries, strconv.Itoa(deliveries))
-		dl.Metadata.Set(events.HeaderDLQSubject, m.Metadata.Get(MetaSubject))
-		dl.Metadata.Set(events.HeaderDLQStream, m.Metadata.Get(MetaStream))
-		dl.Metadata.Set(events.HeaderDLQSequence, m.Metadata.Get(MetaSequence))
+		dl := buildDeadLetter(stage, m, err, deliveries)
 		if a.tracer != nil {
 			tracing.Propagator().Inject(m.Context(), propagation.MapCarrier(dl.Metadata)) // points to the handler's span
 		}
+		log := logx.From(m.Context(), a.log)
 		if perr := a.pub.PublishContext(m.Context(), "", dl); perr != nil {
-			return nil, fmt.Errorf("%w (and the dead letter could not be published: %v)", err, perr)
+			err = fmt.Errorf("%w (and the dead letter could not be published: %v)", err, perr)
+			if deliveries >= c.serverMaxDeliver() {
+				a.metrics.terminated.WithLabelValues(stage).Inc()
+				log.Error("message terminated: it failed and its dead letter could not be published on any delivery left",
+					"correlationId", CorrelationID(m), "stage", stage, "err", err, "deliveries", deliveries,
+					"stream", m.Metadata.Get(MetaStream), "sequence", m.Metadata.Get(MetaSequence), "subject", m.Metadata.Get(MetaSubject))
+				m.Metadata.Set(metaTerminate, truncate("dead letter failed: "+err.Error(), 256))
+			}
+			return nil, err
 		}
 		a.metrics.deadLetters.WithLabelValues(stage, reason).Inc()
 		if a.tracer != nil {
@@ -336,10 +343,73 @@ func (a *App) deadLetter(stage string, c Consumer, h chainFunc) chainFunc {
 			span.RecordError(err)
 			span.SetStatus(codes.Error, "dead-lettered: "+err.Error())
 		}
-		logx.From(m.Context(), a.log).Error(telemetry.DeadLettered, "correlationId", CorrelationID(m), "stage", stage, "reason", err.Error(),
+		log.Error(telemetry.DeadLettered, "correlationId", CorrelationID(m), "stage", stage, "reason", err.Error(),
 			"deliveries", deliveries, "subject", m.Metadata.Get(MetaSubject))
 		return nil, nil
 	}
+}
+
+// Bounds of a dead letter's own headers (the rest of natsx.DeadLetterHeaderMax is left to the
+// original's headers).
+const (
+	deadLetterReasonMax  = 1000
+	deadLetterSubjectMax = 512
+	deadLetterOwnMax     = 4 << 10 // stage, reason, deliveries, subject, stream, sequence, sizes, trace
+	deadLetterCopyMax    = natsx.DeadLetterHeaderMax - deadLetterOwnMax
+)
+
+// buildDeadLetter is m's dead letter: at most natsx.DeadLetterBodyMax bytes of its body and
+// natsx.DeadLetterHeaderMax of headers, whatever m's size.
+func buildDeadLetter(stage string, m *message.Message, err error, deliveries int) *message.Message {
+	body := m.Payload
+	excerpt := len(body) > natsx.DeadLetterBodyMax
+	if excerpt {
+		body = body[:natsx.DeadLetterBodyMax]
+	}
+	dl := NewMessage(events.DeadLetterSubject(stage), "dlq:"+m.Metadata.Get(MetaStream)+":"+m.Metadata.Get(MetaSequence), body)
+	// The original's headers (correlation and causation ids first, then the rest in order),
+	// each whole, as many as fit.
+	keys := slices.Sorted(maps.Keys(m.Metadata))
+	slices.SortStableFunc(keys, func(x, y string) int { return cmp.Compare(headerRank(x), headerRank(y)) })
+	budget, dropped := deadLetterCopyMax, 0
+	for _, k := range keys {
+		v := m.Metadata[k]
+		if strings.HasPrefix(k, "_") || strings.HasPrefix(k, "Nats-") {
+			continue // in-process keys; JetStream's own headers (expectations) would refuse the dead letter
+		}
+		if n := len(k) + len(v) + 4; n <= budget {
+			dl.Metadata.Set(k, v)
+			budget -= n
+		} else {
+			dropped++
+		}
+	}
+	dl.Metadata.Set(events.HeaderDLQStage, truncate(stage, 128))
+	dl.Metadata.Set(events.HeaderDLQReason, truncate(err.Error(), deadLetterReasonMax))
+	dl.Metadata.Set(events.HeaderDLQDeliveries, strconv.Itoa(deliveries))
+	dl.Metadata.Set(events.HeaderDLQSubject, truncate(m.Metadata.Get(MetaSubject), deadLetterSubjectMax))
+	dl.Metadata.Set(events.HeaderDLQStream, truncate(m.Metadata.Get(MetaStream), 64))
+	dl.Metadata.Set(events.HeaderDLQSequence, m.Metadata.Get(MetaSequence))
+	if excerpt {
+		dl.Metadata.Set(events.HeaderDLQBodySize, strconv.Itoa(len(m.Payload)))
+	}
+	if dropped > 0 {
+		dl.Metadata.Set(events.HeaderDLQHeadersDropped, strconv.Itoa(dropped))
+	}
+	return dl
+}
+
+// headerRank orders the headers a dead letter keeps first.
+func headerRank(k string) int {
+	switch k {
+	case events.HeaderCorrelationID:
+		return 0
+	case events.HeaderCausationID:
+		return 1
+	case events.HeaderTraceParent, "tracestate":
+		return 2
+	}
+	return 3
 }
 
 func (a *App) observe(name string, h chainFunc) chainFunc {

@@ -16,7 +16,11 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/worldgate/worldgate/events"
+	"github.com/worldgate/worldgate/shared/natsx"
 )
+
+// MaxDeliverLimit is the largest MaxDeliver a consumer may have (a larger one is lowered to it).
+const MaxDeliverLimit = natsx.MaxDeliverBound - natsx.DeadLetterAttempts
 
 // Consumer describes the durable pull consumer a handler reads from. Replicas of a worker
 // share it, so each message goes to one of them.
@@ -25,7 +29,7 @@ type Consumer struct {
 	Durable  string
 	Subjects []string
 	// MaxDeliver is how many deliveries a failing message gets before it is dead-lettered.
-	// Default 5.
+	// Default 5; at most MaxDeliverLimit.
 	MaxDeliver int
 	// Backoff is the delay before the n-th redelivery (the last entry repeats).
 	// Default 500ms, 2s, 5s, 15s.
@@ -46,6 +50,7 @@ func (c *Consumer) setDefaults() {
 	if c.MaxDeliver <= 0 {
 		c.MaxDeliver = 5
 	}
+	c.MaxDeliver = min(c.MaxDeliver, MaxDeliverLimit)
 	if len(c.Backoff) == 0 {
 		c.Backoff = []time.Duration{500 * time.Millisecond, 2 * time.Second, 5 * time.Second, 15 * time.Second}
 	}
@@ -84,18 +89,30 @@ func newSubscriber(js jetstream.JetStream, spec Consumer, log *slog.Logger) *sub
 	return &subscriber{js: js, spec: spec, log: log, closing: make(chan struct{}), stopped: make(chan struct{})}
 }
 
-// ensureConsumer creates the durable consumer or updates it to spec. The delivery limit is
-// enforced by the runtime (MaxDeliver -1 on the server) so that a message is never dropped by
-// the server before it has been dead-lettered.
-func (s *subscriber) ensureConsumer(ctx context.Context) (jetstream.Consumer, error) {
-	cfg := jetstream.ConsumerConfig{
-		Durable:        s.spec.Durable,
-		FilterSubjects: s.spec.Subjects,
+// ServerConfig is the consumer's configuration on the server. The runtime dead-letters a
+// message on its MaxDeliver-th delivery; the server's limit leaves natsx.DeadLetterAttempts
+// more deliveries for a dead letter that could not be published, and on the last of them the
+// runtime terminates the message: nothing is redelivered for ever.
+func (c Consumer) ServerConfig() jetstream.ConsumerConfig {
+	c.setDefaults()
+	return jetstream.ConsumerConfig{
+		Durable:        c.Durable,
+		FilterSubjects: c.Subjects,
 		AckPolicy:      jetstream.AckExplicitPolicy,
-		AckWait:        s.spec.AckWait,
-		MaxDeliver:     -1,
-		MaxAckPending:  s.spec.MaxAckPending,
+		AckWait:        c.AckWait,
+		MaxDeliver:     c.serverMaxDeliver(),
+		MaxAckPending:  c.MaxAckPending,
 		DeliverPolicy:  jetstream.DeliverAllPolicy,
+	}
+}
+
+func (c *Consumer) serverMaxDeliver() int { return c.MaxDeliver + natsx.DeadLetterAttempts }
+
+// ensureConsumer creates the durable consumer or updates it to spec.
+func (s *subscriber) ensureConsumer(ctx context.Context) (jetstream.Consumer, error) {
+	cfg := s.spec.ServerConfig()
+	if err := natsx.CheckConsumer(cfg); err != nil {
+		return nil, err
 	}
 	c, err := s.js.CreateOrUpdateConsumer(ctx, s.spec.Stream, cfg)
 	if err != nil {
@@ -230,6 +247,12 @@ func (s *subscriber) handOver(jm jetstream.Msg, meta *jetstream.MsgMetadata, m *
 				s.log.Warn("ack failed; the message will be redelivered", "subject", jm.Subject(), "err", err)
 			}
 		case <-m.Nacked():
+			if reason := m.Metadata.Get(metaTerminate); reason != "" {
+				if err := jm.TermWithReason(reason); err != nil {
+					s.log.Warn("terminate failed; the server redelivers it no more than its limit", "subject", jm.Subject(), "err", err)
+				}
+				return
+			}
 			_ = jm.NakWithDelay(s.spec.backoff(int(meta.NumDelivered)))
 		case <-timer.C:
 			// JetStream redelivers it after AckWait on its own.

@@ -18,6 +18,10 @@ const (
 	MetaSequence   = "_seq"        // consumed: stream sequence
 	MetaDeliveries = "_deliveries" // consumed: how many times JetStream has delivered it
 	MetaMaxDeliver = "_maxdeliver" // consumed: the consumer's delivery limit
+
+	// metaTerminate, set by the dead-letter layer on a message it gives up on, makes the
+	// subscriber terminate the message (with this reason) instead of handing it back.
+	metaTerminate = "_terminate"
 )
 
 // NewMessage builds a message to publish to subject with a deterministic id: JetStream drops a

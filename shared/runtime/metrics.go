@@ -10,6 +10,7 @@ type handlerMetrics struct {
 	handled     *prometheus.CounterVec
 	latency     *prometheus.HistogramVec
 	deadLetters *prometheus.CounterVec
+	terminated  *prometheus.CounterVec
 }
 
 func newHandlerMetrics(reg prometheus.Registerer) *handlerMetrics {
@@ -26,5 +27,9 @@ func newHandlerMetrics(reg prometheus.Registerer) *handlerMetrics {
 			Namespace: metrics.Namespace, Name: "deadletter_total",
 			Help: "Messages put on deadletter.<stage>, by reason (permanent: retrying cannot help; exhausted: delivery limit reached).",
 		}, []string{"stage", "reason"})),
+		terminated: metrics.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: metrics.Namespace, Name: "terminated_total",
+			Help: "Messages terminated (Term) without a dead letter: the dead letter could not be published on any of the deliveries left for it. Each is also logged with its stream, sequence and subject.",
+		}, []string{"stage"})),
 	}
 }

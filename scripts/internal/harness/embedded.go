@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/worldgate/worldgate/services/ai-worker/aiworker"
+	"github.com/worldgate/worldgate/services/ai-worker/llmsetup"
 	"github.com/worldgate/worldgate/services/ai-worker/templates"
 	"github.com/worldgate/worldgate/services/event-processor/processor"
 	"github.com/worldgate/worldgate/services/gate/attest/attesttest"
@@ -32,7 +33,6 @@ import (
 	"github.com/worldgate/worldgate/services/mcp-lore/loretools"
 	"github.com/worldgate/worldgate/services/mcp-world/worldtools"
 	"github.com/worldgate/worldgate/shared/graphx"
-	"github.com/worldgate/worldgate/shared/llm/setup"
 	"github.com/worldgate/worldgate/shared/mcpx"
 	"github.com/worldgate/worldgate/shared/mcpx/client"
 	"github.com/worldgate/worldgate/shared/metrics"
@@ -220,7 +220,7 @@ func StartEmbedded(ctx context.Context, o EmbeddedOptions) (e *Embedded, err err
 	run(app)
 
 	// ai-worker with the scripted provider
-	provider, err := setup.Default(setup.Options{Registerer: e.Reg, Logger: log})
+	provider, err := llmsetup.Default(llmsetup.Options{Registerer: e.Reg, Logger: log})
 	if err != nil {
 		return nil, err
 	}

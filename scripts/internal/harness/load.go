@@ -11,7 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/worldgate/worldgate/events"
-	"github.com/worldgate/worldgate/services/worldfile"
+	"github.com/worldgate/worldgate/services/worldgate/worldfile"
 )
 
 // Mixes of world events a load can send.

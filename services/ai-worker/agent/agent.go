@@ -24,10 +24,10 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/worldgate/worldgate/events"
+	"github.com/worldgate/worldgate/events/provenance"
 	"github.com/worldgate/worldgate/services/ai-worker/fallback"
 	"github.com/worldgate/worldgate/services/ai-worker/roles"
 	"github.com/worldgate/worldgate/services/ai-worker/templates"
-	"github.com/worldgate/worldgate/services/gate/provenance"
 	"github.com/worldgate/worldgate/shared/llm"
 	"github.com/worldgate/worldgate/shared/llm/prompt"
 	"github.com/worldgate/worldgate/shared/logx"
@@ -60,7 +60,7 @@ type ToolSource interface {
 // LLM is the provider layer an agent calls (llm.Provider; *llm.Registry in production).
 type LLM = llm.Provider
 
-// Routes gives a proposal kind's gates; route.Routes implements it.
+// Routes gives a proposal kind's gates; events.Routes implements it.
 type Routes interface {
 	For(kind string) ([]string, error)
 }
@@ -256,7 +256,7 @@ func (a *Agent) generate(ctx context.Context, role roles.Role, env *events.Envel
 	}
 	temp, seed := spec.Temperature, spec.Seed
 	req := &llm.Request{
-		Purpose: role.Purpose, Tier: role.Tier,
+		Purpose:     role.Purpose,
 		Messages:    []llm.Message{{Role: llm.RoleUser, Content: user}},
 		Tools:       tools,
 		Output:      &llm.OutputSchema{Name: role.Kind, Description: "the " + role.Kind + " proposal payload", Schema: schema},
@@ -435,7 +435,7 @@ func (a *Agent) plannedModel(req *llm.Request) string {
 			return ts[0].String()
 		}
 	}
-	return a.cfg.LLM.Name() + ":" + req.Tier
+	return a.cfg.LLM.Name() + ":" + string(req.Purpose)
 }
 
 func missingTools(required []string, offered []client.Tool) []string {

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/worldgate/worldgate/events"
+	"github.com/worldgate/worldgate/events/provenance"
 	"github.com/worldgate/worldgate/services/ai-worker/roles"
-	"github.com/worldgate/worldgate/services/gate/provenance"
 	"github.com/worldgate/worldgate/shared/mcpx/client"
 	"github.com/worldgate/worldgate/shared/telemetry"
 )

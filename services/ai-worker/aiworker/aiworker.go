@@ -34,7 +34,7 @@ const RejectionsDurable = "ai-rejections"
 
 // Deps are what the ai-worker's handlers need.
 type Deps struct {
-	// LLM is the provider layer (llm/setup builds it); required when an LLM role runs.
+	// LLM is the provider layer (llmsetup builds it); required when an LLM role runs.
 	LLM llm.Provider
 	// Tools is the MCP client (*client.Client) with the world, lore and classify servers.
 	Tools agent.ToolSource

@@ -9,9 +9,9 @@ import (
 	"github.com/worldgate/worldgate/events"
 	"github.com/worldgate/worldgate/services/ai-worker/agent"
 	"github.com/worldgate/worldgate/services/ai-worker/roles"
+	"github.com/worldgate/worldgate/services/ai-worker/scripted"
 	"github.com/worldgate/worldgate/services/gate/route"
 	"github.com/worldgate/worldgate/shared/llm"
-	"github.com/worldgate/worldgate/shared/llm/scripted"
 )
 
 var spoke = events.PlayerSpokeToNPCPayload{PlayerID: "player:ada", NPCID: "npc:mira", LocationID: "loc:square", Utterance: "How much for the apples?"}

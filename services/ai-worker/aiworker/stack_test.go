@@ -16,13 +16,14 @@ import (
 
 	"github.com/worldgate/worldgate/events"
 	"github.com/worldgate/worldgate/services/ai-worker/aiworker"
+	"github.com/worldgate/worldgate/services/ai-worker/llmsetup"
+	"github.com/worldgate/worldgate/services/ai-worker/scripted"
 	"github.com/worldgate/worldgate/services/graphd/graphdtest"
 	"github.com/worldgate/worldgate/services/mcp-classify/classifytools"
 	"github.com/worldgate/worldgate/services/mcp-lore/loretools"
 	"github.com/worldgate/worldgate/services/mcp-world/worldtools"
 	"github.com/worldgate/worldgate/shared/graphx"
 	"github.com/worldgate/worldgate/shared/llm"
-	"github.com/worldgate/worldgate/shared/llm/scripted"
 	"github.com/worldgate/worldgate/shared/logx"
 	"github.com/worldgate/worldgate/shared/mcpx"
 	"github.com/worldgate/worldgate/shared/mcpx/client"
@@ -134,7 +135,7 @@ func startStack(t testing.TB, o stackOpts) *stack {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.mcp.Close() })
-	cfg := llm.DefaultConfig()
+	cfg := llmsetup.DefaultConfig()
 	cfg.Retry = llm.RetryPolicy{MaxAttempts: 2, BaseDelay: time.Millisecond, MaxDelay: 5 * time.Millisecond}
 	s.llm, err = llm.NewRegistry(cfg, llm.WithProviders(scripted.New(o.scripted)), llm.WithMetrics(s.reg), llm.WithLogger(logx.Discard()))
 	if err != nil {

@@ -1,5 +1,5 @@
 // Package roles defines the ai-worker's agent roles as data: what triggers each role, which
-// prompt template and model tier it uses, which MCP tools it may call, and which proposal kind
+// prompt template and model purpose it uses, which MCP tools it may call, and which proposal kind
 // it emits. The small policy each role needs (which trigger fields bind the proposal's ids)
 // lives next to the data. It does no I/O and knows nothing of NATS, MCP sessions or models.
 package roles
@@ -20,6 +20,15 @@ const (
 	WorldRules   = "world-rules"
 )
 
+// The purposes of the LLM roles: they label calls and metrics, and select the model tier
+// (the tier of each purpose is configured in one place, llmsetup.DefaultConfig or the
+// -llm-config file).
+const (
+	PurposeAmbience    llm.Purpose = "ambience"
+	PurposeNPCDialogue llm.Purpose = "npc_dialogue"
+	PurposeQuestSeed   llm.Purpose = "quest_seed"
+)
+
 // Role is one agent role.
 type Role struct {
 	Name string
@@ -29,8 +38,6 @@ type Role struct {
 	Kind string
 	// Purpose labels LLM calls and metrics and selects the model tier.
 	Purpose llm.Purpose
-	// Tier is the model tier ("" for a role without an LLM).
-	Tier string
 	// Template is the prompt template id ("" for a role without an LLM).
 	Template string
 	// Tools is the role's MCP tool allow-list.
@@ -54,19 +61,19 @@ func (r Role) Allows(tool string) bool { return slices.Contains(r.Tools, tool) }
 var all = []Role{
 	{
 		Name: Ambience, Trigger: events.PlayerMoved, Kind: events.KindAmbience,
-		Purpose: llm.PurposeAmbience, Tier: llm.TierCheap, Template: "ambience", UsesLLM: true,
+		Purpose: PurposeAmbience, Template: "ambience", UsesLLM: true,
 		Tools:    []string{"get-location", "list-exits", "search-lore", "list-recent-events"},
 		Required: []string{"get-location"},
 	},
 	{
 		Name: NPCDialogue, Trigger: events.PlayerSpokeToNPC, Kind: events.KindNPCDialogue,
-		Purpose: llm.PurposeNPCDialogue, Tier: llm.TierCheap, Template: "npc-dialogue", UsesLLM: true,
+		Purpose: PurposeNPCDialogue, Template: "npc-dialogue", UsesLLM: true,
 		Tools:    []string{"get-location", "get-player-state", "get-canonical-fact", "search-lore", "classify-intent"},
 		Required: []string{"get-location"},
 	},
 	{
 		Name: QuestPlanner, Trigger: events.QuestSeedRequested, Kind: events.KindQuestSeed,
-		Purpose: llm.PurposeQuestSeed, Tier: llm.TierRich, Template: "quest-seed", UsesLLM: true,
+		Purpose: PurposeQuestSeed, Template: "quest-seed", UsesLLM: true,
 		Tools:    []string{"get-location", "list-exits", "get-player-state", "get-neighbors", "list-recent-events", "search-lore", "get-canonical-fact"},
 		Required: []string{"get-location", "search-lore"},
 	},

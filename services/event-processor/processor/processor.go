@@ -20,7 +20,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -63,7 +62,7 @@ type Deps struct {
 	// the content committed (package attest). Required.
 	Keyring *attest.Keyring
 	// Routes are the configured routes; nil: route.Default().
-	Routes     *route.Routes
+	Routes     *events.Routes
 	Registerer prometheus.Registerer
 	Logger     *slog.Logger
 
@@ -110,7 +109,7 @@ func New(d Deps) (*Processor, error) {
 	if d.Routes == nil {
 		r := route.Default()
 		d.Routes = &r
-	} else if err := d.Routes.Validate(); err != nil {
+	} else if err := d.Routes.Validate(route.KnownGates()); err != nil {
 		return nil, err
 	}
 	if d.MaxInFlight <= 0 {
@@ -143,15 +142,16 @@ func Register(app *runtime.App, d Deps) (*Processor, error) {
 }
 
 // Consumer is the durable consumer the processor reads: proposals.validated on PROPOSALS.
-// MaxDeliver is effectively unlimited because the runtime dead-letters at MaxDeliver whatever
-// the cause: the processor bounds server-refused proposals itself (ServerErrorLimit) and lets
-// outages retry until the graph is back.
+// MaxDeliver is the largest the runtime allows because the runtime dead-letters at MaxDeliver
+// whatever the cause: the processor bounds server-refused proposals itself (ServerErrorLimit)
+// and lets outages retry until the graph is back, for about a day at the 10 s backoff; after
+// that the proposal is dead-lettered (never redelivered for ever).
 func (p *Processor) Consumer() runtime.Consumer {
 	return runtime.Consumer{
 		Stream:        events.StreamProposals,
 		Durable:       Name,
 		Subjects:      []string{events.SubjectValidated},
-		MaxDeliver:    math.MaxInt32,
+		MaxDeliver:    runtime.MaxDeliverLimit,
 		Backoff:       p.d.Backoff,
 		AckWait:       p.d.AckWait,
 		MaxAckPending: p.d.MaxInFlight,

@@ -7,7 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/worldgate/worldgate/services/graphd/graphdtest"
-	"github.com/worldgate/worldgate/services/worldfile"
+	"github.com/worldgate/worldgate/services/worldgate/worldfile"
 	"github.com/worldgate/worldgate/shared/natsx/natstest"
 )
 

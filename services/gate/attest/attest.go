@@ -43,7 +43,7 @@ import (
 	"strings"
 
 	"github.com/worldgate/worldgate/events"
-	"github.com/worldgate/worldgate/services/gate/provenance"
+	"github.com/worldgate/worldgate/events/provenance"
 )
 
 // Version is the first element of every signed statement.

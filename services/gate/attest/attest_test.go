@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/worldgate/worldgate/events"
+	"github.com/worldgate/worldgate/events/provenance"
 	"github.com/worldgate/worldgate/services/gate/attest"
-	"github.com/worldgate/worldgate/services/gate/provenance"
 )
 
 var aiRoute = []string{"schema", "safety", "invariant", "dedup", "replay", "rate", "audit"}

@@ -66,7 +66,7 @@ type Deps struct {
 	Classify  ToolCaller          // mcp-classify (safety)
 	Graph     Graph               // read-only graph (invariant)
 	Templates TemplateLookup      // prompt templates (replay)
-	Routes    *route.Routes       // nil: route.Default() (schema checks a proposal's route against it)
+	Routes    *events.Routes      // nil: route.Default() (schema checks a proposal's route against it)
 	// Signers are the gates' signing keys, by gate name: every registered gate signs each
 	// decision with its own (package attest); Register refuses a gate without one.
 	Signers    map[string]*attest.Signer
@@ -242,7 +242,7 @@ func (d Deps) complete() (Deps, error) {
 	if d.Routes == nil {
 		r := route.Default()
 		d.Routes = &r
-	} else if err := d.Routes.Validate(); err != nil {
+	} else if err := d.Routes.Validate(route.KnownGates()); err != nil {
 		return d, err
 	}
 	d.Config = d.Config.withDefaults()
@@ -280,7 +280,7 @@ func Register(app *runtime.App, deps Deps, names []string) error {
 	}
 	c := &chain{m: newChainMetrics(deps.Registerer), log: deps.Logger, now: deps.Now, maxDeliver: deps.Config.MaxDeliver, tickets: &tickets{kv: kv}, signers: deps.Signers}
 	for _, g := range gates {
-		durable := "gate-" + g.Name()
+		durable := Durable(g.Name())
 		app.Handle(durable, runtime.Consumer{
 			Stream: events.StreamProposals, Durable: durable, Subjects: InputSubjects(g.Name()),
 			MaxDeliver: deps.Config.MaxDeliver, Backoff: deps.Config.Backoff,
@@ -295,6 +295,9 @@ func Register(app *runtime.App, deps Deps, names []string) error {
 	}
 	return nil
 }
+
+// Durable is the name of gate g's durable consumer on stream PROPOSALS, and its dead-letter stage.
+func Durable(g string) string { return "gate-" + g }
 
 // InputSubjects are the subjects gate consumes: its gate subject and its retry subject; the
 // schema gate also takes new proposals from every emitter's subject (proposals.emit.>). Its

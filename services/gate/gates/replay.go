@@ -6,7 +6,7 @@ import (
 	"fmt"
 
 	"github.com/worldgate/worldgate/events"
-	"github.com/worldgate/worldgate/services/gate/provenance"
+	"github.com/worldgate/worldgate/events/provenance"
 	"github.com/worldgate/worldgate/services/gate/route"
 )
 

@@ -19,7 +19,7 @@ import (
 // fields rejected), then the struct rules JSON Schema cannot express, then that the proposal's
 // route is the one configured for its kind (so no emitter can skip a gate).
 type schema struct {
-	routes *route.Routes
+	routes *events.Routes
 }
 
 func newSchema(d Deps) (Gate, error) { return &schema{routes: d.Routes}, nil }
@@ -91,7 +91,7 @@ func emitterRule(subject string, p *events.Proposal) (Decision, bool) {
 }
 
 // routeRule checks that the proposal, at the schema gate, carries its kind's configured route.
-func routeRule(routes *route.Routes, p *events.Proposal) Decision {
+func routeRule(routes *events.Routes, p *events.Proposal) Decision {
 	want, err := routes.For(p.Kind)
 	if err != nil {
 		return Reject(events.CodeRouteInvalid, fmt.Sprintf("No route is configured for proposal kind %s.", p.Kind), nil)

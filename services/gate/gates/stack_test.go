@@ -17,9 +17,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/worldgate/worldgate/events"
+	"github.com/worldgate/worldgate/events/provenance"
 	"github.com/worldgate/worldgate/services/gate/attest/attesttest"
 	"github.com/worldgate/worldgate/services/gate/gates"
-	"github.com/worldgate/worldgate/services/gate/provenance"
 	"github.com/worldgate/worldgate/services/gate/route"
 	"github.com/worldgate/worldgate/services/graphd/graphdtest"
 	"github.com/worldgate/worldgate/services/graphd/server"
@@ -225,8 +225,7 @@ func startAt(p *events.Proposal, gate string) *events.Proposal {
 	return p
 }
 
-// publish sends p to its first gate: on its emitter's subject (its agent role) when that is
-// the schema gate.
+// publish sends p to its first gate.
 func (s *stack) publish(t testing.TB, p *events.Proposal) {
 	t.Helper()
 	data, err := json.Marshal(p)
@@ -235,7 +234,7 @@ func (s *stack) publish(t testing.TB, p *events.Proposal) {
 	}
 	subject := p.Route.Next()
 	if len(p.Route.Pending) > 0 && p.Route.Pending[0] == route.Schema {
-		subject = events.EmitSubject(p.AgentRole)
+		subject = events.EmitSubject(p.AgentRole) // new proposals enter on their emitter's subject
 	}
 	s.publishRaw(t, subject, p.ProposalID+":emit", data)
 }

@@ -9,11 +9,9 @@ package route
 
 import (
 	_ "embed"
-	"errors"
 	"fmt"
 	"os"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 
@@ -24,14 +22,14 @@ import (
 
 // Gate names, in the order the architecture lists them.
 const (
-	Schema    = "schema"
+	Schema    = events.GateSchema
 	Safety    = "safety"
 	Invariant = "invariant"
 	Dedup     = "dedup"
 	Replay    = "replay"
 	Rate      = "rate"
-	Approval  = "approval"
-	Audit     = "audit"
+	Approval  = events.GateApproval
+	Audit     = events.GateAudit
 )
 
 // KnownGates lists every gate a route may name.
@@ -42,21 +40,16 @@ func KnownGates() []string {
 //go:embed routes.yaml
 var defaultYAML []byte
 
-// Routes maps each proposal kind to its gates. The zero value has no routes; use Default or Load.
-type Routes struct {
-	byKind map[string][]string
-}
-
 type file struct {
 	Routes map[string][]string `yaml:"routes"`
 }
 
-var defaultRoutes = sync.OnceValues(func() (Routes, error) { return Parse(defaultYAML) })
+var defaultRoutes = sync.OnceValues(func() (events.Routes, error) { return Parse(defaultYAML) })
 
 // Default returns the embedded default routes. The file ships with the binary and the package
 // tests parse it, so a defect there is a build defect: Default panics on it, like a failed
 // regexp.MustCompile.
-func Default() Routes {
+func Default() events.Routes {
 	r, err := defaultRoutes()
 	if err != nil {
 		panic("route: embedded routes.yaml: " + err.Error())
@@ -65,93 +58,37 @@ func Default() Routes {
 }
 
 // Load reads routes from the YAML file at path, or returns the default when path is empty.
-func Load(path string) (Routes, error) {
+func Load(path string) (events.Routes, error) {
 	if path == "" {
 		return defaultRoutes()
 	}
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return Routes{}, fmt.Errorf("read routes file: %w", err)
+		return events.Routes{}, fmt.Errorf("read routes file: %w", err)
 	}
 	r, err := Parse(data)
 	if err != nil {
-		return Routes{}, fmt.Errorf("routes file %s: %w", path, err)
+		return events.Routes{}, fmt.Errorf("routes file %s: %w", path, err)
 	}
 	return r, nil
 }
 
 // Parse parses and validates a routes document (the shape of routes.yaml).
-func Parse(data []byte) (Routes, error) {
+func Parse(data []byte) (events.Routes, error) {
 	var f file
 	dec := yaml.NewDecoder(strings.NewReader(string(data)))
 	dec.KnownFields(true)
 	if err := dec.Decode(&f); err != nil {
-		return Routes{}, fmt.Errorf("not a valid routes document: %w", err)
+		return events.Routes{}, fmt.Errorf("not a valid routes document: %w", err)
 	}
-	r := Routes{byKind: make(map[string][]string, len(f.Routes))}
-	for k, gates := range f.Routes {
-		r.byKind[k] = slices.Clone(gates)
+	r := events.NewRoutes(f.Routes)
+	if err := r.Validate(KnownGates()); err != nil {
+		return events.Routes{}, err
 	}
-	if err := r.Validate(); err != nil {
-		return Routes{}, err
+	if err := CheckSafety(r); err != nil {
+		return events.Routes{}, err
 	}
 	return r, nil
-}
-
-// Validate checks that every proposal kind of the contract has a route, that every route names
-// known gates once each, starts with schema and ends with audit, and that destructive kinds
-// pass approval. The error lists every problem, each naming the kind.
-func (r Routes) Validate() error {
-	var probs []string
-	known := KnownGates()
-	for _, k := range events.Kinds() {
-		if _, ok := r.byKind[k.Kind]; !ok {
-			probs = append(probs, fmt.Sprintf("kind %s has no route: add one", k.Kind))
-		}
-	}
-	kinds := make([]string, 0, len(r.byKind))
-	for k := range r.byKind {
-		kinds = append(kinds, k)
-	}
-	sort.Strings(kinds)
-	for _, kind := range kinds {
-		gates := r.byKind[kind]
-		info, ok := events.LookupKind(kind)
-		if !ok {
-			probs = append(probs, fmt.Sprintf("route for unknown kind %s: the contract has no such proposal kind", kind))
-			continue
-		}
-		if len(gates) == 0 {
-			probs = append(probs, fmt.Sprintf("kind %s has an empty route", kind))
-			continue
-		}
-		seen := map[string]bool{}
-		for _, g := range gates {
-			switch {
-			case !slices.Contains(known, g):
-				probs = append(probs, fmt.Sprintf("kind %s: route names unknown gate %q (known: %s)", kind, g, strings.Join(known, ", ")))
-			case seen[g]:
-				probs = append(probs, fmt.Sprintf("kind %s: route names gate %s twice", kind, g))
-			}
-			seen[g] = true
-		}
-		if gates[0] != Schema {
-			probs = append(probs, fmt.Sprintf("kind %s: route must start with %s (it starts with %s)", kind, Schema, gates[0]))
-		}
-		if gates[len(gates)-1] != Audit {
-			probs = append(probs, fmt.Sprintf("kind %s: route must end with %s, so the audit record is written before persistence", kind, Audit))
-		}
-		if info.Destructive && !seen[Approval] {
-			probs = append(probs, fmt.Sprintf("kind %s is destructive: its route must include %s", kind, Approval))
-		}
-		if PlayerText(kind) && !seen[Safety] {
-			probs = append(probs, fmt.Sprintf("kind %s carries text that reaches players: its route must include %s", kind, Safety))
-		}
-	}
-	if len(probs) > 0 {
-		return errors.New("invalid routes: " + strings.Join(probs, "; "))
-	}
-	return nil
 }
 
 // PlayerText reports whether proposals of kind carry text that reaches players (generated
@@ -165,31 +102,17 @@ func PlayerText(kind string) bool {
 	return true
 }
 
-// For returns a copy of kind's route, ready to be a new proposal's Route.Pending.
-func (r Routes) For(kind string) ([]string, error) {
-	gates, ok := r.byKind[kind]
-	if !ok {
-		return nil, fmt.Errorf("no route for proposal kind %q", kind)
-	}
-	return slices.Clone(gates), nil
-}
-
-// Kinds lists the kinds that have a route, sorted.
-func (r Routes) Kinds() []string {
-	out := make([]string, 0, len(r.byKind))
-	for k := range r.byKind {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
-
-// Uses reports whether any route names gate.
-func (r Routes) Uses(gate string) bool {
-	for _, gates := range r.byKind {
-		if slices.Contains(gates, gate) {
-			return true
+// CheckSafety refuses routes where a kind whose text reaches players skips the safety gate.
+func CheckSafety(r events.Routes) error {
+	var probs []string
+	for _, kind := range r.Kinds() {
+		gates, _ := r.For(kind)
+		if PlayerText(kind) && !slices.Contains(gates, Safety) {
+			probs = append(probs, fmt.Sprintf("kind %s carries text that reaches players: its route must include %s", kind, Safety))
 		}
 	}
-	return false
+	if len(probs) > 0 {
+		return fmt.Errorf("invalid routes: %s", strings.Join(probs, "; "))
+	}
+	return nil
 }

@@ -367,6 +367,12 @@ func runInject(_ *execCtx, s *step, in []*trav) ([]*trav, error) {
 	if len(in) == 1 && in[0].obj == nil && in[0].path == nil {
 		return out, nil
 	}
+	if s.childStart {
+		// As the first step of a child traversal (concat(__.inject(x))) the
+		// incoming traverser comes first, then the injected values.
+		return append(append([]*trav(nil), in...), out...), nil
+	}
+	// Mid-traversal the injected values come first (g.V(1).values('name').inject('daniel') = daniel, marko).
 	return append(out, in...), nil
 }
 
@@ -917,24 +923,39 @@ func runConcat(ec *execCtx, s *step, in []*trav) ([]*trav, error) {
 	out := make([]*trav, 0, len(in))
 	for _, t := range in {
 		var sb strings.Builder
-		if str, ok := t.obj.(string); ok {
-			sb.WriteString(str)
+		allNull := true
+		switch x := t.obj.(type) {
+		case nil:
+		case string:
+			sb.WriteString(x)
+			allNull = false
+		default:
+			return nil, evalErr("String concat() can only take string as argument, got %s", describe(x))
 		}
 		for _, a := range s.args {
-			switch x := a.(type) {
-			case string:
-				sb.WriteString(x)
-			case *Traversal:
-				v, ok, err := ec.first(x, t)
+			v := a
+			if c, ok := a.(*Traversal); ok {
+				r, ok, err := ec.first(c, t)
 				if err != nil {
 					return nil, err
 				}
-				if ok {
-					if str, ok := v.(string); ok {
-						sb.WriteString(str)
-					}
+				if !ok {
+					r = nil
 				}
+				v = r
 			}
+			switch x := v.(type) {
+			case nil:
+			case string:
+				sb.WriteString(x)
+				allNull = false
+			default:
+				return nil, evalErr("String concat() can only take string as argument, got %s", describe(x))
+			}
+		}
+		if allNull {
+			out = append(out, t.split(nil))
+			continue
 		}
 		out = append(out, t.split(sb.String()))
 	}
@@ -993,7 +1014,8 @@ func reduce(op string, vals []any) (any, bool, error) {
 		n++
 	}
 	if n == 0 {
-		return nil, false, nil
+		// Only nulls reduce to null; nothing reduces to nothing.
+		return nil, len(vals) > 0, nil
 	}
 	if op == "mean" {
 		f, _ := toFloat(acc)
@@ -1379,6 +1401,30 @@ func runOptional(ec *execCtx, s *step, in []*trav) ([]*trav, error) {
 
 func runUnion(ec *execCtx, s *step, in []*trav) ([]*trav, error) {
 	var out []*trav
+	// A branch holding a barrier (count(), fold(), ...) sees every incoming
+	// traverser at once, as in TinkerPop: g.V(1,2).union(outE().count(), ...)
+	// gives one count, not one per traverser.
+	global := false
+	for _, c := range children(s) {
+		for _, st := range c.steps {
+			if _, local := scopeLocal(st.args); barrierSteps[st.op] && !local {
+				global = true
+			}
+		}
+	}
+	if global {
+		for _, c := range children(s) {
+			r, err := ec.run(c, in)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, r...)
+			if err := ec.checkSize(len(out)); err != nil {
+				return nil, err
+			}
+		}
+		return out, nil
+	}
 	for _, t := range in {
 		for _, c := range children(s) {
 			r, err := ec.runChild(c, t)
@@ -1586,9 +1632,8 @@ func runChoose(ec *execCtx, s *step, in []*trav) ([]*trav, error) {
 				if err := branch(none, t); err != nil {
 					return nil, err
 				}
-			} else {
-				out = append(out, t)
 			}
+			// No matching option and no Pick.none: the traverser is filtered.
 		}
 	}
 	return out, nil
@@ -1895,7 +1940,7 @@ func runPath(ec *execCtx, s *step, in []*trav) ([]*trav, error) {
 outer:
 	for _, t := range in {
 		p := &pathValue{}
-		for i, n := range pathNodes(t) {
+		for i, n := range pathRange(s, pathNodes(t)) {
 			v, ok, err := ec.applyBy(s, i, n.obj, t)
 			if err != nil {
 				return nil, err
@@ -1915,13 +1960,57 @@ outer:
 	return out, nil
 }
 
+// pathRange cuts a path to the part between the from() and to() labels
+// (inclusive; the whole path when they are not given).
+func pathRange(s *step, nodes []*pnode) []*pnode {
+	lo, hi := 0, len(nodes)
+	has := func(n *pnode, l any) bool {
+		ls, _ := l.(string)
+		for _, x := range n.labels {
+			if x == ls {
+				return true
+			}
+		}
+		return false
+	}
+	if s.hasFrom {
+		lo = len(nodes)
+		for i, n := range nodes {
+			if has(n, s.from) {
+				lo = i
+				break
+			}
+		}
+	}
+	if s.hasTo {
+		hi = lo
+		for i := len(nodes) - 1; i >= lo; i-- {
+			if has(nodes[i], s.to) {
+				hi = i + 1
+				break
+			}
+		}
+	}
+	if lo > hi {
+		return nil
+	}
+	return nodes[lo:hi]
+}
+
 func runSimplePath(ec *execCtx, s *step, in []*trav) ([]*trav, error) {
 	want := s.op == "simplePath"
 	return filter(ec, in, func(t *trav) (bool, error) {
 		seen := map[any]bool{}
 		simple := true
-		for _, n := range pathNodes(t) {
-			k := canon(n.obj)
+		for i, n := range pathRange(s, pathNodes(t)) {
+			v, ok, err := ec.applyBy(s, i, n.obj, t)
+			if err != nil {
+				return false, err
+			}
+			if !ok {
+				v = n.obj
+			}
+			k := canon(v)
 			if seen[k] {
 				simple = false
 				break
@@ -1939,6 +2028,12 @@ func (ec *execCtx) whereP(p *gb.P, t *trav, by func(v any) (any, bool, error)) (
 		switch x := v.(type) {
 		case string:
 			sel, ok := ec.selectOne(t, "last", x)
+			if !ok {
+				// Not a step label: a side effect of that name (withSideEffect).
+				if se, isSE := ec.sideEffects[x]; isSE {
+					sel, ok = se, true
+				}
+			}
 			if !ok {
 				return nil, false, nil
 			}
@@ -1960,12 +2055,79 @@ func (ec *execCtx) whereP(p *gb.P, t *trav, by func(v any) (any, bool, error)) (
 	return np, true, nil
 }
 
+// whereLabels returns the start and end labels of a where() traversal:
+// where(as('a')...as('b')) starts from the object labelled a and must end on
+// the object labelled b (TinkerPop's WhereTraversalStep).
+func whereLabels(c *Traversal) (start, end string) {
+	if len(c.steps) == 0 {
+		return "", ""
+	}
+	if f := c.steps[0]; f.op == "identity" && len(f.labels) == 1 {
+		start = f.labels[0]
+	}
+	if l := c.steps[len(c.steps)-1]; len(l.labels) == 1 && (len(c.steps) > 1 || start == "") {
+		end = l.labels[0]
+	}
+	return start, end
+}
+
+// whereTest evaluates a where() traversal (and/or/not of such traversals
+// combine the same way) against t.
+func (ec *execCtx) whereTest(c *Traversal, t *trav) (bool, error) {
+	if len(c.steps) == 1 {
+		st := c.steps[0]
+		if len(st.labels) == 0 && (st.op == "and" || st.op == "or" || st.op == "not") {
+			for _, a := range st.args {
+				k, ok := a.(*Traversal)
+				if !ok {
+					continue
+				}
+				r, err := ec.whereTest(k, t)
+				if err != nil {
+					return false, err
+				}
+				switch {
+				case st.op == "not":
+					return !r, nil
+				case st.op == "and" && !r:
+					return false, nil
+				case st.op == "or" && r:
+					return true, nil
+				}
+			}
+			return st.op == "and", nil
+		}
+	}
+	start, end := whereLabels(c)
+	in := t
+	if start != "" {
+		v, ok := ec.selectOne(t, "last", start)
+		if !ok {
+			return false, nil
+		}
+		in = t.split(v)
+	}
+	r, err := ec.runChild(c, in)
+	if err != nil || end == "" {
+		return len(r) > 0, err
+	}
+	want, ok := ec.selectOne(t, "last", end)
+	if !ok {
+		return false, nil
+	}
+	for _, o := range r {
+		if equal(o.obj, want) {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
 func runWhere(ec *execCtx, s *step, in []*trav) ([]*trav, error) {
 	if len(s.args) == 1 {
 		if c, ok := s.args[0].(*Traversal); ok {
 			return filter(ec, in, func(t *trav) (bool, error) {
-				r, err := ec.runChild(c, t)
-				return len(r) > 0, err
+				return ec.whereTest(c, t)
 			})
 		}
 	}

@@ -106,15 +106,17 @@ type step struct {
 	times    int
 	hasTimes bool
 	timesPre bool // times() came before repeat()
-	until    *Traversal
-	emit     *Traversal
-	hasEmit  bool
-	untilPre bool
-	emitPre  bool
-	with     map[string]any
-	props    [][]any
-	hints    []hint
-	run      stepFn
+	// childStart: first step of a child (anonymous) traversal.
+	childStart bool
+	until      *Traversal
+	emit       *Traversal
+	hasEmit    bool
+	untilPre   bool
+	emitPre    bool
+	with       map[string]any
+	props      [][]any
+	hints      []hint
+	run        stepFn
 }
 
 type hint struct {
@@ -416,11 +418,17 @@ func compile(bc *gb.Bytecode, depth int) (*Traversal, error) {
 		if err := validate(s); err != nil {
 			return nil, err
 		}
+		s.childStart = depth > 0 && len(t.steps) == 0
 		t.steps = append(t.steps, s)
 		prev = s
 	}
 	if pendingUntil != nil || pendingEmitSet || pendingTimesSet {
 		return nil, evalErr("until()/emit()/times() must be used with repeat()")
+	}
+	for _, s := range t.steps {
+		if err := validateModulators(s); err != nil {
+			return nil, err
+		}
 	}
 	t.steps = infixConnectives(t.steps, depth == 0)
 	addHints(t)
@@ -453,8 +461,77 @@ func validate(s *step) error {
 			return evalErr("%s() takes a traversal", s.op)
 		}
 	case "math":
+	case "where":
+		for _, a := range s.args {
+			if c, ok := a.(*Traversal); ok && !whereLabelsOK(c) {
+				return evalErr("where() with as() step labels in the middle of its traversal is not supported by graphd")
+			}
+		}
 	}
 	return nil
+}
+
+// validateModulators checks the modulators (from/to/by) attached after a step.
+func validateModulators(s *step) error {
+	switch s.op {
+	case "addE", "mergeE", "path", "simplePath", "cyclicPath":
+	default:
+		if s.hasFrom || s.hasTo {
+			return evalErr("%s().from()/to() is not supported by graphd", s.op)
+		}
+	}
+	for _, l := range []any{s.from, s.to} {
+		if _, ok := l.(string); !ok && l != nil && s.op != "addE" && s.op != "mergeE" {
+			return evalErr("%s().from()/to() take step labels", s.op)
+		}
+	}
+	return nil
+}
+
+// whereLabelsOK: a where() traversal may label its first step (start label)
+// and its last step (end label), also inside and()/or()/not(); labels
+// anywhere else are not supported.
+func whereLabelsOK(c *Traversal) bool {
+	if len(c.steps) == 1 {
+		st := c.steps[0]
+		if len(st.labels) == 0 && (st.op == "and" || st.op == "or" || st.op == "not") {
+			for _, a := range st.args {
+				if k, ok := a.(*Traversal); ok && !whereLabelsOK(k) {
+					return false
+				}
+			}
+			return true
+		}
+	}
+	for i, st := range c.steps {
+		if len(st.labels) > 1 || (len(st.labels) == 1 && i != 0 && i != len(c.steps)-1) {
+			return false
+		}
+		if i == 0 && len(st.labels) == 1 && st.op != "identity" && len(c.steps) > 1 {
+			return false
+		}
+		for _, a := range st.args {
+			if k, ok := a.(*Traversal); ok && hasLabels(k) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// hasLabels reports whether t or a child traversal labels a step with as().
+func hasLabels(t *Traversal) bool {
+	for _, s := range t.steps {
+		if len(s.labels) > 0 {
+			return true
+		}
+		for _, a := range s.args {
+			if c, ok := a.(*Traversal); ok && hasLabels(c) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // addHints lets a leading V() use the label/property/id indexes of the

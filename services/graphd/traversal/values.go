@@ -26,7 +26,7 @@ type pathValue struct {
 
 func isNumber(v any) bool {
 	switch v.(type) {
-	case int, int8, int16, int32, int64, uint8, float32, float64, *big.Int:
+	case int, int8, int16, int32, int64, uint8, float32, float64, *big.Int, *gb.BigDecimal:
 		return true
 	}
 	return false
@@ -53,6 +53,12 @@ func toFloat(v any) (float64, bool) {
 	case *big.Int:
 		f, _ := new(big.Float).SetInt(n).Float64()
 		return f, true
+	case *gb.BigDecimal:
+		if n.Unscaled == nil {
+			return 0, true
+		}
+		f, _ := new(big.Float).SetInt(n.Unscaled).Float64()
+		return f / math.Pow10(int(n.Scale)), true
 	}
 	return 0, false
 }
@@ -187,7 +193,7 @@ func typeRank(v any) int {
 		return rankNull
 	case bool:
 		return rankBool
-	case int, int8, int16, int32, int64, uint8, float32, float64, *big.Int:
+	case int, int8, int16, int32, int64, uint8, float32, float64, *big.Int, *gb.BigDecimal:
 		return rankNumber
 	case time.Time:
 		return rankDate
@@ -223,6 +229,13 @@ func typeRank(v any) int {
 // maps by their sorted members; unknown types by type name then a
 // deterministic rendering — never by memory address).
 func orderCompare(a, b any) int {
+	// Tokens (T.id, T.label, ... as map keys) order by their names.
+	if e, ok := a.(gb.Enum); ok {
+		a = e.Name
+	}
+	if e, ok := b.(gb.Enum); ok {
+		b = e.Name
+	}
 	ra, rb := typeRank(a), typeRank(b)
 	if ra != rb {
 		return ra - rb
@@ -323,11 +336,22 @@ func equal(a, b any) bool {
 		return cmpNum(a, b) == 0
 	}
 	switch x := a.(type) {
-	case *graph.Vertex, *graph.Edge, *graph.VertexProperty:
+	case *graph.Vertex:
+		// A vertex sent by the client (a reference) equals the graph's vertex.
+		if y, ok := b.(*gb.Vertex); ok {
+			return equal(x.ID, y.ID)
+		}
+		return a == b
+	case *gb.Vertex:
+		if y, ok := b.(*graph.Vertex); ok {
+			return equal(x.ID, y.ID)
+		}
+	case *graph.Edge, *graph.VertexProperty:
 		return a == b
 	case *graph.Property:
+		// TinkerPop: properties are equal when their keys and values are.
 		y, ok := b.(*graph.Property)
-		return ok && x.Edge == y.Edge && x.Key == y.Key
+		return ok && x.Key == y.Key && equal(x.Value, y.Value)
 	case []any:
 		y, ok := b.([]any)
 		if !ok || len(x) != len(y) {
@@ -356,9 +380,9 @@ func canon(v any) any {
 		return x
 	case *graph.Property:
 		return struct {
-			e *graph.Edge
 			k string
-		}{x.Edge, x.Key}
+			v any
+		}{x.Key, canon(x.Value)}
 	case nil:
 		return nil
 	}

@@ -128,7 +128,7 @@ func registry(t *testing.T, tier []string, ps ...llm.Provider) *llm.Registry {
 var locTool = llm.Tool{Name: "get-location", Description: "Get a location", InputSchema: json.RawMessage(`{"type":"object","properties":{"locationId":{"type":"string"}},"required":["locationId"],"additionalProperties":false}`)}
 
 func userReq(content string) *llm.Request {
-	return &llm.Request{Purpose: llm.PurposeNPCDialogue, System: "You are Marta.", Messages: []llm.Message{{Role: llm.RoleUser, Content: content}}}
+	return &llm.Request{Purpose: llm.Purpose("npc_dialogue"), System: "You are Marta.", Messages: []llm.Message{{Role: llm.RoleUser, Content: content}}}
 }
 
 func TestToolUseRoundTrip(t *testing.T) {

@@ -159,7 +159,7 @@ func registry(t *testing.T, reg prometheus.Registerer, tier []string, ps ...llm.
 var locTool = llm.Tool{Name: "get-location", Description: "Get a location", InputSchema: json.RawMessage(`{"type":"object","properties":{"locationId":{"type":"string"}},"required":["locationId"]}`)}
 
 func userReq(content string) *llm.Request {
-	return &llm.Request{Purpose: llm.PurposeAmbience, System: "You are terse.", Messages: []llm.Message{{Role: llm.RoleUser, Content: content}}}
+	return &llm.Request{Purpose: llm.Purpose("ambience"), System: "You are terse.", Messages: []llm.Message{{Role: llm.RoleUser, Content: content}}}
 }
 
 func TestToolCallRoundTrip(t *testing.T) {

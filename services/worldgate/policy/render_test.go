@@ -1,4 +1,4 @@
-package natsauth_test
+package policy_test
 
 import (
 	"os"
@@ -9,26 +9,27 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/worldgate/worldgate/services/gate/route"
-	"github.com/worldgate/worldgate/services/natsauth"
+	"github.com/worldgate/worldgate/services/worldgate/policy"
+	"github.com/worldgate/worldgate/shared/natsx/natsauth"
 )
 
 // The committed files are what the generator writes: they cannot drift from the code.
 func TestCommittedConfigurationIsUpToDate(t *testing.T) {
-	rs, err := natsauth.Roles(route.Default())
+	rs, err := policy.Roles(route.Default())
 	if err != nil {
 		t.Fatal(err)
 	}
 	for path, want := range map[string]string{
-		"../../deploy/nats/" + natsauth.AuthConfFile:   natsauth.RenderAuth(rs),
-		"../../deploy/nats/" + natsauth.ServerConfFile: natsauth.RenderServer(),
-		"../../docs/nats-permissions.md":               natsauth.RenderDoc(rs),
+		"../../../deploy/nats/" + natsauth.AuthConfFile:   natsauth.RenderAuth(rs),
+		"../../../deploy/nats/" + natsauth.ServerConfFile: natsauth.RenderServer(),
+		"../../../docs/nats-permissions.md":               natsauth.RenderDoc(rs),
 	} {
 		got, err := os.ReadFile(path)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if string(got) != want {
-			t.Errorf("%s is not what the generator writes: run `go generate ./services/natsauth` and commit the result", path)
+			t.Errorf("%s is not what the generator writes: run `go generate ./services/worldgate/policy` and commit the result", path)
 		}
 	}
 }
@@ -36,7 +37,7 @@ func TestCommittedConfigurationIsUpToDate(t *testing.T) {
 // nats-server reads the generated configuration into exactly the users and permissions the
 // embedded server runs with, passwords from the environment.
 func TestGeneratedConfigurationLoadsIntoTheSameUsers(t *testing.T) {
-	rs, err := natsauth.Roles(route.Default())
+	rs, err := policy.Roles(route.Default())
 	if err != nil {
 		t.Fatal(err)
 	}

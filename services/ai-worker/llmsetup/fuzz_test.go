@@ -1,4 +1,4 @@
-package llm_test
+package llmsetup_test
 
 import (
 	"context"
@@ -7,8 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/worldgate/worldgate/services/ai-worker/roles"
+	"github.com/worldgate/worldgate/services/ai-worker/scripted"
 	"github.com/worldgate/worldgate/shared/llm"
-	"github.com/worldgate/worldgate/shared/llm/scripted"
 )
 
 // FuzzExtractJSON: model output is outside input; extraction never panics
@@ -49,7 +50,7 @@ func FuzzScripted(f *testing.F) {
 	p := scripted.New(scripted.Options{})
 	f.Fuzz(func(t *testing.T, toolSchema, toolResult, outSchema string) {
 		req := &llm.Request{
-			Purpose:  llm.PurposeQuestSeed,
+			Purpose:  roles.PurposeQuestSeed,
 			Messages: []llm.Message{{Role: llm.RoleUser, Content: `locationId: "loc-1"`}},
 			Tools:    []llm.Tool{{Name: "get-location", InputSchema: json.RawMessage(toolSchema)}},
 			Output:   &llm.OutputSchema{Name: "out", Schema: json.RawMessage(outSchema)},

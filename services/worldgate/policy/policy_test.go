@@ -1,4 +1,4 @@
-package natsauth_test
+package policy_test
 
 import (
 	"context"
@@ -17,9 +17,10 @@ import (
 	"github.com/worldgate/worldgate/services/gate/gates"
 	"github.com/worldgate/worldgate/services/gate/route"
 	"github.com/worldgate/worldgate/services/mcp-world/worldtools"
-	"github.com/worldgate/worldgate/services/natsauth"
+	"github.com/worldgate/worldgate/services/worldgate/policy"
 	"github.com/worldgate/worldgate/shared/logx"
 	"github.com/worldgate/worldgate/shared/natsx"
+	"github.com/worldgate/worldgate/shared/natsx/natsauth"
 	"github.com/worldgate/worldgate/shared/natsx/natstest"
 )
 
@@ -35,7 +36,7 @@ func password(role string) string { return "pw-" + role }
 
 func startServer(t *testing.T) *authServer {
 	t.Helper()
-	rs, err := natsauth.Roles(route.Default())
+	rs, err := policy.Roles(route.Default())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -428,11 +429,11 @@ func TestApprovalHeldByTheGateDecidedByTheOperator(t *testing.T) {
 
 func TestGateSetIsTheUnionOfItsGates(t *testing.T) {
 	routes := route.Default()
-	rs, err := natsauth.Roles(routes)
+	rs, err := policy.Roles(routes)
 	if err != nil {
 		t.Fatal(err)
 	}
-	set, err := natsauth.GateSet(routes, []string{route.Schema, route.Safety})
+	set, err := policy.GateSet(routes, []string{route.Schema, route.Safety})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -446,7 +447,7 @@ func TestGateSetIsTheUnionOfItsGates(t *testing.T) {
 	if set.Name != "gates-schema-safety" || !slices.Equal(set.Permissions.Publish, union) {
 		t.Fatalf("gate set %s publishes %v; want the union %v", set.Name, set.Permissions.Publish, union)
 	}
-	if _, err := natsauth.GateSet(routes, []string{route.Schema, "vibes"}); err == nil || !strings.Contains(err.Error(), "vibes") {
+	if _, err := policy.GateSet(routes, []string{route.Schema, "vibes"}); err == nil || !strings.Contains(err.Error(), "vibes") {
 		t.Fatalf("unknown gate in a set: %v", err)
 	}
 }

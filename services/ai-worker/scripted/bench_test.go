@@ -4,8 +4,9 @@ import (
 	"context"
 	"testing"
 
+	"github.com/worldgate/worldgate/services/ai-worker/llmsetup"
+	"github.com/worldgate/worldgate/services/ai-worker/scripted"
 	"github.com/worldgate/worldgate/shared/llm"
-	"github.com/worldgate/worldgate/shared/llm/scripted"
 )
 
 func benchCalls(b *testing.B, req *llm.Request) {
@@ -41,7 +42,7 @@ func BenchmarkContentTurn(b *testing.B) {
 // BenchmarkRegistryScripted: a content turn through the default registry
 // (routing, pricing, schema validation).
 func BenchmarkRegistryScripted(b *testing.B) {
-	r, err := llm.NewRegistry(llm.DefaultConfig(), llm.WithProviders(scripted.New(scripted.Options{MaxToolRounds: -1})))
+	r, err := llm.NewRegistry(llmsetup.DefaultConfig(), llm.WithProviders(scripted.New(scripted.Options{MaxToolRounds: -1})))
 	if err != nil {
 		b.Fatal(err)
 	}

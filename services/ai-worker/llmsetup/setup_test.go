@@ -1,4 +1,4 @@
-package setup_test
+package llmsetup_test
 
 import (
 	"context"
@@ -12,17 +12,18 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/worldgate/worldgate/services/ai-worker/llmsetup"
+	"github.com/worldgate/worldgate/services/ai-worker/roles"
 	"github.com/worldgate/worldgate/shared/llm"
-	"github.com/worldgate/worldgate/shared/llm/setup"
 )
 
 func TestDefaultIsScripted(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	r, err := setup.Default(setup.Options{Registerer: reg})
+	r, err := llmsetup.Default(llmsetup.Options{Registerer: reg})
 	if err != nil {
 		t.Fatal(err)
 	}
-	req := &llm.Request{Purpose: llm.PurposeQuestSeed, Messages: []llm.Message{{Role: llm.RoleUser, Content: `Seed a quest at locationId: "loc-mill"`}}}
+	req := &llm.Request{Purpose: roles.PurposeQuestSeed, Messages: []llm.Message{{Role: llm.RoleUser, Content: `Seed a quest at locationId: "loc-mill"`}}}
 	resp, err := r.Complete(context.Background(), req)
 	if err != nil {
 		t.Fatal(err)
@@ -41,7 +42,7 @@ func TestDefaultIsScripted(t *testing.T) {
 		}
 	}
 	// A second registry on the same Registerer reuses the collectors.
-	if _, err := setup.Default(setup.Options{Registerer: reg}); err != nil {
+	if _, err := llmsetup.Default(llmsetup.Options{Registerer: reg}); err != nil {
 		t.Fatalf("second registry on one Registerer: %v", err)
 	}
 }
@@ -76,15 +77,15 @@ purposes: {ambience: cheap, quest_seed: rich}
 retry: {max_attempts: 2, base_delay: 1ms, max_delay: 2ms}
 timeout: 5s
 `
-	f, err := setup.Parse([]byte(yml))
+	f, err := llmsetup.Parse([]byte(yml))
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := setup.Build(f, setup.Options{})
+	r, err := llmsetup.Build(f, llmsetup.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp, err := r.Complete(context.Background(), &llm.Request{Purpose: llm.PurposeAmbience,
+	resp, err := r.Complete(context.Background(), &llm.Request{Purpose: roles.PurposeAmbience,
 		Messages: []llm.Message{{Role: llm.RoleUser, Content: "locationId: loc-1"}}})
 	if err != nil {
 		t.Fatal(err)
@@ -101,9 +102,9 @@ func TestConfigErrorsAreSentences(t *testing.T) {
 		"providers: [{name: x, type: openai, api_key_env: WG_TEST_UNSET_KEY}]\n",
 		"unknown_field: 1\n",
 	} {
-		f, err := setup.Parse([]byte(yml))
+		f, err := llmsetup.Parse([]byte(yml))
 		if err == nil {
-			_, err = setup.Build(f, setup.Options{Getenv: func(string) string { return "" }})
+			_, err = llmsetup.Build(f, llmsetup.Options{Getenv: func(string) string { return "" }})
 		}
 		if err == nil || !strings.Contains(err.Error(), " ") {
 			t.Errorf("%q: want an explanatory error, got %v", yml, err)

@@ -1,8 +1,8 @@
-// Package setup builds an llm.Registry with its providers from
+// Package llmsetup builds an llm.Registry with its providers from
 // configuration: the embedded scripted default, or a YAML file naming
 // OpenAI-compatible and Anthropic endpoints. It exists so that package llm
 // need not import its adapters.
-package setup
+package llmsetup
 
 import (
 	"fmt"
@@ -14,10 +14,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"gopkg.in/yaml.v3"
 
+	"github.com/worldgate/worldgate/services/ai-worker/roles"
+	"github.com/worldgate/worldgate/services/ai-worker/scripted"
 	"github.com/worldgate/worldgate/shared/llm"
 	"github.com/worldgate/worldgate/shared/llm/anthropic"
 	"github.com/worldgate/worldgate/shared/llm/openai"
-	"github.com/worldgate/worldgate/shared/llm/scripted"
 )
 
 // File is the YAML configuration of the provider layer:
@@ -68,10 +69,36 @@ type Options struct {
 	Getenv func(string) string
 }
 
+// Tier names of the default configuration.
+const (
+	TierCheap = "cheap"
+	TierRich  = "rich"
+)
+
+// DefaultConfig routes everything to the offline scripted provider:
+// cheap → scripted:scripted-small, rich → scripted:scripted-large. It is the one place that
+// gives each agent role's purpose its tier: ambience and npc_dialogue are cheap, quest_seed is
+// rich; a configuration file without purposes keeps these.
+func DefaultConfig() llm.Config {
+	return llm.Config{
+		Tiers: map[string][]string{
+			TierCheap: {"scripted:" + scripted.ModelSmall},
+			TierRich:  {"scripted:" + scripted.ModelLarge},
+		},
+		Purposes: map[llm.Purpose]string{
+			roles.PurposeAmbience:    TierCheap,
+			roles.PurposeNPCDialogue: TierCheap,
+			roles.PurposeQuestSeed:   TierRich,
+		},
+		DefaultTier: TierCheap,
+		Degrade:     map[string]string{TierRich: TierCheap},
+	}
+}
+
 // Default is the embedded default: the scripted provider serving tiers
 // cheap (scripted-small) and rich (scripted-large). No network.
 func Default(o Options) (*llm.Registry, error) {
-	return llm.NewRegistry(llm.DefaultConfig(), registryOptions(o, llm.DefaultPrices(), scripted.New(scripted.Options{}))...)
+	return llm.NewRegistry(DefaultConfig(), registryOptions(o, llm.DefaultPrices(), scripted.New(scripted.Options{}))...)
 }
 
 // Parse reads a File from YAML; unknown fields are errors.
@@ -113,11 +140,27 @@ func Build(f File, o Options) (*llm.Registry, error) {
 		}
 	}
 	cfg := f.Config
+	def := DefaultConfig()
 	if len(cfg.Tiers) == 0 {
-		def := llm.DefaultConfig()
-		cfg.Tiers, cfg.Purposes = def.Tiers, def.Purposes
-		if cfg.DefaultTier == "" {
-			cfg.DefaultTier = def.DefaultTier
+		cfg.Tiers = def.Tiers
+	}
+	if len(cfg.Purposes) == 0 {
+		// The agent roles' purposes keep their default tiers where the file has those tiers.
+		cfg.Purposes = map[llm.Purpose]string{}
+		for p, tier := range def.Purposes {
+			if _, ok := cfg.Tiers[tier]; ok {
+				cfg.Purposes[p] = tier
+			}
+		}
+	}
+	if cfg.DefaultTier == "" {
+		cfg.DefaultTier = def.DefaultTier
+	}
+	if cfg.Degrade == nil {
+		_, rich := cfg.Tiers[TierRich]
+		_, cheap := cfg.Tiers[TierCheap]
+		if rich && cheap {
+			cfg.Degrade = def.Degrade
 		}
 	}
 	if len(f.Providers) == 0 {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"unicode"
 
+	"github.com/worldgate/worldgate/services/ai-worker/roles"
 	"github.com/worldgate/worldgate/shared/llm"
 )
 
@@ -31,11 +32,11 @@ func (w *writer) pick(list []string) string {
 func (w *writer) answer(req *llm.Request) string {
 	var sem map[string]any
 	switch req.Purpose {
-	case llm.PurposeAmbience:
+	case roles.PurposeAmbience:
 		sem = w.ambience()
-	case llm.PurposeNPCDialogue:
+	case roles.PurposeNPCDialogue:
 		sem = w.dialogue()
-	case llm.PurposeQuestSeed:
+	case roles.PurposeQuestSeed:
 		sem = w.quest()
 	default:
 		sem = map[string]any{"text": w.sentences(1 + w.rng.IntN(2))}
@@ -47,7 +48,7 @@ func (w *writer) answer(req *llm.Request) string {
 			fl := filler{w: w, sem: semIndex(sem), root: schema}
 			out = fl.fill("", schema, 0)
 		}
-	} else if req.Purpose != llm.PurposeAmbience && req.Purpose != llm.PurposeNPCDialogue && req.Purpose != llm.PurposeQuestSeed {
+	} else if req.Purpose != roles.PurposeAmbience && req.Purpose != roles.PurposeNPCDialogue && req.Purpose != roles.PurposeQuestSeed {
 		return sem["text"].(string)
 	}
 	b, err := json.Marshal(out)

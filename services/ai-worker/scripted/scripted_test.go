@@ -10,9 +10,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/worldgate/worldgate/services/ai-worker/roles"
+	"github.com/worldgate/worldgate/services/ai-worker/scripted"
 	"github.com/worldgate/worldgate/shared/llm"
 	"github.com/worldgate/worldgate/shared/llm/prompt"
-	"github.com/worldgate/worldgate/shared/llm/scripted"
 )
 
 var ambienceTools = []llm.Tool{
@@ -35,7 +36,7 @@ const questSchema = `{"type":"object","properties":{
 
 func ambienceRequest(loc string) *llm.Request {
 	return &llm.Request{
-		Purpose: llm.PurposeAmbience, Model: scripted.ModelSmall,
+		Purpose: roles.PurposeAmbience, Model: scripted.ModelSmall,
 		System:   "You write short ambience for a location in a fantasy world.",
 		Messages: []llm.Message{{Role: llm.RoleUser, Content: `The player entered locationId: "` + loc + `". Describe the scene.`}},
 		Tools:    ambienceTools,
@@ -167,7 +168,7 @@ func TestContentVariesWithContext(t *testing.T) {
 func TestQuestSeedSchema(t *testing.T) {
 	p := scripted.New(scripted.Options{})
 	req := &llm.Request{
-		Purpose: llm.PurposeQuestSeed, Model: scripted.ModelLarge,
+		Purpose: roles.PurposeQuestSeed, Model: scripted.ModelLarge,
 		Messages: []llm.Message{{Role: llm.RoleUser, Content: `Seed a quest near locationId: "loc-tavern".`}},
 		Tools:    ambienceTools,
 		Output:   &llm.OutputSchema{Name: "quest_seed", Schema: json.RawMessage(questSchema)},
@@ -190,7 +191,7 @@ func TestQuestSeedSchema(t *testing.T) {
 func TestDialogueWithoutSchema(t *testing.T) {
 	p := scripted.New(scripted.Options{})
 	req := &llm.Request{
-		Purpose:  llm.PurposeNPCDialogue,
+		Purpose:  roles.PurposeNPCDialogue,
 		Messages: []llm.Message{{Role: llm.RoleUser, Content: "npcId: npc-1\nThe player says:\n\"Any work around here?\""}},
 	}
 	resp, err := p.Complete(context.Background(), req)
@@ -276,7 +277,7 @@ func TestQuestObjectivesAreDistinct(t *testing.T) {
 	results["get-location"] = `{"id":"loc-mine","name":"The Deep Mine","description":"Tunnels of warm red rock.","npcs":[{"name":"Ivy Flint"}],"items":[{"name":"a miner's lamp"}]}`
 	for i := range 60 {
 		req := &llm.Request{
-			Purpose: llm.PurposeQuestSeed, Model: scripted.ModelLarge,
+			Purpose: roles.PurposeQuestSeed, Model: scripted.ModelLarge,
 			Messages: []llm.Message{{Role: llm.RoleUser, Content: fmt.Sprintf("Seed quest %d near locationId: \"loc-mine\".", i)}},
 			Tools:    ambienceTools,
 		}
@@ -302,7 +303,7 @@ func TestHostileWordsQuotedUntilRefused(t *testing.T) {
 	said := prompt.Data("player_said", "You worthless idiot, pay up or else.")
 	ask := func(extra ...string) string {
 		content := strings.Join(append([]string{"npcId: npc-1", said.String()}, extra...), "\n")
-		req := &llm.Request{Purpose: llm.PurposeNPCDialogue, Messages: []llm.Message{
+		req := &llm.Request{Purpose: roles.PurposeNPCDialogue, Messages: []llm.Message{
 			{Role: llm.RoleUser, Content: content},
 			{Role: llm.RoleAssistant, ToolCalls: []llm.ToolCall{{ID: "c1", Name: "classify-intent", Args: json.RawMessage(`{}`)}}},
 			{Role: llm.RoleTool, ToolCallID: "c1", Name: "classify-intent", Content: `{"alternatives":[{"confidence":0.48,"intent":"ask_about"}],"confidence":0.68,"intent":"threaten"}`},
@@ -342,7 +343,7 @@ func TestOneOfRequiredToolArgs(t *testing.T) {
 		{`Tell the lore of factId: "lore:sundering".`, "factId"},
 	} {
 		p := scripted.New(scripted.Options{})
-		resp, err := p.Complete(context.Background(), &llm.Request{Purpose: llm.PurposeAmbience,
+		resp, err := p.Complete(context.Background(), &llm.Request{Purpose: roles.PurposeAmbience,
 			Messages: []llm.Message{{Role: llm.RoleUser, Content: c.prompt}}, Tools: tools})
 		if err != nil || len(resp.ToolCalls) != 1 {
 			t.Fatalf("%s: %v %+v", c.prompt, err, resp)
@@ -365,7 +366,7 @@ func TestAllOptionalToolAsksByFreeText(t *testing.T) {
 	schema := json.RawMessage(`{"type":"object","additionalProperties":false,
 	 "properties":{"factId":{"type":"string"},"topic":{"type":"string"}}}`)
 	p := scripted.New(scripted.Options{})
-	resp, err := p.Complete(context.Background(), &llm.Request{Purpose: llm.PurposeAmbience,
+	resp, err := p.Complete(context.Background(), &llm.Request{Purpose: roles.PurposeAmbience,
 		Messages: []llm.Message{{Role: llm.RoleUser, Content: `Describe locationId: "loc:forge-row".`}},
 		Tools:    []llm.Tool{{Name: "get-canonical-fact", InputSchema: schema}}})
 	if err != nil || len(resp.ToolCalls) != 1 {

@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"testing"
 
-	"github.com/worldgate/worldgate/services/gate/provenance"
+	"github.com/worldgate/worldgate/events/provenance"
 )
 
 func TestCanonical(t *testing.T) {

@@ -1,4 +1,4 @@
-package llm_test
+package llmsetup_test
 
 import (
 	"context"
@@ -8,8 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/worldgate/worldgate/services/ai-worker/llmsetup"
+	"github.com/worldgate/worldgate/services/ai-worker/roles"
+	"github.com/worldgate/worldgate/services/ai-worker/scripted"
 	"github.com/worldgate/worldgate/shared/llm"
-	"github.com/worldgate/worldgate/shared/llm/scripted"
 )
 
 func fastRetry() llm.RetryPolicy {
@@ -30,14 +32,14 @@ func newRegistry(t *testing.T, cfg llm.Config, ps ...llm.Provider) *llm.Registry
 }
 
 func TestRoutingByPurposeTierAndModel(t *testing.T) {
-	cfg := llm.DefaultConfig()
+	cfg := llmsetup.DefaultConfig()
 	r := newRegistry(t, cfg, scripted.New(scripted.Options{}))
 	cases := []struct {
 		req   *llm.Request
 		model string
 	}{
-		{req(llm.PurposeAmbience), "scripted-small"},
-		{req(llm.PurposeQuestSeed), "scripted-large"},
+		{req(roles.PurposeAmbience), "scripted-small"},
+		{req(roles.PurposeQuestSeed), "scripted-large"},
 		{req("unknown_purpose"), "scripted-small"},
 		{&llm.Request{Tier: "rich", Messages: req("").Messages}, "scripted-large"},
 		{&llm.Request{Model: "scripted:custom-x", Messages: req("").Messages}, "custom-x"},
@@ -63,61 +65,61 @@ func TestRoutingByPurposeTierAndModel(t *testing.T) {
 }
 
 func TestRetriesInjectedFailures(t *testing.T) {
-	cfg := llm.DefaultConfig()
+	cfg := llmsetup.DefaultConfig()
 	cfg.Retry = fastRetry()
 	p := scripted.New(scripted.Options{Fail: &llm.Error{Kind: llm.KindProvider, Status: 500}, FailTimes: 2})
 	r := newRegistry(t, cfg, p)
-	resp, err := r.Complete(context.Background(), req(llm.PurposeAmbience))
+	resp, err := r.Complete(context.Background(), req(roles.PurposeAmbience))
 	if err != nil || resp.Attempts != 3 {
 		t.Fatalf("%v %+v", err, resp)
 	}
 }
 
 func TestNonRetryableIsNotRetried(t *testing.T) {
-	cfg := llm.DefaultConfig()
+	cfg := llmsetup.DefaultConfig()
 	cfg.Retry = fastRetry()
 	cfg.Tiers["cheap"] = []string{"bad:scripted-small", "scripted:scripted-small"}
 	bad := scripted.New(scripted.Options{Name: "bad", Fail: &llm.Error{Kind: llm.KindInvalid, Status: 400}, FailTimes: 5})
 	r := newRegistry(t, cfg, bad, scripted.New(scripted.Options{}))
-	_, err := r.Complete(context.Background(), req(llm.PurposeAmbience))
+	_, err := r.Complete(context.Background(), req(roles.PurposeAmbience))
 	var le *llm.Error
 	if !errors.As(err, &le) || le.Kind != llm.KindInvalid || le.Provider != "bad" || le.Retryable() {
 		t.Fatalf("err = %v", err)
 	}
 	// One call consumed, no failover: the next call fails again.
-	if _, err := r.Complete(context.Background(), req(llm.PurposeAmbience)); llm.KindOf(err) != llm.KindInvalid {
+	if _, err := r.Complete(context.Background(), req(roles.PurposeAmbience)); llm.KindOf(err) != llm.KindInvalid {
 		t.Fatalf("second call: %v", err)
 	}
 }
 
 func TestPerAttemptTimeoutThenFailover(t *testing.T) {
-	cfg := llm.DefaultConfig()
+	cfg := llmsetup.DefaultConfig()
 	cfg.Retry = llm.RetryPolicy{MaxAttempts: 1}
 	cfg.Timeout = 20 * time.Millisecond
 	cfg.Tiers["cheap"] = []string{"slow:scripted-small", "scripted:scripted-small"}
 	slow := scripted.New(scripted.Options{Name: "slow", Delay: time.Hour})
 	r := newRegistry(t, cfg, slow, scripted.New(scripted.Options{}))
-	resp, err := r.Complete(context.Background(), req(llm.PurposeAmbience))
+	resp, err := r.Complete(context.Background(), req(roles.PurposeAmbience))
 	if err != nil || resp.Provider != "scripted" || resp.Attempts != 2 {
 		t.Fatalf("%v %+v", err, resp)
 	}
-	cfg.Tiers, cfg.Purposes = map[string][]string{"cheap": {"slow:scripted-small"}}, nil
+	cfg.Tiers, cfg.Purposes, cfg.Degrade = map[string][]string{"cheap": {"slow:scripted-small"}}, nil, nil
 	r = newRegistry(t, cfg, slow)
-	_, err = r.Complete(context.Background(), req(llm.PurposeAmbience))
+	_, err = r.Complete(context.Background(), req(roles.PurposeAmbience))
 	if llm.KindOf(err) != llm.KindTimeout {
 		t.Fatalf("want timeout, got %v", err)
 	}
 }
 
 func TestCallerCancellationStopsRetries(t *testing.T) {
-	cfg := llm.DefaultConfig()
+	cfg := llmsetup.DefaultConfig()
 	cfg.Retry = llm.RetryPolicy{MaxAttempts: 5, BaseDelay: time.Hour, MaxDelay: time.Hour}
 	p := scripted.New(scripted.Options{Fail: &llm.Error{Kind: llm.KindUnavailable}, FailTimes: 100})
 	r := newRegistry(t, cfg, p)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		_, err := r.Complete(ctx, req(llm.PurposeAmbience))
+		_, err := r.Complete(ctx, req(roles.PurposeAmbience))
 		done <- err
 	}()
 	cancel()
@@ -128,11 +130,11 @@ func TestCallerCancellationStopsRetries(t *testing.T) {
 }
 
 func TestRetryAfterBeyondBoundNotWaited(t *testing.T) {
-	cfg := llm.DefaultConfig()
+	cfg := llmsetup.DefaultConfig()
 	cfg.Retry = llm.RetryPolicy{MaxAttempts: 3, BaseDelay: time.Millisecond, MaxRetryAfter: time.Second}
 	p := scripted.New(scripted.Options{Fail: &llm.Error{Kind: llm.KindRateLimit, Status: 429, RetryAfter: time.Hour}, FailTimes: 1})
 	r := newRegistry(t, cfg, p)
-	_, err := r.Complete(context.Background(), req(llm.PurposeAmbience))
+	_, err := r.Complete(context.Background(), req(roles.PurposeAmbience))
 	var le *llm.Error
 	if !errors.As(err, &le) || le.Kind != llm.KindRateLimit || le.RetryAfter != time.Hour {
 		t.Fatalf("err = %v", err)
@@ -140,9 +142,9 @@ func TestRetryAfterBeyondBoundNotWaited(t *testing.T) {
 }
 
 func TestStreamThroughRegistry(t *testing.T) {
-	r := newRegistry(t, llm.DefaultConfig(), scripted.New(scripted.Options{}))
+	r := newRegistry(t, llmsetup.DefaultConfig(), scripted.New(scripted.Options{}))
 	var b strings.Builder
-	resp, err := r.Stream(context.Background(), req(llm.PurposeAmbience), func(d llm.Delta) error {
+	resp, err := r.Stream(context.Background(), req(roles.PurposeAmbience), func(d llm.Delta) error {
 		b.WriteString(d.Text)
 		return nil
 	})
@@ -150,15 +152,15 @@ func TestStreamThroughRegistry(t *testing.T) {
 		t.Fatalf("%v streamed %q resp %+v", err, b.String(), resp)
 	}
 	stop := errors.New("caller stops")
-	_, err = r.Stream(context.Background(), req(llm.PurposeAmbience), func(llm.Delta) error { return stop })
+	_, err = r.Stream(context.Background(), req(roles.PurposeAmbience), func(llm.Delta) error { return stop })
 	if !errors.Is(err, stop) {
 		t.Fatalf("callback error should come back unchanged: %v", err)
 	}
 }
 
 func TestToolsNeedToolCapableProvider(t *testing.T) {
-	r := newRegistry(t, llm.DefaultConfig(), noTools{scripted.New(scripted.Options{})})
-	rq := req(llm.PurposeAmbience)
+	r := newRegistry(t, llmsetup.DefaultConfig(), noTools{scripted.New(scripted.Options{})})
+	rq := req(roles.PurposeAmbience)
 	rq.Tools = []llm.Tool{{Name: "get-location", InputSchema: json.RawMessage(`{"type":"object"}`)}}
 	if _, err := r.Complete(context.Background(), rq); llm.KindOf(err) != llm.KindInvalid {
 		t.Fatalf("err = %v", err)
@@ -174,10 +176,10 @@ func (n noTools) Capabilities() llm.Capabilities {
 }
 
 func TestInvalidRequestsRejectedUpfront(t *testing.T) {
-	r := newRegistry(t, llm.DefaultConfig(), scripted.New(scripted.Options{}))
+	r := newRegistry(t, llmsetup.DefaultConfig(), scripted.New(scripted.Options{}))
 	bad := []*llm.Request{
 		nil,
-		{Purpose: llm.PurposeAmbience},
+		{Purpose: roles.PurposeAmbience},
 		{Messages: []llm.Message{{Role: "system", Content: "x"}}},
 		{Messages: []llm.Message{{Role: llm.RoleTool, Content: "x"}}},
 		{Messages: req("").Messages, Output: &llm.OutputSchema{Name: "x", Schema: json.RawMessage(`{"type":12}`)}},
@@ -194,14 +196,14 @@ func TestNewRegistryValidatesConfig(t *testing.T) {
 	for _, cfg := range []llm.Config{
 		{Tiers: map[string][]string{"cheap": {"nobody:m"}}},
 		{Tiers: map[string][]string{"cheap": {"no-colon"}}},
-		{Tiers: map[string][]string{"rich": {"scripted:m"}}}, // default tier cheap missing
+		{Tiers: map[string][]string{"rich": {"scripted:m"}, "cheap": {"scripted:m"}}, DefaultTier: "gold"}, // default tier not configured
 		{Tiers: map[string][]string{"cheap": {"scripted:m"}}, Purposes: map[llm.Purpose]string{"ambience": "gold"}},
 	} {
 		if _, err := llm.NewRegistry(cfg, llm.WithProviders(p)); err == nil {
 			t.Errorf("config %+v accepted", cfg)
 		}
 	}
-	if _, err := llm.NewRegistry(llm.DefaultConfig(), llm.WithProviders(p, scripted.New(scripted.Options{}))); err == nil {
+	if _, err := llm.NewRegistry(llmsetup.DefaultConfig(), llm.WithProviders(p, scripted.New(scripted.Options{}))); err == nil {
 		t.Error("duplicate provider names accepted")
 	}
 }

@@ -1,0 +1,292 @@
+// Package natsauth generates Worldgate's NATS users from a description of the components: for
+// each role (game backends publishing world events, each runtime worker, the operator's CLI, the
+// provisioning admin, mcp-world) it computes exactly the subjects the role may publish and
+// subscribe to. Least privilege is then the server's job, not the workers' good behaviour:
+// only the event-processor may publish committed events, only publishers world events, each
+// gate only its next hops.
+//
+// The package knows the topology (shared/natsx) and the subjects (events), not the services:
+// each worker's consumers, buckets and subjects are given in a Policy, which the services
+// assemble (services/worldgate/policy) from their own declarations. `worldgate dev` runs its
+// embedded server with these users (Users); `worldgate nats-config` writes the same users as
+// nats-server configuration (Render*). The package does no I/O.
+package natsauth
+
+import (
+	"slices"
+	"strings"
+
+	"github.com/worldgate/worldgate/events"
+	"github.com/worldgate/worldgate/shared/natsx"
+)
+
+// Role names of the fixed roles, and of the workers every layout has: each is a NATS user name.
+const (
+	Admin          = "admin"
+	Publisher      = "publisher"
+	Operator       = "operator"
+	AIWorker       = "ai-worker"
+	EventProcessor = "event-processor"
+	MCPWorld       = "mcp-world"
+	// WorldLoader is a process that loads world files (the world-loader emitter).
+	WorldLoader = "world-loader"
+	// Gates is the union of every gate's permissions: `gate -gate all` and `worldgate dev`.
+	Gates = "gates"
+)
+
+// GateRole is the role of a process running the one gate g: gate-<g>.
+func GateRole(g string) string { return "gate-" + g }
+
+// Consumer is a durable pull consumer a worker owns on a stream. The worker may create it,
+// pull from it, settle what it receives and dead-letter what it gives up on
+// (events.DeadLetterSubject(Durable)).
+type Consumer struct {
+	Stream  string
+	Durable string
+}
+
+// Bucket is a KV bucket a worker reads and writes; Watch adds listing its keys.
+type Bucket struct {
+	Name  string
+	Watch bool
+	// Keys restricts the worker to the keys matching this NATS subject pattern over keys
+	// (e.g. "schema.>": a gate's own retry tickets); empty: every key.
+	Keys string
+}
+
+// Grant is what one component of a worker needs beyond the runtime's own (its inbox, service
+// discovery, the provisioning check).
+type Grant struct {
+	Consumers []Consumer
+	Buckets   []Bucket
+	// Publish are the subjects the component publishes to.
+	Publish []string
+}
+
+// Worker is one runtime worker's NATS user: the union of its components' grants.
+type Worker struct {
+	User    string
+	Summary string // who connects as it
+	// Service is the name the worker registers with NATS service discovery (worldgate-<Service>).
+	Service string
+	Grants  []Grant
+}
+
+// Policy describes every runtime worker user, and the subjects where new proposals enter (the
+// operator may submit world files there).
+type Policy struct {
+	Workers []Worker
+	Entry   []string
+}
+
+// Role is one NATS user and what it may do.
+type Role struct {
+	Name    string
+	Summary string // who connects as it
+	// Permissions nil allows everything (Admin only).
+	Permissions *natsx.Permissions
+}
+
+// Roles returns every role with its permissions: the admin, publisher and operator, then p's
+// workers in order, then mcp-world.
+func Roles(p Policy) []Role {
+	out := []Role{
+		{Name: Admin, Summary: "provisioning (`worldgate provision`, and `worldgate dev` itself): creates and updates streams, consumers and buckets; everything"},
+		{Name: Publisher, Summary: "game backends and `worldgate publish`: world events only", Permissions: publisher()},
+		{Name: Operator, Summary: "the `worldgate` CLI: status, trace, proposals list/show/approve/reject, world load", Permissions: operator(p)},
+		{Name: WorldLoader, Summary: "a world-file loader: world-building proposals on proposals.emit.world-loader", Permissions: emitterOnly(WorldLoader, events.EmitterWorldLoader)},
+	}
+	for _, w := range p.Workers {
+		out = append(out, Role{Name: w.User, Summary: w.Summary, Permissions: w.permissions()})
+	}
+	return append(out, Role{Name: MCPWorld, Summary: "mcp-world: reads the committed log (list-recent-events)", Permissions: mcpWorld()})
+}
+
+// Lookup returns the role named name.
+func Lookup(rs []Role, name string) (Role, bool) {
+	i := slices.IndexFunc(rs, func(r Role) bool { return r.Name == name })
+	if i < 0 {
+		return Role{}, false
+	}
+	return rs[i], true
+}
+
+// Users turns roles into users of the embedded server, each with password(role name).
+func Users(rs []Role, password func(role string) string) []natsx.User {
+	out := make([]natsx.User, 0, len(rs))
+	for _, r := range rs {
+		out = append(out, natsx.User{Name: r.Name, Password: password(r.Name), Permissions: r.Permissions})
+	}
+	return out
+}
+
+// PasswordEnv is the environment variable the generated server configuration reads role's
+// password from: WORLDGATE_NATS_<ROLE>_PASSWORD (dashes become underscores).
+func PasswordEnv(role string) string {
+	return "WORLDGATE_NATS_" + strings.ToUpper(strings.ReplaceAll(role, "-", "_")) + "_PASSWORD"
+}
+
+func (w Worker) permissions() *natsx.Permissions {
+	p := worker(w.User, w.Service)
+	for _, g := range w.Grants {
+		for _, c := range g.Consumers {
+			p.consumer(c.Stream, c.Durable)
+			p.pub = append(p.pub, events.DeadLetterSubject(c.Durable))
+		}
+		for _, b := range g.Buckets {
+			if b.Keys != "" {
+				p.kvKeys(b.Name, b.Keys)
+				continue
+			}
+			p.kv(b.Name, b.Watch)
+		}
+		p.pub = append(p.pub, g.Publish...)
+	}
+	return p.build()
+}
+
+// perms accumulates a role's subjects; build sorts and de-duplicates them.
+type perms struct {
+	pub, pubDeny, sub []string
+}
+
+func (p *perms) build() *natsx.Permissions {
+	clean := func(s []string) []string {
+		slices.Sort(s)
+		return slices.Compact(s)
+	}
+	return &natsx.Permissions{Publish: clean(p.pub), PublishDeny: clean(p.pubDeny), Subscribe: clean(p.sub)}
+}
+
+// inbox lets the user receive replies on its own inboxes (see natsx.InboxPrefix).
+func (p *perms) inbox(user string) { p.sub = append(p.sub, natsx.InboxPrefix(user)+".>") }
+
+// consumer lets a worker create or update its durable pull consumer, pull from it and settle
+// what it receives (a single-filter consumer is created on ….<durable>.<filter>), and list
+// the stream's consumers: its lag collector (natsx.LagCollector) reports them.
+func (p *perms) consumer(stream, durable string) {
+	p.pub = append(p.pub,
+		api("CONSUMER.CREATE", stream, durable), api("CONSUMER.CREATE", stream, durable, ">"),
+		api("CONSUMER.INFO", stream, durable),
+		api("CONSUMER.MSG.NEXT", stream, durable),
+		"$JS.ACK."+stream+"."+durable+".>",
+		api("CONSUMER.LIST", stream))
+}
+
+// emitterOnly may only propose, as emitter.
+func emitterOnly(user, emitter string) *natsx.Permissions {
+	p := &perms{pub: []string{events.EmitSubject(emitter)}}
+	p.inbox(user)
+	return p.build()
+}
+
+// kvKeys lets a worker read and write only the keys of bucket matching pattern.
+func (p *perms) kvKeys(bucket, pattern string) {
+	stream := "KV_" + bucket
+	p.pub = append(p.pub, api("STREAM.INFO", stream), api("DIRECT.GET", stream, "$KV", bucket, pattern), "$KV."+bucket+"."+pattern)
+}
+
+// kv lets a worker read and write bucket; watch adds listing keys (an ordered consumer of
+// the bucket's stream, with flow control).
+func (p *perms) kv(bucket string, watch bool) {
+	stream := "KV_" + bucket
+	p.pub = append(p.pub, api("STREAM.INFO", stream), api("DIRECT.GET", stream, ">"), "$KV."+bucket+".>")
+	if watch {
+		p.pub = append(p.pub, api("CONSUMER.CREATE", stream), api("CONSUMER.CREATE", stream, ">"),
+			api("CONSUMER.INFO", stream, ">"), api("CONSUMER.DELETE", stream, ">"), "$JS.FC."+stream+".>")
+	}
+}
+
+// streamInfo lets a worker read the configuration of every stream and bucket of the
+// topology, which is all -provision does against a server already provisioned by the admin.
+func (p *perms) streamInfo() {
+	t := natsx.DefaultTopology(natsx.TopologyOptions{})
+	for _, s := range t.Streams {
+		p.pub = append(p.pub, api("STREAM.INFO", s.Name))
+	}
+	for _, b := range t.Buckets {
+		p.pub = append(p.pub, api("STREAM.INFO", "KV_"+b.Bucket))
+	}
+}
+
+// service lets a worker register with NATS service discovery as worldgate-<name> and answer
+// the operator's and the admin's discovery requests (`worldgate status`). Replies go only to
+// their inboxes: NATS's allow_responses would let anyone who may send a request make the
+// worker publish to any subject named as the reply.
+func (p *perms) service(name string) {
+	svc := "worldgate-" + name
+	p.sub = append(p.sub, "$SRV.PING", "$SRV.INFO", "$SRV.STATS", "$SRV.*."+svc, "$SRV.*."+svc+".*",
+		"status") // the runtime's "status" endpoint (nats.go/micro serves it on the subject "status")
+	p.pub = append(p.pub, natsx.InboxPrefix(Operator)+".>", natsx.InboxPrefix(Admin)+".>")
+}
+
+// worker is what every runtime worker needs: its inbox, discovery and the provisioning check.
+func worker(user, service string) *perms {
+	p := &perms{}
+	p.inbox(user)
+	p.service(service)
+	p.streamInfo()
+	return p
+}
+
+func api(parts ...string) string { return "$JS.API." + strings.Join(parts, ".") }
+
+func publisher() *natsx.Permissions {
+	p := &perms{pub: []string{events.SubjectWorldAll}}
+	p.inbox(Publisher)
+	p.outcomeReader()
+	return p.build()
+}
+
+// outcomeReader lets a game backend read the outcomes of its requests (events.Watch and
+// events.Await): ordered consumers of its own on stream OUTCOMES, and nothing on any other
+// stream.
+func (p *perms) outcomeReader() {
+	s := events.StreamOutcomes
+	p.pub = append(p.pub, api("STREAM.INFO", s), api("CONSUMER.CREATE", s, ">"), api("CONSUMER.INFO", s, ">"),
+		api("CONSUMER.MSG.NEXT", s, ">"), api("CONSUMER.DELETE", s, ">"))
+}
+
+func mcpWorld() *natsx.Permissions {
+	p := &perms{}
+	p.inbox(MCPWorld)
+	s := events.StreamCommitted
+	p.pub = append(p.pub, api("STREAM.INFO", s), api("STREAM.MSG.GET", s), api("DIRECT.GET", s), api("DIRECT.GET", s, ">"))
+	return p.build()
+}
+
+// operator reads everything (stream and consumer information, messages through its own
+// ephemeral consumers, direct gets, service discovery) and writes only what its commands
+// need: decisions in the approvals bucket, a decided proposal to the approval gate's next hop
+// or its rejection, and world files to the first gate. It may not create, delete or pull from
+// the workers' durable consumers.
+func operator(pol Policy) *natsx.Permissions {
+	p := &perms{}
+	p.inbox(Operator)
+	p.pub = append(p.pub, "$SRV.>", api("INFO"),
+		api("STREAM.INFO", "*"), api("STREAM.NAMES"), api("STREAM.LIST"), api("STREAM.MSG.GET", "*"), api("DIRECT.GET", ">"),
+		api("CONSUMER.INFO", "*", "*"), api("CONSUMER.NAMES", "*"), api("CONSUMER.LIST", "*"),
+		api("CONSUMER.CREATE", ">"), api("CONSUMER.DELETE", ">"), api("CONSUMER.MSG.NEXT", ">"), "$JS.FC.>")
+	// A person's decision on a held proposal is a request the approval gate carries out: the
+	// operator neither writes held proposals nor publishes to any gate but the first.
+	// The decisions go on the operator's own subject, where the approval gate takes the
+	// approver from; world building enters on the operator emitter's subject.
+	p.pub = append(p.pub, events.DecisionsSubject(Operator), events.EmitSubject(events.EmitterOperator))
+	for _, c := range durables(pol) {
+		p.pubDeny = append(p.pubDeny,
+			api("CONSUMER.CREATE", c.Stream, c.Durable), api("CONSUMER.CREATE", c.Stream, c.Durable, ">"),
+			api("CONSUMER.DELETE", c.Stream, c.Durable), api("CONSUMER.MSG.NEXT", c.Stream, c.Durable))
+	}
+	return p.build()
+}
+
+// durables are the workers' durable consumers.
+func durables(p Policy) []Consumer {
+	var out []Consumer
+	for _, w := range p.Workers {
+		for _, g := range w.Grants {
+			out = append(out, g.Consumers...)
+		}
+	}
+	return out
+}
