@@ -2,6 +2,7 @@ package traversal
 
 import (
 	"fmt"
+	"strconv"
 
 	"github.com/worldgate/worldgate/services/graphd/graph"
 	gb "github.com/worldgate/worldgate/services/graphd/graphbinary"
@@ -206,6 +207,40 @@ func scopeLocal(args []any) ([]any, bool) {
 		}
 	}
 	return args, false
+}
+
+// numericString parses an id given as a decimal string.
+func numericString(v any) (int64, bool) {
+	str, ok := v.(string)
+	if !ok || str == "" {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(str, 10, 64)
+	return n, err == nil
+}
+
+// vertexByID looks a vertex up by id; a string that is not an id but a
+// decimal number finds the vertex with that numeric id (as TinkerGraph's
+// numeric id managers do).
+func (ec *execCtx) vertexByID(id any) *graph.Vertex {
+	if v := ec.g.Vertex(id); v != nil {
+		return v
+	}
+	if n, ok := numericString(id); ok {
+		return ec.g.Vertex(n)
+	}
+	return nil
+}
+
+// edgeByID is vertexByID for edges.
+func (ec *execCtx) edgeByID(id any) *graph.Edge {
+	if e := ec.g.Edge(id); e != nil {
+		return e
+	}
+	if n, ok := numericString(id); ok {
+		return ec.g.Edge(n)
+	}
+	return nil
 }
 
 func idArg(a any) any {

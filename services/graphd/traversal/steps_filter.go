@@ -109,6 +109,15 @@ func tokenFilter(ec *execCtx, s *step, in []*trav, get func(o any) (any, bool)) 
 		for i, v := range vals {
 			vals[i] = idArg(v)
 		}
+		if s.op == "hasId" {
+			// A numeric id given as a string also matches the number
+			// (TinkerGraph's numeric id managers convert it the same way).
+			for _, v := range vals {
+				if n, ok := numericString(v); ok {
+					vals = append(vals, n)
+				}
+			}
+		}
 		var err error
 		if p, err = buildP(&gb.P{Op: "within", Values: vals}); err != nil {
 			return nil, err
@@ -383,11 +392,9 @@ func runSimplePath(ec *execCtx, s *step, in []*trav) ([]*trav, error) {
 		simple := true
 		for i, n := range pathRange(s, pathNodes(t)) {
 			v, ok, err := ec.applyBy(s, i, n.obj, t)
-			if err != nil {
+			if err != nil || !ok {
+				// A by() that produces nothing filters the traverser.
 				return false, err
-			}
-			if !ok {
-				v = n.obj
 			}
 			k := canon(v)
 			if seen[k] {

@@ -17,7 +17,7 @@ func runV(ec *execCtx, s *step, in []*trav) ([]*trav, error) {
 		var vs []*graph.Vertex
 		if len(ids) > 0 {
 			for _, id := range ids {
-				if v := ec.g.Vertex(idArg(id)); v != nil {
+				if v := ec.vertexByID(idArg(id)); v != nil {
 					vs = append(vs, v)
 				}
 			}
@@ -79,7 +79,7 @@ func (ec *execCtx) candidates(hints []hint) []*graph.Vertex {
 	switch {
 	case h.ids != nil:
 		for _, id := range h.ids {
-			if v := ec.g.Vertex(idArg(id)); v != nil {
+			if v := ec.vertexByID(idArg(id)); v != nil {
 				addAll([]*graph.Vertex{v})
 			}
 		}
@@ -110,7 +110,7 @@ func runE(ec *execCtx, s *step, in []*trav) ([]*trav, error) {
 		var es []*graph.Edge
 		if len(ids) > 0 {
 			for _, id := range ids {
-				if e := ec.g.Edge(idArg(id)); e != nil {
+				if e := ec.edgeByID(idArg(id)); e != nil {
 					es = append(es, e)
 				}
 			}
