@@ -15,7 +15,7 @@ import (
 func runDemoOnly(t *testing.T, dir string) Summary {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
-	args := []string{"-data-dir", dir, "-demo-only", "-json", "-nats-port", "0", "-graph-port", "0", "-admin-port", "0", "-mcp-port", "0"}
+	args := []string{"-data-dir", dir, "-demo-only", "-json", "-nats-port", "0", "-graph-port", "0", "-admin-port", "0", "-mcp-port", "0", "-edge-port", "0"}
 	if err := runDev(context.Background(), args, &stdout, &stderr); err != nil {
 		t.Fatalf("dev: %v\n%s", err, stderr.String())
 	}
