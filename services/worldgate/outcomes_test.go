@@ -22,7 +22,7 @@ import (
 
 // startQuietStack starts `worldgate dev`'s stack without the demo scenario (the demo world is
 // loaded) on free ports, logging into the test's directory.
-func startQuietStack(t *testing.T) *stack {
+func startQuietStack(t testing.TB) *stack {
 	t.Helper()
 	dir := t.TempDir()
 	logOut, err := os.Create(filepath.Join(dir, "worldgate.log"))
@@ -38,7 +38,7 @@ func startQuietStack(t *testing.T) *stack {
 	return st
 }
 
-func envelope(t *testing.T, typ, player string, payload any) *events.Envelope {
+func envelope(t testing.TB, typ, player string, payload any) *events.Envelope {
 	t.Helper()
 	env, err := events.NewEnvelope(typ, "test/outcomes", events.Actor{Kind: "player", ID: player}, payload)
 	if err != nil {

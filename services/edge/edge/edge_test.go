@@ -35,7 +35,7 @@ type env struct {
 	reg  *prometheus.Registry
 }
 
-func start(t *testing.T, tweak func(*edge.Config)) *env {
+func start(t testing.TB, tweak func(*edge.Config)) *env {
 	t.Helper()
 	n := natstest.Start(t)
 	ring, err := edge.NewKeyring([]edge.Key{
