@@ -4,10 +4,16 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/auth/extauth"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/modelcontextprotocol/go-sdk/oauthex"
 )
 
 // runDemoOnly runs `worldgate dev --demo-only --json` in-process on free ports and returns
@@ -67,5 +73,70 @@ func TestDevDemoOnlyPrintsSummaryAndEndpoints(t *testing.T) {
 	// A second run on the same data directory counts only its own events.
 	if again := runDemoOnly(t, dir); again.Events != s.Events || again.Committed == 0 {
 		t.Fatalf("second run counted %d events, first %d", again.Events, s.Events)
+	}
+}
+
+// TestDevMCPAuthorizationFlow: against `worldgate dev`, an outside client (the official go-sdk
+// client with its client_credentials handler and the dev client of endpoints.json) is refused
+// without a token, discovers the dev issuer from the server's protected-resource metadata,
+// gets a token and calls a tool; an Origin from elsewhere is refused.
+func TestDevMCPAuthorizationFlow(t *testing.T) {
+	dir := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	var stdout, stderr bytes.Buffer
+	go func() {
+		done <- runDev(ctx, []string{"-data-dir", dir, "-no-demo", "-nats-port", "0", "-graph-port", "0", "-admin-port", "0", "-mcp-port", "0"}, &stdout, &stderr)
+	}()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("dev: %v", err)
+		}
+	}()
+	var ep map[string]any
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		raw, err := os.ReadFile(filepath.Join(dir, "endpoints.json"))
+		if err == nil && json.Unmarshal(raw, &ep) == nil && ep["mcp.issuer"] != nil {
+			break
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("dev ended: %v\n%s", err, stderr.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no MCP endpoints in endpoints.json after 60s: %s", raw)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	worldURL := ep["mcp.world.url"].(string)
+
+	req, _ := http.NewRequest(http.MethodPost, worldURL, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))
+	req.Header.Set("Origin", "http://evil.example")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("Origin http://evil.example: %d, want 403", resp.StatusCode)
+	}
+
+	h, err := extauth.NewClientCredentialsHandler(&extauth.ClientCredentialsHandlerConfig{Credentials: &oauthex.ClientCredentials{
+		ClientID: ep["mcp.client.id"].(string), ClientSecretAuth: &oauthex.ClientSecretAuth{ClientSecret: ep["mcp.client.secret"].(string)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := mcp.NewClient(&mcp.Implementation{Name: "outside-client", Version: "1"}, nil)
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: worldURL, OAuthHandler: h, DisableStandaloneSSE: true}, nil)
+	if err != nil {
+		t.Fatalf("connect with discovery: %v", err)
+	}
+	defer cs.Close()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "get-location", Arguments: map[string]any{"locationId": "loc:forge-row"}})
+	if err != nil || res.IsError {
+		t.Fatalf("get-location: %v %+v", err, res.GetError())
 	}
 }
