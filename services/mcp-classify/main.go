@@ -50,7 +50,7 @@ func run() error {
 		return err
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", srv.Handler())
+	mcpx.Mount(mux, "/mcp", srv.Handler(), common.Auth, mcpx.ScopeClassifyRead)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	return mcpx.Run(ctx, mcpx.RunOptions{Flags: &f, Service: "mcp-classify", Logger: logger, Server: srv.MCP(), Handler: mux, Gatherer: reg})

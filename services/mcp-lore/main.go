@@ -77,6 +77,6 @@ func run() error {
 	defer stop()
 	go srv.Run(ctx)
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", srv.Handler())
+	mcpx.Mount(mux, "/mcp", srv.Handler(), common.Auth, mcpx.ScopeLoreRead)
 	return mcpx.Run(ctx, mcpx.RunOptions{Flags: &f, Service: "mcp-lore", Logger: logger, Server: srv.MCP(), Handler: mux, Gatherer: reg, Ready: srv.Ready})
 }

@@ -77,7 +77,7 @@ func run() error {
 	}
 	defer srv.Close()
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", srv.Handler())
+	mcpx.Mount(mux, "/mcp", srv.Handler(), common.Auth, mcpx.ScopeWorldRead)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	return mcpx.Run(ctx, mcpx.RunOptions{Flags: &f, Service: "mcp-world", Logger: logger, Server: srv.MCP(), Handler: mux, Gatherer: reg, Ready: srv.Ready})

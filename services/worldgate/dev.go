@@ -24,6 +24,7 @@ type devFlags struct {
 	graphPort   int
 	adminPort   int
 	mcpPort     int
+	edgePort    int
 	demoOnly    bool
 	jsonOut     bool
 	noDemo      bool
@@ -47,6 +48,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.IntVar(&f.graphPort, "graph-port", 8182, "graphd (Gremlin) port (0 picks a free one)")
 	fs.IntVar(&f.adminPort, "admin-port", 9090, "port of /metrics, /healthz and /readyz for every in-process worker (0 picks a free one)")
 	fs.IntVar(&f.mcpPort, "mcp-port", 8090, "port of the MCP servers (/mcp/world, /mcp/lore, /mcp/classify; 0 picks a free one)")
+	fs.IntVar(&f.edgePort, "edge-port", 8088, "port of edge, the HTTP API and the /play console (0 picks a free one)")
 	fs.BoolVar(&f.demoOnly, "demo-only", false, "run the demo scenario, wait until the pipeline is idle, print a summary and exit")
 	fs.BoolVar(&f.jsonOut, "json", false, "print the demo summary as one JSON line (with -demo-only)")
 	fs.BoolVar(&f.noDemo, "no-demo", false, "start the stack without running the demo scenario")
@@ -101,6 +103,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	defer st.stop()
+	say("play: %s/play/   (the console: walk the demo world, talk to its NPCs)", st.edgeURL)
 	say("worldgate dev: data in %s, logs in %s", f.dataDir, logPath)
 	for _, k := range sortedKeys(st.endpoints) {
 		if secretEndpoint(k, st.endpoints[k]) {
@@ -114,6 +117,14 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	runTally, err := st.newTally(ctx)
 	if err != nil {
 		return err
+	}
+	f2, isFile := stderr.(*os.File)
+	term := &termOut{w: stderr, tty: isFile && isTerminal(f2)}
+	if !f.jsonOut {
+		// What is committed and refused, as it happens.
+		feedCtx, stopFeed := context.WithCancel(ctx)
+		defer stopFeed()
+		go st.feed(feedCtx, term)
 	}
 	if !f.noDemo {
 		n, err := st.runDemo(ctx)
@@ -139,7 +150,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return printSummary(stdout, sum, f.jsonOut)
 	}
 	say("serving; press Ctrl-C to stop")
-	st.liveStatus(ctx, runTally, stderr)
+	st.liveStatus(ctx, runTally, term)
 	say("\nstopping: draining in-flight messages")
 	return nil
 }

@@ -4,10 +4,16 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/auth/extauth"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/modelcontextprotocol/go-sdk/oauthex"
 )
 
 // runDemoOnly runs `worldgate dev --demo-only --json` in-process on free ports and returns
@@ -15,7 +21,7 @@ import (
 func runDemoOnly(t *testing.T, dir string) Summary {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
-	args := []string{"-data-dir", dir, "-demo-only", "-json", "-nats-port", "0", "-graph-port", "0", "-admin-port", "0", "-mcp-port", "0"}
+	args := []string{"-data-dir", dir, "-demo-only", "-json", "-nats-port", "0", "-graph-port", "0", "-admin-port", "0", "-mcp-port", "0", "-edge-port", "0"}
 	if err := runDev(context.Background(), args, &stdout, &stderr); err != nil {
 		t.Fatalf("dev: %v\n%s", err, stderr.String())
 	}
@@ -119,5 +125,70 @@ func TestDevKeepsItsSecrets(t *testing.T) {
 		if fi, err := os.Stat(filepath.Join(dir, f)); err != nil || fi.Mode().Perm()&0o077 != 0 {
 			t.Errorf("%s mode %v (%v): others may read it", f, fi.Mode().Perm(), err)
 		}
+	}
+}
+
+// TestDevMCPAuthorizationFlow: against `worldgate dev`, an outside client (the official go-sdk
+// client with its client_credentials handler and the dev client of endpoints.json) is refused
+// without a token, discovers the dev issuer from the server's protected-resource metadata,
+// gets a token and calls a tool; an Origin from elsewhere is refused.
+func TestDevMCPAuthorizationFlow(t *testing.T) {
+	dir := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	var stdout, stderr bytes.Buffer
+	go func() {
+		done <- runDev(ctx, []string{"-data-dir", dir, "-no-demo", "-nats-port", "0", "-graph-port", "0", "-admin-port", "0", "-mcp-port", "0"}, &stdout, &stderr)
+	}()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("dev: %v", err)
+		}
+	}()
+	var ep map[string]any
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		raw, err := os.ReadFile(filepath.Join(dir, "endpoints.json"))
+		if err == nil && json.Unmarshal(raw, &ep) == nil && ep["mcp.issuer"] != nil {
+			break
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("dev ended: %v\n%s", err, stderr.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no MCP endpoints in endpoints.json after 60s: %s", raw)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	worldURL := ep["mcp.world.url"].(string)
+
+	req, _ := http.NewRequest(http.MethodPost, worldURL, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))
+	req.Header.Set("Origin", "http://evil.example")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("Origin http://evil.example: %d, want 403", resp.StatusCode)
+	}
+
+	h, err := extauth.NewClientCredentialsHandler(&extauth.ClientCredentialsHandlerConfig{Credentials: &oauthex.ClientCredentials{
+		ClientID: ep["mcp.client.id"].(string), ClientSecretAuth: &oauthex.ClientSecretAuth{ClientSecret: ep["mcp.client.secret"].(string)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := mcp.NewClient(&mcp.Implementation{Name: "outside-client", Version: "1"}, nil)
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: worldURL, OAuthHandler: h, DisableStandaloneSSE: true}, nil)
+	if err != nil {
+		t.Fatalf("connect with discovery: %v", err)
+	}
+	defer cs.Close()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "get-location", Arguments: map[string]any{"locationId": "loc:forge-row"}})
+	if err != nil || res.IsError {
+		t.Fatalf("get-location: %v %+v", err, res.GetError())
 	}
 }

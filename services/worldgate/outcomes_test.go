@@ -1,13 +1,19 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"iter"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	sse "github.com/tmaxmax/go-sse"
 
 	"github.com/worldgate/worldgate/events"
 	"github.com/worldgate/worldgate/shared/logx"
@@ -16,7 +22,7 @@ import (
 
 // startQuietStack starts `worldgate dev`'s stack without the demo scenario (the demo world is
 // loaded) on free ports, logging into the test's directory.
-func startQuietStack(t *testing.T) *stack {
+func startQuietStack(t testing.TB) *stack {
 	t.Helper()
 	dir := t.TempDir()
 	logOut, err := os.Create(filepath.Join(dir, "worldgate.log"))
@@ -32,7 +38,7 @@ func startQuietStack(t *testing.T) *stack {
 	return st
 }
 
-func envelope(t *testing.T, typ, player string, payload any) *events.Envelope {
+func envelope(t testing.TB, typ, player string, payload any) *events.Envelope {
 	t.Helper()
 	env, err := events.NewEnvelope(typ, "test/outcomes", events.Actor{Kind: "player", ID: player}, payload)
 	if err != nil {
@@ -124,5 +130,70 @@ func TestAwaitAndWatchOutcomesOnTheRealStack(t *testing.T) {
 	var pending *events.PendingError
 	if !errors.As(err, &pending) || !strings.Contains(err.Error(), "no-such-role") || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("await past its deadline: %v", err)
+	}
+}
+
+// A client that speaks only HTTP: it publishes through edge and receives the committed NPC
+// line over SSE, and by long poll.
+func TestEdgePublishOverHTTPReceiveOverSSE(t *testing.T) {
+	st := startQuietStack(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", st.edgeURL+"/v1/outcomes?actor=player:cass", nil)
+	req.Header.Set("Authorization", "Bearer "+st.edgeKey)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("SSE: %v %v", err, resp)
+	}
+	defer resp.Body.Close()
+	next, stop := iter.Pull2(iter.Seq2[sse.Event, error](sse.Read(resp.Body, nil)))
+	defer stop()
+
+	env := envelope(t, events.PlayerSpokeToNPC, "player:cass", events.PlayerSpokeToNPCPayload{
+		PlayerID: "player:cass", NPCID: "npc:oren", LocationID: "loc:tavern", Utterance: "Any news from the mines?"})
+	body, _ := json.Marshal(env)
+	post, _ := http.NewRequestWithContext(ctx, "POST", st.edgeURL+"/v1/events", bytes.NewReader(body))
+	post.Header.Set("Authorization", "Bearer "+st.edgeKey)
+	post.Header.Set("Content-Type", "application/json")
+	post.Header.Set("Idempotency-Key", "e2e-"+env.EventID)
+	pr, err := http.DefaultClient.Do(post)
+	if err != nil || pr.StatusCode != http.StatusAccepted {
+		t.Fatalf("POST /v1/events: %v %v", err, pr)
+	}
+	pr.Body.Close()
+	for {
+		ev, err, ok := next()
+		if !ok || err != nil {
+			t.Fatalf("stream ended: %v", err)
+		}
+		o, err := events.DecodeOutcome([]byte(ev.Data))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o.EventID != env.EventID {
+			continue
+		}
+		if o.Kind == events.OutcomeRefused || o.Event.Type != "NPCDialogueAccepted" || o.Text() == "" || ev.LastEventID == "" {
+			t.Fatalf("outcome over SSE: %+v", o)
+		}
+		break
+	}
+	lp, _ := http.NewRequestWithContext(ctx, "GET", st.edgeURL+"/v1/events/"+env.EventID+"/outcome?wait=30", nil)
+	lp.Header.Set("Authorization", "Bearer "+st.edgeKey)
+	lr, err := http.DefaultClient.Do(lp)
+	if err != nil || lr.StatusCode != 200 {
+		t.Fatalf("long poll: %v %v", err, lr)
+	}
+	defer lr.Body.Close()
+	var out struct{ Outcomes []*events.Outcome }
+	if err := json.NewDecoder(lr.Body).Decode(&out); err != nil || out.Outcomes[0].Event.Type != "NPCDialogueAccepted" {
+		t.Fatalf("long poll outcome: %v %+v", err, out)
+	}
+	raw, err := os.ReadFile(filepath.Join(st.f.dataDir, "endpoints.json"))
+	if err != nil || !strings.Contains(string(raw), `"edge.key"`) || !strings.Contains(string(raw), `"edge.url"`) {
+		t.Fatalf("endpoints.json lacks edge: %s", raw)
+	}
+	if fi, _ := os.Stat(filepath.Join(st.f.dataDir, "endpoints.json")); fi.Mode().Perm() != 0o600 {
+		t.Fatalf("endpoints.json mode %v", fi.Mode())
 	}
 }

@@ -60,6 +60,8 @@ type stack struct {
 	mcpToken string
 
 	endpoints map[string]any
+	edgeURL   string // edge, the HTTP API (and /play)
+	edgeKey   string // its dev API key
 
 	workersCtx    context.Context
 	cancelWorkers context.CancelFunc
@@ -443,11 +445,10 @@ func (st *stack) busyConsumers(ctx context.Context) ([]string, error) {
 }
 
 // liveStatus keeps one status line up to date until ctx ends.
-func (st *stack) liveStatus(ctx context.Context, t *tally, w io.Writer) {
+func (st *stack) liveStatus(ctx context.Context, t *tally, out *termOut) {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
-	f, isFile := w.(*os.File)
-	tty := isFile && isTerminal(f)
+	w, tty := out.w, out.tty
 	last := ""
 	for {
 		select {
@@ -467,6 +468,7 @@ func (st *stack) liveStatus(ctx context.Context, t *tally, w io.Writer) {
 		}
 		line := fmt.Sprintf("events %d · proposals %d · committed %d · rejected %d · dead letters %d · tokens %d · $%.4f",
 			s.Events, s.Proposals, s.Committed, rejected, s.DeadLetters, s.Tokens, s.CostUSD)
+		out.mu.Lock()
 		switch {
 		case tty:
 			fmt.Fprint(w, "\r\033[K"+line)
@@ -474,6 +476,7 @@ func (st *stack) liveStatus(ctx context.Context, t *tally, w io.Writer) {
 			// Not a terminal (a log, a pipe): one line per change, not one per second.
 			fmt.Fprintln(w, line)
 		}
+		out.mu.Unlock()
 		last = line
 	}
 }

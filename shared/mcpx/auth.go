@@ -2,10 +2,7 @@ package mcpx
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
 	"crypto/subtle"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -24,6 +21,8 @@ const (
 	ScopeWorldRead    = "world:read"
 	ScopeLoreRead     = "lore:read"
 	ScopeClassifyRead = "classify:read"
+	// ScopePropose lets a client create proposals through mcp-propose.
+	ScopePropose = "propose"
 )
 
 // Principal is an authenticated caller.
@@ -34,6 +33,8 @@ type Principal struct {
 	Scopes  []string
 	// Expires is zero for static tokens.
 	Expires time.Time
+	// Audience is the token's aud claim (empty for static tokens).
+	Audience []string
 }
 
 // HasScope reports whether p holds scope.
@@ -48,28 +49,50 @@ type Authenticator interface {
 	Authenticate(ctx context.Context, token string) (*Principal, error)
 }
 
-// AuthConfig configures bearer-token authentication. Either or both of the
-// static tokens and an HS256 JWT secret may be set; a token is accepted if any
-// of them accepts it. A zero AuthConfig accepts nothing: use Disabled for
-// trusted local transports (stdio).
+// AuthConfig configures bearer-token authentication. Any of the static
+// tokens, the static JWT key and the issuer's JWKS may be set; a token is
+// accepted if any of them accepts it. A zero AuthConfig accepts nothing: use
+// Disabled for trusted local transports (stdio).
 type AuthConfig struct {
-	// StaticTokens maps opaque tokens to principals.
+	// StaticTokens maps opaque tokens to principals (development keys, a
+	// token file).
 	StaticTokens map[string]Principal
-	// JWTSecret enables HS256 JWTs issued by IssueJWT (or any HS256 issuer
-	// using the claims sub, scope (space separated) and exp).
+	// JWTSecret enables HS256 JWTs signed with a shared key (IssueJWT,
+	// "<server> issue-token"): the dev mode's static key. Verified by go-jose;
+	// sub and exp are required, and aud, when the token has one, must name
+	// Resource.
 	JWTSecret []byte
+	// JWKS validates access tokens an authorization server signed with
+	// asymmetric keys (RS*, PS*, ES*, EdDSA): signature against the key set,
+	// iss = Issuer, aud contains Resource, exp in the future.
+	JWKS   KeySet
+	Issuer string
+	// Resource is this server's canonical URL (RFC 8707/9728): the audience
+	// its tokens must name and the "resource" of its protected-resource
+	// metadata. Empty: taken from the request for the metadata; required
+	// with JWKS.
+	Resource string
+	// AuthorizationServers are advertised in the protected-resource metadata
+	// (default: Issuer).
+	AuthorizationServers []string
 	// Disabled turns authentication off (every caller is "anonymous" with all
 	// scopes). Only for trusted local use.
 	Disabled bool
+}
+
+// ForResource returns a copy of c whose tokens must name resource.
+func (c AuthConfig) ForResource(resource string) AuthConfig {
+	c.Resource = resource
+	return c
 }
 
 // Enabled reports whether the configuration authenticates anything.
 func (c AuthConfig) Enabled() bool { return !c.Disabled }
 
 // Authenticate implements Authenticator.
-func (c AuthConfig) Authenticate(_ context.Context, token string) (*Principal, error) {
+func (c AuthConfig) Authenticate(ctx context.Context, token string) (*Principal, error) {
 	if c.Disabled {
-		return &Principal{Subject: "anonymous", Scopes: []string{ScopeWorldRead, ScopeLoreRead, ScopeClassifyRead}}, nil
+		return &Principal{Subject: "anonymous", Scopes: []string{ScopeWorldRead, ScopeLoreRead, ScopeClassifyRead, ScopePropose}}, nil
 	}
 	if token == "" {
 		return nil, ErrInvalidToken
@@ -81,8 +104,21 @@ func (c AuthConfig) Authenticate(_ context.Context, token string) (*Principal, e
 			return &pp, nil
 		}
 	}
-	if len(c.JWTSecret) > 0 && strings.Count(token, ".") == 2 {
-		return VerifyJWT(c.JWTSecret, token, time.Now())
+	if strings.Count(token, ".") != 2 {
+		return nil, ErrInvalidToken
+	}
+	if c.JWKS != nil {
+		p, err := c.verifyJWKS(ctx, token, time.Now())
+		if err == nil || len(c.JWTSecret) == 0 {
+			return p, err
+		}
+	}
+	if len(c.JWTSecret) > 0 {
+		p, err := VerifyJWT(c.JWTSecret, token, time.Now())
+		if err == nil && c.Resource != "" && len(p.Audience) > 0 && !slices.Contains(p.Audience, c.Resource) {
+			return nil, fmt.Errorf("%w: audience %v does not include %s", ErrInvalidToken, p.Audience, c.Resource)
+		}
+		return p, err
 	}
 	return nil, ErrInvalidToken
 }
@@ -119,76 +155,6 @@ func LoadTokenFile(path string) (map[string]Principal, error) {
 	return out, nil
 }
 
-type jwtHeader struct {
-	Alg string `json:"alg"`
-	Typ string `json:"typ,omitempty"`
-}
-
-type jwtClaims struct {
-	Sub   string `json:"sub"`
-	Scope string `json:"scope"`
-	Exp   int64  `json:"exp"`
-	Iat   int64  `json:"iat,omitempty"`
-	Iss   string `json:"iss,omitempty"`
-}
-
-var b64 = base64.RawURLEncoding
-
-// IssueJWT signs an HS256 JWT for subject with the given scopes, valid for ttl.
-// The secret should be at least 32 random bytes.
-func IssueJWT(secret []byte, subject string, scopes []string, ttl time.Duration) (string, error) {
-	if len(secret) < 16 {
-		return "", errors.New("jwt secret must be at least 16 bytes")
-	}
-	if subject == "" {
-		return "", errors.New("subject is required")
-	}
-	if ttl <= 0 {
-		return "", errors.New("ttl must be positive")
-	}
-	now := time.Now()
-	h, _ := json.Marshal(jwtHeader{Alg: "HS256", Typ: "JWT"})
-	c, _ := json.Marshal(jwtClaims{Sub: subject, Scope: strings.Join(scopes, " "), Exp: now.Add(ttl).Unix(), Iat: now.Unix(), Iss: "worldgate"})
-	signing := b64.EncodeToString(h) + "." + b64.EncodeToString(c)
-	return signing + "." + b64.EncodeToString(sign(secret, signing)), nil
-}
-
-func sign(secret []byte, s string) []byte {
-	m := hmac.New(sha256.New, secret)
-	m.Write([]byte(s))
-	return m.Sum(nil)
-}
-
-// VerifyJWT checks an HS256 JWT's signature and expiry and returns its principal.
-func VerifyJWT(secret []byte, token string, now time.Time) (*Principal, error) {
-	parts := strings.Split(token, ".")
-	if len(parts) != 3 {
-		return nil, fmt.Errorf("%w: not a JWT", ErrInvalidToken)
-	}
-	var h jwtHeader
-	hb, err := b64.DecodeString(parts[0])
-	if err != nil || json.Unmarshal(hb, &h) != nil || h.Alg != "HS256" {
-		return nil, fmt.Errorf("%w: unsupported JWT header", ErrInvalidToken)
-	}
-	sig, err := b64.DecodeString(parts[2])
-	if err != nil || !hmac.Equal(sig, sign(secret, parts[0]+"."+parts[1])) {
-		return nil, fmt.Errorf("%w: bad signature", ErrInvalidToken)
-	}
-	var c jwtClaims
-	cb, err := b64.DecodeString(parts[1])
-	if err != nil || json.Unmarshal(cb, &c) != nil {
-		return nil, fmt.Errorf("%w: bad claims", ErrInvalidToken)
-	}
-	if c.Sub == "" || c.Exp == 0 {
-		return nil, fmt.Errorf("%w: sub and exp are required", ErrInvalidToken)
-	}
-	exp := time.Unix(c.Exp, 0)
-	if !now.Before(exp) {
-		return nil, fmt.Errorf("%w: expired", ErrInvalidToken)
-	}
-	return &Principal{Subject: c.Sub, Scopes: strings.Fields(c.Scope), Expires: exp}, nil
-}
-
 type principalKey struct{}
 
 // PrincipalFromContext returns the principal authenticated for this request, if any.
@@ -219,7 +185,7 @@ func writeAuthError(w http.ResponseWriter, status int, msg string, data map[stri
 // is answered 401, a token without scope 403, both with a WWW-Authenticate
 // header and a JSON-RPC error body. On success the principal is available to
 // tool handlers (PrincipalFromContext, and the SDK's RequestExtra.TokenInfo).
-func RequireScope(a Authenticator, scope string, next http.Handler) http.Handler {
+func RequireScope(a AuthConfig, scope string, next http.Handler) http.Handler {
 	// Hand the principal to the SDK through its own middleware so that the
 	// streamable transport binds sessions to the user (session hijack
 	// protection) and RequestExtra.TokenInfo is populated.
@@ -229,10 +195,13 @@ func RequireScope(a Authenticator, scope string, next http.Handler) http.Handler
 			return nil, auth.ErrInvalidToken
 		}
 		return &auth.TokenInfo{Scopes: p.Scopes, Expiration: p.Expires, UserID: p.Subject}, nil
-	}, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(next)
+	}, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true, ClockSkew: ClockSkew})(next)
 
-	challenge := fmt.Sprintf(`Bearer realm="worldgate", scope=%q`, scope)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// RFC 9728 §5.1: the challenge names the metadata, from which an
+		// OAuth client discovers the authorization server.
+		challenge := fmt.Sprintf(`Bearer realm="worldgate", resource_metadata=%q, scope=%q`,
+			metadataURL(resourceURL(a, r, r.URL.Path)), scope)
 		token := ""
 		if f := strings.Fields(r.Header.Get("Authorization")); len(f) == 2 && strings.EqualFold(f[0], "bearer") {
 			token = f[1]

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -33,6 +34,12 @@ type CommonFlags struct {
 	LogLevel   string
 	// AllowedOrigins is the comma-separated Origin allow-list.
 	AllowedOrigins string
+	// Issuer, JWKSURL and Resource validate access tokens from an
+	// authorization server; AuthServers are advertised in the metadata.
+	Issuer      string
+	JWKSURL     string
+	Resource    string
+	AuthServers string
 }
 
 // Register defines the common flags on fs.
@@ -41,7 +48,11 @@ func (c *CommonFlags) Register(fs *flag.FlagSet, defaultListen, defaultAdmin str
 	fs.StringVar(&c.Transport, "transport", "http", "transport: http or stdio; stdio is trusted local use without tokens")
 	fs.StringVar(&c.Admin, "admin", defaultAdmin, "admin listen address for /metrics /healthz /readyz; empty disables")
 	fs.StringVar(&c.TokenFile, "token-file", "", "JSON file of static bearer tokens")
-	fs.StringVar(&c.JWTSecret, "jwt-secret", "", "HS256 secret for bearer JWTs")
+	fs.StringVar(&c.JWTSecret, "jwt-secret", "", "static HS256 key for bearer JWTs (development; at least 32 bytes); production tokens come from -issuer")
+	fs.StringVar(&c.Issuer, "issuer", "", "authorization server (issuer URL) whose access tokens are accepted: iss must equal it; keys from -jwks-url")
+	fs.StringVar(&c.JWKSURL, "jwks-url", "", "JWKS URL of -issuer (default: the jwks_uri of its /.well-known/oauth-authorization-server metadata)")
+	fs.StringVar(&c.Resource, "resource", "", "this server's canonical URL, e.g. https://mcp-world.example.com/mcp: the audience its tokens must name and the resource of its /.well-known/oauth-protected-resource metadata (required with -issuer)")
+	fs.StringVar(&c.AuthServers, "authorization-servers", "", "comma-separated authorization servers advertised in the protected-resource metadata (default: -issuer)")
 	fs.BoolVar(&c.NoAuth, "no-auth", false, "serve HTTP without authentication (development only)")
 	fs.Float64Var(&c.RatePerSec, "rate", 50, "tool calls per second per token (0 = unlimited)")
 	fs.IntVar(&c.Burst, "burst", 100, "rate-limit burst per token")
@@ -89,10 +100,34 @@ func (c *CommonFlags) AuthConfig() (AuthConfig, error) {
 		a.StaticTokens = toks
 	}
 	if c.JWTSecret != "" {
+		if len(c.JWTSecret) < 32 {
+			return a, errors.New("-jwt-secret must be at least 32 bytes")
+		}
 		a.JWTSecret = []byte(c.JWTSecret)
 	}
-	if len(a.StaticTokens) == 0 && len(a.JWTSecret) == 0 {
-		return a, errors.New("no credentials configured: set -token-file or -jwt-secret (or -no-auth for local development)")
+	a.Resource = c.Resource
+	for _, s := range strings.Split(c.AuthServers, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			a.AuthorizationServers = append(a.AuthorizationServers, s)
+		}
+	}
+	if c.Issuer != "" {
+		if c.Resource == "" {
+			return a, errors.New("-issuer needs -resource: the URL clients reach this server at, which its tokens must name as audience")
+		}
+		a.Issuer = strings.TrimSuffix(c.Issuer, "/")
+		jwks := c.JWKSURL
+		if jwks == "" {
+			meta, err := auth.GetAuthServerMetadata(context.Background(), a.Issuer, &http.Client{Timeout: 10 * time.Second})
+			if err != nil || meta == nil || meta.JWKSURI == "" {
+				return a, fmt.Errorf("-issuer %s: no jwks_uri in its metadata (%v); set -jwks-url", a.Issuer, err)
+			}
+			jwks = meta.JWKSURI
+		}
+		a.JWKS = &RemoteKeySet{URL: jwks}
+	}
+	if len(a.StaticTokens) == 0 && len(a.JWTSecret) == 0 && a.JWKS == nil {
+		return a, errors.New("no credentials configured: set -issuer (with -resource), -token-file or -jwt-secret (or -no-auth for local development)")
 	}
 	return a, nil
 }

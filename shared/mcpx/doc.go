@@ -1,7 +1,12 @@
 // Package mcpx holds the world-agnostic foundation of Worldgate's MCP tool
-// servers: bearer-token authentication with scopes, per-token rate limits,
-// metrics and correlation-id logging applied once around every tool call, and
-// helpers that serve an *mcp.Server over Streamable HTTP or stdio.
+// servers: authorization to the MCP specification (bearer access tokens
+// checked with go-jose against an issuer's JWKS or the dev mode's static
+// keys, scopes, RFC 9728 protected-resource metadata), transport hardening
+// (Origin allow-list, JSON-RPC answers to malformed input and unknown methods
+// on HTTP and stdio), per-client rate limits, metrics and correlation-id
+// logging applied once around every tool call, and helpers that serve an
+// *mcp.Server over Streamable HTTP or stdio. Package issuer is the small
+// OAuth authorization server `worldgate dev` runs.
 package mcpx
 
 import _ "github.com/modelcontextprotocol/go-sdk/mcp"

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	jose "github.com/go-jose/go-jose/v4"
+	"github.com/go-jose/go-jose/v4/jwt"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -45,6 +47,7 @@ func newEchoServer(t *testing.T, rl mcpx.RateLimit, reg prometheus.Registerer, l
 			"static-token-lore-00001": {Subject: "lore-only", Scopes: []string{mcpx.ScopeLoreRead}},
 		},
 		JWTSecret: secret,
+		Resource:  "http://mcp-world.example/mcp",
 	}
 	s, err := mcpx.NewServer("world", "test", "", mcpx.Options{Logger: slog.New(slog.NewJSONHandler(logs, nil)), Registerer: reg, Auth: auth, RateLimit: rl})
 	if err != nil {
@@ -92,12 +95,16 @@ func connect(t *testing.T, url, token string, hdr map[string]string) (*mcp.Clien
 func TestAuthOverHTTP(t *testing.T) {
 	ts := newEchoServer(t, mcpx.RateLimit{}, nil, io.Discard)
 	init := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}`
-	jwt, err := mcpx.IssueJWT(secret, "ai-worker", []string{mcpx.ScopeWorldRead}, time.Hour)
+	jwtTok, err := mcpx.IssueJWT(secret, "ai-worker", []string{mcpx.ScopeWorldRead}, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
-	expired, _ := mcpx.IssueJWT(secret, "ai-worker", []string{mcpx.ScopeWorldRead}, time.Nanosecond)
-	otherSecret, _ := mcpx.IssueJWT([]byte("another-secret-another-secret!!"), "ai-worker", []string{mcpx.ScopeWorldRead}, time.Hour)
+	expired := signHS256(t, secret, jwt.Claims{Subject: "ai-worker", Expiry: jwt.NewNumericDate(time.Now().Add(-time.Minute))}, "world:read")
+	otherSecret, err := mcpx.IssueJWT([]byte("another-secret-another-secret!!!"), "ai-worker", []string{mcpx.ScopeWorldRead}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherAudience, _ := mcpx.IssueJWT(secret, "ai-worker", []string{mcpx.ScopeWorldRead}, time.Hour, "http://mcp-lore.example/mcp")
 	cases := []struct {
 		name, token string
 		status      int
@@ -107,9 +114,10 @@ func TestAuthOverHTTP(t *testing.T) {
 		{"unknown token", "nope-nope-nope-nope", 401, `error="invalid_token"`},
 		{"expired jwt", expired, 401, `error="invalid_token"`},
 		{"jwt other secret", otherSecret, 401, `error="invalid_token"`},
+		{"jwt other audience", otherAudience, 401, `error="invalid_token"`},
 		{"wrong scope", "static-token-lore-00001", 403, `error="insufficient_scope"`},
 		{"static ok", "static-token-world-0001", 200, ""},
-		{"jwt ok", jwt, 200, ""},
+		{"jwt ok", jwtTok, 200, ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -203,8 +211,8 @@ func TestInstrumentMetricsLogsCorrelationAndRateLimit(t *testing.T) {
 		t.Fatalf("no retry-after in meta: %+v", res.Meta)
 	}
 	// A different token has its own bucket.
-	jwt, _ := mcpx.IssueJWT(secret, "other", []string{mcpx.ScopeWorldRead}, time.Hour)
-	cs2, err := connect(t, ts.URL, jwt, nil)
+	jwtTok, _ := mcpx.IssueJWT(secret, "other", []string{mcpx.ScopeWorldRead}, time.Hour)
+	cs2, err := connect(t, ts.URL, jwtTok, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -289,6 +297,20 @@ func TestRateLimiterRefills(t *testing.T) {
 	}
 }
 
+// signHS256 signs claims with go-jose (tokens IssueJWT would not make).
+func signHS256(t *testing.T, key []byte, c jwt.Claims, scope string) string {
+	t.Helper()
+	s, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.HS256, Key: key}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := jwt.Signed(s).Claims(c).Claims(map[string]any{"scope": scope}).Serialize()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
 func TestJWT(t *testing.T) {
 	tok, err := mcpx.IssueJWT(secret, "ai-worker", []string{"world:read", "lore:read"}, time.Minute)
 	if err != nil {
@@ -298,7 +320,7 @@ func TestJWT(t *testing.T) {
 	if err != nil || p.Subject != "ai-worker" || !p.HasScope("lore:read") || p.HasScope("classify:read") {
 		t.Fatalf("%+v %v", p, err)
 	}
-	if _, err := mcpx.VerifyJWT(secret, tok, time.Now().Add(2*time.Minute)); err == nil {
+	if _, err := mcpx.VerifyJWT(secret, tok, time.Now().Add(time.Minute+mcpx.ClockSkew+time.Second)); err == nil {
 		t.Fatal("expired token accepted")
 	}
 	parts := strings.Split(tok, ".")

@@ -4,28 +4,34 @@ import (
 	"math"
 	"sync"
 	"time"
+
+	"golang.org/x/time/rate"
 )
 
-// RateLimit is a per-caller token bucket: Burst calls at once, refilled at
+// RateLimit is a per-client token bucket: Burst calls at once, refilled at
 // PerSecond. A zero PerSecond disables limiting.
 type RateLimit struct {
 	PerSecond float64
 	Burst     int
 }
 
-// RateLimiter keeps one token bucket per key (the token's subject).
+// RateLimiter keeps one golang.org/x/time/rate limiter per client (the
+// token's subject; "local" on stdio).
 type RateLimiter struct {
 	cfg RateLimit
-	now func() time.Time
 
 	mu      sync.Mutex
-	buckets map[string]*bucket
+	clients map[string]*clientLimiter
 }
 
-type bucket struct {
-	tokens float64
-	last   time.Time
+type clientLimiter struct {
+	lim  *rate.Limiter
+	last time.Time
 }
+
+// maxClients bounds the limiter's memory: beyond it, clients idle long
+// enough to have a full bucket again are forgotten (they lose nothing).
+const maxClients = 10000
 
 // NewRateLimiter returns a limiter; nil if cfg disables limiting.
 func NewRateLimiter(cfg RateLimit) *RateLimiter {
@@ -35,36 +41,36 @@ func NewRateLimiter(cfg RateLimit) *RateLimiter {
 	if cfg.Burst < 1 {
 		cfg.Burst = int(math.Max(1, math.Ceil(cfg.PerSecond)))
 	}
-	return &RateLimiter{cfg: cfg, now: time.Now, buckets: map[string]*bucket{}}
+	return &RateLimiter{cfg: cfg, clients: map[string]*clientLimiter{}}
 }
 
 // Allow takes one token for key. If none is left it returns false and how long
-// until one will be.
+// until one will be; the refused call takes nothing from the bucket.
 func (l *RateLimiter) Allow(key string) (bool, time.Duration) {
 	if l == nil {
 		return true, 0
 	}
-	now := l.now()
+	now := time.Now()
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	b, ok := l.buckets[key]
+	c, ok := l.clients[key]
 	if !ok {
-		if len(l.buckets) > 10000 { // bound memory: drop full buckets
-			for k, v := range l.buckets {
-				if v.tokens+now.Sub(v.last).Seconds()*l.cfg.PerSecond >= float64(l.cfg.Burst) {
-					delete(l.buckets, k)
+		if len(l.clients) >= maxClients {
+			full := time.Duration(float64(l.cfg.Burst) / l.cfg.PerSecond * float64(time.Second))
+			for k, v := range l.clients {
+				if now.Sub(v.last) > full {
+					delete(l.clients, k)
 				}
 			}
 		}
-		b = &bucket{tokens: float64(l.cfg.Burst), last: now}
-		l.buckets[key] = b
+		c = &clientLimiter{lim: rate.NewLimiter(rate.Limit(l.cfg.PerSecond), l.cfg.Burst)}
+		l.clients[key] = c
 	}
-	b.tokens = math.Min(float64(l.cfg.Burst), b.tokens+now.Sub(b.last).Seconds()*l.cfg.PerSecond)
-	b.last = now
-	if b.tokens >= 1 {
-		b.tokens--
-		return true, 0
+	c.last = now
+	l.mu.Unlock()
+	r := c.lim.ReserveN(now, 1)
+	if d := r.DelayFrom(now); d > 0 {
+		r.CancelAt(now)
+		return false, d
 	}
-	wait := time.Duration((1 - b.tokens) / l.cfg.PerSecond * float64(time.Second))
-	return false, wait
+	return true, 0
 }

@@ -1,6 +1,7 @@
 package mcpx
 
 import (
+	"context"
 	"log/slog"
 	"net/http"
 
@@ -17,6 +18,8 @@ type Options struct {
 	// Origins are the browser origins the HTTP endpoint serves (nil:
 	// DefaultAllowedOrigins).
 	Origins *OriginPolicy
+	// Completion answers completion/complete (nil: no completions).
+	Completion func(context.Context, *mcp.CompleteRequest) (*mcp.CompleteResult, error)
 }
 
 // HTTPHandler serves s over Streamable HTTP with these options' origins and
@@ -37,8 +40,9 @@ func NewServer(label, version, instructions string, o Options) (*mcp.Server, err
 		return nil, err
 	}
 	s := mcp.NewServer(&mcp.Implementation{Name: "worldgate-" + label, Version: version}, &mcp.ServerOptions{
-		Instructions: instructions,
-		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}},
+		Instructions:      instructions,
+		Capabilities:      &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}, Logging: &mcp.LoggingCapabilities{}},
+		CompletionHandler: o.Completion,
 	})
 	Instrument(s, InstrumentOptions{Server: label, Logger: logger, Metrics: m, Limiter: NewRateLimiter(o.RateLimit)})
 	return s, nil

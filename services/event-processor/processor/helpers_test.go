@@ -131,6 +131,16 @@ func publishAsync(t testing.TB, js jetstream.JetStream, ps []*events.Proposal, m
 		if err != nil {
 			t.Fatal(err)
 		}
+		// Wait for the acks of each batch before the next: past nats.go's limit of outstanding
+		// async publishes a publish fails after a short stall ("too many outstanding async
+		// published messages"), which a loaded machine reaches.
+		if i > 0 && i%1000 == 0 {
+			select {
+			case <-js.PublishAsyncComplete():
+			case <-time.After(30 * time.Second):
+				t.Fatal("publish acks timed out")
+			}
+		}
 		f, err := js.PublishMsgAsync(&nats.Msg{Subject: events.SubjectValidated, Data: data}, jetstream.WithMsgID(msgID(i)))
 		if err != nil {
 			t.Fatal(err)

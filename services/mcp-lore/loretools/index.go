@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -142,6 +143,21 @@ func (x *Index) Len() int {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	return len(x.facts)
+}
+
+// IDs returns up to limit fact ids, sorted.
+func (x *Index) IDs(limit int) []string {
+	x.mu.RLock()
+	ids := make([]string, 0, len(x.facts))
+	for id := range x.facts {
+		ids = append(ids, id)
+	}
+	x.mu.RUnlock()
+	slices.Sort(ids)
+	if len(ids) > limit {
+		ids = ids[:limit]
+	}
+	return ids
 }
 
 // Loaded returns when the index was last replaced (zero if never).

@@ -93,12 +93,16 @@ func New(o Options) (*Server, error) {
 	if o.RefreshInterval <= 0 {
 		o.RefreshInterval = time.Minute
 	}
+	var srv *Server
+	o.Completion = func(ctx context.Context, req *mcp.CompleteRequest) (*mcp.CompleteResult, error) {
+		return mcpx.EntityCompletion(srv.loreKind())(ctx, req)
+	}
 	s, err := mcpx.NewServer("lore", Version,
 		"Read-only lore retrieval over curated facts: search-lore ranks facts for a query; get-canonical-fact returns one canonical fact by id or topic.", o.Options)
 	if err != nil {
 		return nil, err
 	}
-	srv := &Server{mcp: s, opts: o, graph: o.GraphConn, index: NewIndex(o.Embedder)}
+	srv = &Server{mcp: s, opts: o, graph: o.GraphConn, index: NewIndex(o.Embedder)}
 	if srv.graph == nil && o.Graph.URL != "" {
 		o.Graph.ReadOnly = true
 		if srv.graph, err = graphx.Open(o.Graph); err != nil {
@@ -120,7 +124,29 @@ func New(o Options) (*Server, error) {
 		Annotations: mcpx.ReadOnly("Get canonical fact"),
 		InputSchema: canonicalFactSchema(),
 	}, srv.getCanonicalFact)
+	mcpx.AddEntityResources(s, srv.loreKind())
 	return srv, nil
+}
+
+// loreKind publishes every lore fact (canonical or not) as worldgate://lore/{name}.
+func (s *Server) loreKind() mcpx.EntityKind {
+	return mcpx.EntityKind{Collection: "lore", Prefix: "lore:", Title: "Lore fact",
+		Description: "A curated lore fact: id, title, text, tags, canonical flag and what it is about.",
+		Read: func(ctx context.Context, id string) (any, error) {
+			if err := s.ensureFresh(ctx); err != nil {
+				return nil, err
+			}
+			if f, ok := s.index.Get(id); ok {
+				return f, nil
+			}
+			return nil, nil
+		},
+		IDs: func(ctx context.Context, limit int) ([]string, error) {
+			if err := s.ensureFresh(ctx); err != nil {
+				return nil, err
+			}
+			return s.index.IDs(limit), nil
+		}}
 }
 
 // canonicalFactSchema is get-canonical-fact's input schema: exactly one of

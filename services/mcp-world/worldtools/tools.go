@@ -62,12 +62,16 @@ func New(o Options) (*Server, error) {
 	if o.MaxScan <= 0 {
 		o.MaxScan = DefaultMaxScan
 	}
+	var srv *Server
+	o.Completion = func(ctx context.Context, req *mcp.CompleteRequest) (*mcp.CompleteResult, error) {
+		return mcpx.EntityCompletion(srv.entityKinds()...)(ctx, req)
+	}
 	s, err := mcpx.NewServer("world", Version,
 		"Read-only view of the canonical world graph and its committed event log. Entity ids are prefixed by kind: loc:, player:, npc:, item:.", o.Options)
 	if err != nil {
 		return nil, err
 	}
-	srv := &Server{mcp: s, opts: o, graph: o.GraphConn}
+	srv = &Server{mcp: s, opts: o, graph: o.GraphConn}
 	if srv.graph == nil {
 		o.Graph.ReadOnly = true
 		if srv.graph, err = graphx.Open(o.Graph); err != nil {
@@ -105,6 +109,7 @@ func New(o Options) (*Server, error) {
 		Annotations: mcpx.ReadOnly("List recent events"),
 		InputSchema: mcpx.InputSchema[RecentEventsInput](map[string]mcpx.Limit{"entityId": id, "limit": mcpx.IntRange(1, MaxLimit)}),
 	}, srv.listRecentEvents)
+	mcpx.AddEntityResources(s, srv.entityKinds()...)
 	return srv, nil
 }
 

@@ -126,10 +126,25 @@ func TestOnlyTheEventProcessorPublishesCommittedEvents(t *testing.T) {
 			refused(t, nc, r.Name, events.CommittedSubject("Location.Created"), "world.committed.npc.removed")
 		}
 		switch r.Name {
-		case natsauth.Publisher, natsauth.Admin:
+		case natsauth.Publisher, natsauth.Edge, natsauth.Admin:
 			stored(t, js, r.Name, events.Subject(events.PlayerMoved), events.StreamWorld)
 		default:
 			refused(t, nc, r.Name, events.Subject(events.PlayerMoved))
+		}
+		// Outcomes: committed and fallback only from the event-processor, refused only from
+		// the ai-worker.
+		committed, refusal := events.OutcomeSubject(events.OutcomeCommitted, "player:a"), events.OutcomeSubject(events.OutcomeRefused, "player:a")
+		switch r.Name {
+		case natsauth.Admin:
+			stored(t, js, r.Name, committed, events.StreamOutcomes)
+		case natsauth.EventProcessor:
+			stored(t, js, r.Name, committed, events.StreamOutcomes)
+			refused(t, nc, r.Name, refusal)
+		case natsauth.AIWorker:
+			stored(t, js, r.Name, refusal, events.StreamOutcomes)
+			refused(t, nc, r.Name, committed)
+		default:
+			refused(t, nc, r.Name, committed, refusal)
 		}
 		if r.Name != natsauth.Admin {
 			// Nobody but the admin changes the topology.

@@ -30,6 +30,7 @@ const (
 	MCPWorld       = "mcp-world"
 	// WorldLoader is a process that loads world files (the world-loader emitter).
 	WorldLoader = "world-loader"
+	Edge        = "edge"
 	// Gates is the union of every gate's permissions: `gate -gate all` and `worldgate dev`.
 	Gates = "gates"
 )
@@ -88,7 +89,7 @@ type Role struct {
 }
 
 // Roles returns every role with its permissions: the admin, publisher and operator, then p's
-// workers in order, then mcp-world.
+// workers in order, then mcp-world and edge.
 func Roles(p Policy) []Role {
 	out := []Role{
 		{Name: Admin, Summary: "provisioning (`worldgate provision`, and `worldgate dev` itself): creates and updates streams, consumers and buckets; everything"},
@@ -99,7 +100,8 @@ func Roles(p Policy) []Role {
 	for _, w := range p.Workers {
 		out = append(out, Role{Name: w.User, Summary: w.Summary, Permissions: w.permissions()})
 	}
-	return append(out, Role{Name: MCPWorld, Summary: "mcp-world: reads the committed log (list-recent-events)", Permissions: mcpWorld()})
+	return append(out, Role{Name: MCPWorld, Summary: "mcp-world: reads the committed log (list-recent-events)", Permissions: mcpWorld()},
+		Role{Name: Edge, Summary: "edge, the HTTP API: publishes world events, reads outcomes", Permissions: edgePerms()})
 }
 
 // Lookup returns the role named name.
@@ -245,6 +247,16 @@ func (p *perms) outcomeReader() {
 	s := events.StreamOutcomes
 	p.pub = append(p.pub, api("STREAM.INFO", s), api("CONSUMER.CREATE", s, ">"), api("CONSUMER.INFO", s, ">"),
 		api("CONSUMER.MSG.NEXT", s, ">"), api("CONSUMER.DELETE", s, ">"))
+}
+
+// edgePerms: edge publishes world events for its HTTP clients, reads outcomes for them (its own
+// ordered consumers on OUTCOMES), and registers with service discovery as worldgate-edge.
+func edgePerms() *natsx.Permissions {
+	p := &perms{pub: []string{events.SubjectWorldAll}}
+	p.inbox(Edge)
+	p.service("edge")
+	p.outcomeReader()
+	return p.build()
 }
 
 func mcpWorld() *natsx.Permissions {

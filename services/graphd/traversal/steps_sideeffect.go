@@ -1,0 +1,240 @@
+package traversal
+
+import (
+	gb "github.com/worldgate/worldgate/services/graphd/graphbinary"
+)
+
+// Side-effect steps: group, groupCount, aggregate/store, cap, sideEffect, fail.
+
+func runSideEffect(ec *execCtx, s *step, in []*trav) ([]*trav, error) {
+	c := s.args[0].(*Traversal)
+	for _, t := range in {
+		if _, err := ec.runChild(c, t); err != nil {
+			return nil, err
+		}
+	}
+	return in, nil
+}
+
+// ---- grouping, side effects ----
+
+type omap struct {
+	m   *gb.Map
+	idx map[any]int
+}
+
+func newOmap() *omap { return &omap{m: &gb.Map{}, idx: map[any]int{}} }
+
+func (o *omap) slot(k any) *any {
+	c := canon(k)
+	i, ok := o.idx[c]
+	if !ok {
+		i = len(o.m.Entries)
+		o.idx[c] = i
+		o.m.Entries = append(o.m.Entries, gb.MapEntry{Key: k})
+	}
+	return &o.m.Entries[i].Value
+}
+
+func runGroupCount(ec *execCtx, s *step, in []*trav) ([]*trav, error) {
+	if len(s.args) > 0 {
+		return nil, evalErr("groupCount(sideEffectKey) is not supported by graphd; use groupCount().as(...)")
+	}
+	o := newOmap()
+	for _, t := range in {
+		k, ok, err := ec.applyBy(s, 0, t.obj, t)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			continue
+		}
+		p := o.slot(k)
+		n, _ := (*p).(int64)
+		*p = n + t.n()
+	}
+	return []*trav{fresh(o.m)}, nil
+}
+
+func runGroup(ec *execCtx, s *step, in []*trav) ([]*trav, error) {
+	if len(s.args) > 0 {
+		return nil, evalErr("group(sideEffectKey) is not supported by graphd; use group().as(...)")
+	}
+	var keyBy, valBy any
+	if len(s.by) > 0 {
+		keyBy = s.by[0]
+	}
+	hasVal := len(s.by) > 1
+	if hasVal {
+		valBy = s.by[1]
+	}
+	type bucket struct {
+		key     any
+		members []*trav
+	}
+	var buckets []*bucket
+	idx := map[any]*bucket{}
+	for _, t := range in {
+		k, ok, err := ec.byValue(keyBy, t)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			continue
+		}
+		c := canon(k)
+		b := idx[c]
+		if b == nil {
+			b = &bucket{key: k}
+			idx[c] = b
+			buckets = append(buckets, b)
+		}
+		b.members = append(b.members, t)
+	}
+	if _, isTrav := valBy.(*Traversal); !isTrav {
+		for _, b := range buckets {
+			var err error
+			if b.members, err = ec.expand(b.members); err != nil {
+				return nil, err
+			}
+		}
+	}
+	m := &gb.Map{}
+	for _, b := range buckets {
+		var v any
+		switch x := valBy.(type) {
+		case *Traversal:
+			r, err := ec.run(x, b.members)
+			if err != nil {
+				return nil, err
+			}
+			if endsWithBarrier(x) {
+				if len(r) == 0 {
+					continue
+				}
+				v = r[0].obj
+			} else {
+				l := make([]any, len(r))
+				for i, e := range r {
+					l[i] = e.obj
+				}
+				v = l
+			}
+		default:
+			l := make([]any, 0, len(b.members))
+			for _, t := range b.members {
+				r, ok, err := ec.byValue(x, t)
+				if err != nil {
+					return nil, err
+				}
+				if ok {
+					l = append(l, r)
+				}
+			}
+			v = l
+		}
+		m.Entries = append(m.Entries, gb.MapEntry{Key: b.key, Value: v})
+	}
+	return []*trav{fresh(m)}, nil
+}
+
+var barrierSteps = map[string]bool{"count": true, "fold": true, "sum": true, "min": true, "max": true, "mean": true, "group": true, "groupCount": true}
+
+func endsWithBarrier(t *Traversal) bool {
+	if len(t.steps) == 0 {
+		return false
+	}
+	last := t.steps[len(t.steps)-1]
+	if _, local := scopeLocal(last.args); local {
+		return false
+	}
+	return barrierSteps[last.op]
+}
+
+func runAggregate(ec *execCtx, s *step, in []*trav) ([]*trav, error) {
+	args, _ := scopeLocal(s.args)
+	if len(args) != 1 {
+		return nil, evalErr("%s() takes a side-effect key", s.op)
+	}
+	key, ok := args[0].(string)
+	if !ok {
+		return nil, evalErr("%s() takes a side-effect key", s.op)
+	}
+	var set *gb.Set
+	var l []any
+	switch x := ec.sideEffects[key].(type) {
+	case nil:
+	case []any:
+		l = x
+	case *gb.Set:
+		set = &gb.Set{Items: append([]any(nil), x.Items...)}
+	default:
+		return nil, evalErr("%s('%s'): the side effect holds %s, which %s() cannot add to without an operator", s.op, key, describe(x), s.op)
+	}
+	for _, t := range in {
+		v, ok, err := ec.applyBy(s, 0, t.obj, t)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			continue
+		}
+		if set != nil {
+			dup := false
+			for _, e := range set.Items {
+				if equal(e, v) {
+					dup = true
+					break
+				}
+			}
+			if !dup {
+				set.Items = append(set.Items, v)
+			}
+			continue
+		}
+		l = append(l, v)
+	}
+	if set != nil {
+		ec.sideEffects[key] = set
+		return in, nil
+	}
+	if l == nil {
+		l = []any{}
+	}
+	ec.sideEffects[key] = l
+	return in, nil
+}
+
+func runCap(ec *execCtx, s *step, _ []*trav) ([]*trav, error) {
+	keys, err := strArgs(s)
+	if err != nil || len(keys) == 0 {
+		return nil, evalErr("cap() takes side-effect keys")
+	}
+	get := func(k string) any {
+		if v, ok := ec.sideEffects[k]; ok {
+			return v
+		}
+		return []any{}
+	}
+	if len(keys) == 1 {
+		return []*trav{fresh(get(keys[0]))}, nil
+	}
+	m := &gb.Map{}
+	for _, k := range keys {
+		m.Entries = append(m.Entries, gb.MapEntry{Key: k, Value: get(k)})
+	}
+	return []*trav{fresh(m)}, nil
+}
+
+func runFail(_ *execCtx, s *step, in []*trav) ([]*trav, error) {
+	if len(in) == 0 {
+		return nil, nil
+	}
+	msg := "fail() step triggered"
+	if len(s.args) > 0 {
+		if m, ok := s.args[0].(string); ok {
+			msg = m
+		}
+	}
+	return nil, &Error{Code: gb.StatusFailStep, Msg: msg}
+}
