@@ -28,6 +28,12 @@ const (
 	BucketRate      = "worldgate-rate"
 	BucketApprovals = "worldgate-approvals"
 	BucketRetries   = "worldgate-gate-retries"
+	// The ai-worker's LLM budgets: definitions, overrides and actor policies (kept), and the
+	// spend windows, minute and hour ones expiring after 2 hours, day and month ones after
+	// 33 days.
+	BucketBudget      = "worldgate-budget"
+	BucketBudgetShort = "worldgate-budget-short"
+	BucketBudgetLong  = "worldgate-budget-long"
 )
 
 // TopologyOptions are the knobs operators turn; the zero value is the single-node default.
@@ -81,6 +87,9 @@ func DefaultTopology(opts TopologyOptions) Topology {
 			{Bucket: BucketRate, Description: "Rate windows, updated with compare-and-set", TTL: 2 * time.Hour, Replicas: r, Storage: jetstream.FileStorage},
 			{Bucket: BucketApprovals, Description: "Proposals waiting for a person, and decisions", Replicas: r, Storage: jetstream.FileStorage, History: 5},
 			{Bucket: BucketRetries, Description: "Tickets for proposals a gate refused transiently: what it will take back on its retry subject", TTL: 24 * time.Hour, Replicas: r, Storage: jetstream.FileStorage},
+			{Bucket: BucketBudget, Description: "LLM budget definitions, operators' overrides and pauses, actor policies", Replicas: r, Storage: jetstream.FileStorage},
+			{Bucket: BucketBudgetShort, Description: "LLM budget windows of a minute or an hour, updated with compare-and-set", TTL: 2 * time.Hour, Replicas: r, Storage: jetstream.FileStorage},
+			{Bucket: BucketBudgetLong, Description: "LLM budget windows of a day or a month, updated with compare-and-set", TTL: 33 * 24 * time.Hour, Replicas: r, Storage: jetstream.FileStorage},
 		},
 	}
 }
