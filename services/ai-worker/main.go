@@ -21,6 +21,7 @@ import (
 
 	"github.com/worldgate/worldgate/events"
 	"github.com/worldgate/worldgate/services/ai-worker/aiworker"
+	"github.com/worldgate/worldgate/services/ai-worker/budget"
 	"github.com/worldgate/worldgate/services/ai-worker/llmsetup"
 	"github.com/worldgate/worldgate/services/gate/route"
 	"github.com/worldgate/worldgate/shared/admin"
@@ -48,6 +49,7 @@ type flags struct {
 	llmModel, llmRichModel                     string
 	worldURL, loreURL, classifyURL, mcpToken   string
 	routesFile, roles                          string
+	budgets                                    string
 	toolBudget                                 int
 	freshFor, ackWait                          time.Duration
 	provision                                  bool
@@ -74,6 +76,7 @@ func run(args []string) error {
 	fs.StringVar(&f.mcpToken, "mcp-token", "", "bearer token for the MCP servers (scopes world:read, lore:read, classify:read)")
 	fs.StringVar(&f.routesFile, "routes", "", "routes per proposal kind (YAML; default: the embedded routes)")
 	fs.StringVar(&f.roles, "roles", "", "comma-separated roles to run (default: all)")
+	fs.StringVar(&f.budgets, "budgets", "", "LLM budget file (docs/budgets.md); empty: no budgets. A bad file stops start-up")
 	fs.IntVar(&f.toolBudget, "tool-budget", 6, "hard cap of MCP tool calls per task")
 	fs.DurationVar(&f.freshFor, "ambience-fresh-for", 10*time.Minute, "skip ambience for a location whose ambience is younger than this (negative: never skip)")
 	fs.DurationVar(&f.ackWait, "ack-wait", 3*time.Minute, "how long a task may take before its trigger is redelivered")
@@ -89,9 +92,13 @@ func run(args []string) error {
 	log := logx.New(os.Stderr, "ai-worker", f.logLevel)
 	reg := metrics.NewRegistry()
 
-	llmReg, err := buildLLM(f, reg, log)
-	if err != nil {
-		return err
+	var budgets *budget.Config
+	if f.budgets != "" {
+		// Checked before anything starts: a bad file names its line and field.
+		var err error
+		if budgets, err = budget.LoadConfig(f.budgets); err != nil {
+			return err
+		}
 	}
 	routes, err := route.Load(f.routesFile)
 	if err != nil {
@@ -116,6 +123,31 @@ func run(args []string) error {
 		if err != nil {
 			return err
 		}
+	}
+	var admit llm.Admitter
+	if budgets != nil {
+		bk, err := budget.OpenBuckets(ctx, js)
+		if err != nil {
+			return err
+		}
+		bm, err := budget.NewMetrics(reg)
+		if err != nil {
+			return err
+		}
+		ledger, err := budget.NewLedger(ctx, bk, budgets, budget.Options{Metrics: bm, Logger: log})
+		if err != nil {
+			return err
+		}
+		if err := ledger.Start(ctx); err != nil {
+			return err
+		}
+		defer ledger.Close()
+		reg.MustRegister(budget.NewCollector(bk, log))
+		admit = ledger
+	}
+	llmReg, err := buildLLM(f, reg, log, admit)
+	if err != nil {
+		return err
 	}
 	kv, err := js.KeyValue(ctx, natsx.BucketAICache)
 	if err != nil {
@@ -176,8 +208,8 @@ func run(args []string) error {
 	return app.Run(ctx)
 }
 
-func buildLLM(f flags, reg prometheus.Registerer, log *slog.Logger) (*llm.Registry, error) {
-	opts := llmsetup.Options{Registerer: reg, Logger: log}
+func buildLLM(f flags, reg prometheus.Registerer, log *slog.Logger, admit llm.Admitter) (*llm.Registry, error) {
+	opts := llmsetup.Options{Registerer: reg, Logger: log, Admitter: admit}
 	if f.llmConfig != "" {
 		return llmsetup.Load(f.llmConfig, opts)
 	}

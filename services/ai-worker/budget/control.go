@@ -309,4 +309,3 @@ func (b Budget) Describe() string {
 
 // paused says whether an override pauses its budget (for the CLI).
 func (r Report) Paused() bool { return r.Override != nil && r.Override.Paused }
-

@@ -259,6 +259,9 @@ func operator(pol Policy) *natsx.Permissions {
 	// A person's decision on a held proposal is a request the approval gate carries out: the
 	// operator neither writes held proposals nor publishes to any gate but the first.
 	p.pub = append(p.pub, events.SubjectDecisions)
+	// worldgate budget: set, raise, pause and resume LLM budgets (the control bucket); the
+	// spend windows are only read (DIRECT.GET).
+	p.pub = append(p.pub, "$KV."+natsx.BucketBudget+".>")
 	p.pub = append(p.pub, pol.Entry...)
 	for _, c := range durables(pol) {
 		p.pubDeny = append(p.pubDeny,
