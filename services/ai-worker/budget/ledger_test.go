@@ -13,8 +13,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/worldgate/worldgate/services/ai-worker/budget"
+	"github.com/worldgate/worldgate/services/ai-worker/llmsetup"
+	"github.com/worldgate/worldgate/services/ai-worker/scripted"
 	"github.com/worldgate/worldgate/shared/llm"
-	"github.com/worldgate/worldgate/shared/llm/scripted"
 	"github.com/worldgate/worldgate/shared/logx"
 	"github.com/worldgate/worldgate/shared/natsx"
 	"github.com/worldgate/worldgate/shared/natsx/natstest"
@@ -93,7 +94,7 @@ func TestThreeReplicasSharingABudgetNeverExceedIt(t *testing.T) {
 	reps := []*replica{newReplica(t, e, cfg, cheapOnly()), newReplica(t, e, cfg, cheapOnly()), newReplica(t, e, cfg, cheapOnly())}
 	// One call's estimate, as the registry computes it for these requests.
 	p, _ := llm.DefaultPrices().Lookup("scripted", "scripted-small")
-	req := ask(llm.PurposeAmbience, 200)
+	req := ask(llm.Purpose("ambience"), 200)
 	oneEstimate := p.Cost(llm.Usage{PromptTokens: llm.EstimatePromptTokens(req), CompletionTokens: 200})
 
 	var (
@@ -110,7 +111,7 @@ func TestThreeReplicasSharingABudgetNeverExceedIt(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				for range 20 {
-					resp, err := r.reg.Complete(context.Background(), ask(llm.PurposeAmbience, 200))
+					resp, err := r.reg.Complete(context.Background(), ask(llm.Purpose("ambience"), 200))
 					switch {
 					case err == nil:
 						mu.Lock()
@@ -154,17 +155,17 @@ func TestDegradeOrderRichThenCheapThenRefused(t *testing.T) {
 	// scripted-large costs ten times scripted-small. Over 60 % the rich tier gives way to
 	// the cheap one, which may use the budget up to its limit; then every call is refused
 	// (the agent proposes static fallback content).
-	cfg := &budget.Config{Budgets: []budget.Budget{{Name: "quests", Scope: budget.ScopePurpose, Match: string(llm.PurposeQuestSeed),
+	cfg := &budget.Config{Budgets: []budget.Budget{{Name: "quests", Scope: budget.ScopePurpose, Match: string(llm.Purpose("quest_seed")),
 		Window: budget.Hour, USD: 0.002, DegradeAt: 0.6}}}
-	r := newReplica(t, e, cfg, llm.DefaultConfig())
+	r := newReplica(t, e, cfg, llmsetup.DefaultConfig())
 	var order []string
 	for range 200 {
-		resp, err := r.reg.Complete(context.Background(), ask(llm.PurposeQuestSeed, 300))
+		resp, err := r.reg.Complete(context.Background(), ask(llm.Purpose("quest_seed"), 300))
 		step := ""
 		switch {
 		case err == nil:
 			step = resp.Tier
-			if resp.Tier == llm.TierCheap && (len(resp.Downgrades) != 1 || resp.Downgrades[0].From != llm.TierRich) {
+			if resp.Tier == llmsetup.TierCheap && (len(resp.Downgrades) != 1 || resp.Downgrades[0].From != llmsetup.TierRich) {
 				t.Fatalf("a cheap answer for a rich purpose records its downgrade: %+v", resp.Downgrades)
 			}
 		case llm.KindOf(err) == llm.KindBudget:
@@ -179,7 +180,7 @@ func TestDegradeOrderRichThenCheapThenRefused(t *testing.T) {
 			break
 		}
 	}
-	if len(order) != 3 || order[0] != llm.TierRich || order[1] != llm.TierCheap || order[2] != "refused" {
+	if len(order) != 3 || order[0] != llmsetup.TierRich || order[1] != llmsetup.TierCheap || order[2] != "refused" {
 		t.Fatalf("degrade order %v, want [rich cheap refused]", order)
 	}
 	if v := testutil.ToFloat64(mustCounter(t, r.prom, "worldgate_ai_downgrades_total")); v == 0 {
@@ -212,7 +213,7 @@ func TestKillSwitchStopsCallsAcrossReplicas(t *testing.T) {
 	reps := []*replica{newReplica(t, e, cfg, cheapOnly()), newReplica(t, e, cfg, cheapOnly()), newReplica(t, e, cfg, cheapOnly())}
 	ctx := context.Background()
 	for i, r := range reps {
-		if _, err := r.reg.Complete(ctx, ask(llm.PurposeAmbience, 50)); err != nil {
+		if _, err := r.reg.Complete(ctx, ask(llm.Purpose("ambience"), 50)); err != nil {
 			t.Fatalf("replica %d before the pause: %v", i, err)
 		}
 	}
@@ -221,7 +222,7 @@ func TestKillSwitchStopsCallsAcrossReplicas(t *testing.T) {
 		t.Fatal(err)
 	}
 	stopped := func(r *replica) bool {
-		_, err := r.reg.Complete(ctx, ask(llm.PurposeAmbience, 50))
+		_, err := r.reg.Complete(ctx, ask(llm.Purpose("ambience"), 50))
 		return llm.KindOf(err) == llm.KindBudget
 	}
 	for i, r := range reps {
@@ -260,7 +261,7 @@ func TestActorPolicyTightensOneActorsBudget(t *testing.T) {
 	count := func(ctx context.Context) int {
 		n := 0
 		for range 50 {
-			if _, err := r.reg.Complete(ctx, ask(llm.PurposeNPCDialogue, 100)); err != nil {
+			if _, err := r.reg.Complete(ctx, ask(llm.Purpose("npc_dialogue"), 100)); err != nil {
 				if llm.KindOf(err) != llm.KindBudget {
 					t.Fatal(err)
 				}
@@ -287,7 +288,7 @@ func TestActorPolicyTightensOneActorsBudget(t *testing.T) {
 		t.Fatal(err)
 	}
 	natstest.WaitFor(t, time.Second, "the cool-down", func() bool {
-		_, err := r.reg.Complete(bram, ask(llm.PurposeNPCDialogue, 1))
+		_, err := r.reg.Complete(bram, ask(llm.Purpose("npc_dialogue"), 1))
 		return llm.KindOf(err) == llm.KindBudget
 	})
 	// Aggregate report: both actors have a window; nobody's id is a metric label.
@@ -303,7 +304,7 @@ func BenchmarkReserveSettle(b *testing.B) {
 	e := provisioned(b)
 	cfg := &budget.Config{Budgets: []budget.Budget{
 		{Name: "global", Scope: budget.ScopeGlobal, Window: budget.Day, USD: 1e9},
-		{Name: "npc", Scope: budget.ScopePurpose, Match: string(llm.PurposeNPCDialogue), Window: budget.Hour, USD: 1e9},
+		{Name: "npc", Scope: budget.ScopePurpose, Match: string(llm.Purpose("npc_dialogue")), Window: budget.Hour, USD: 1e9},
 		{Name: "player", Scope: budget.ScopeActor, Window: budget.Hour, Tokens: 1e15},
 	}}
 	ctx := context.Background()
@@ -320,7 +321,7 @@ func BenchmarkReserveSettle(b *testing.B) {
 	}
 	defer l.Close()
 	sctx := budget.WithSubject(ctx, budget.Subject{Actor: "player:ada"})
-	a := llm.Admission{Purpose: llm.PurposeNPCDialogue, Target: llm.Target{Provider: "scripted", Model: "scripted-small"},
+	a := llm.Admission{Purpose: llm.Purpose("npc_dialogue"), Target: llm.Target{Provider: "scripted", Model: "scripted-small"},
 		PromptTokens: 400, CompletionTokens: 300, EstimateUSD: 0.0001}
 	b.ResetTimer()
 	for b.Loop() {
