@@ -53,6 +53,7 @@ type flags struct {
 	toolBudget                                 int
 	freshFor, ackWait                          time.Duration
 	provision                                  bool
+	topology                                   natsx.TopologyOptions
 }
 
 func run(args []string) error {
@@ -81,6 +82,7 @@ func run(args []string) error {
 	fs.DurationVar(&f.freshFor, "ambience-fresh-for", 10*time.Minute, "skip ambience for a location whose ambience is younger than this (negative: never skip)")
 	fs.DurationVar(&f.ackWait, "ack-wait", 3*time.Minute, "how long a task may take before its trigger is redelivered")
 	fs.BoolVar(&f.provision, "provision", true, "provision the JetStream topology (idempotent) at start")
+	f.topology.RegisterFlags(fs)
 	tc := tracing.Config{ServiceName: "ai-worker"}
 	tc.RegisterFlags(fs)
 	if err := config.Parse(fs, args, config.Prefix); err != nil {
@@ -118,7 +120,7 @@ func run(args []string) error {
 	defer stopTracing()
 	if f.provision {
 		pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		err := natsx.Provision(pctx, js, natsx.DefaultTopology(natsx.TopologyOptions{}), log)
+		err := natsx.Provision(pctx, js, natsx.DefaultTopology(f.topology), log)
 		cancel()
 		if err != nil {
 			return err
