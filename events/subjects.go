@@ -59,9 +59,13 @@ func DeadLetterSubject(stage string) string { return "deadletter." + stage }
 const (
 	HeaderMsgID         = "Nats-Msg-Id" // JetStream de-duplication key
 	HeaderCorrelationID = "Worldgate-Correlation-Id"
-	HeaderCausationID   = "Worldgate-Causation-Id"
-	HeaderType          = "Worldgate-Type" // event type or proposal kind
-	HeaderTraceParent   = "traceparent"    // W3C trace context
+	// HeaderAIDowngrade is set on a proposal whose content came from a cheaper model tier
+	// than its role asks for because a spending budget refused the richer one
+	// ("rich→cheap: <the budget's reason>"); worldgate trace shows it.
+	HeaderAIDowngrade = "Worldgate-Ai-Downgrade"
+	HeaderCausationID = "Worldgate-Causation-Id"
+	HeaderType        = "Worldgate-Type" // event type or proposal kind
+	HeaderTraceParent = "traceparent"    // W3C trace context
 
 	// Dead-letter headers: which stage gave up, why, after how many deliveries, and where the
 	// message came from.

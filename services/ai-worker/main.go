@@ -21,6 +21,7 @@ import (
 
 	"github.com/worldgate/worldgate/events"
 	"github.com/worldgate/worldgate/services/ai-worker/aiworker"
+	"github.com/worldgate/worldgate/services/ai-worker/budget"
 	"github.com/worldgate/worldgate/services/ai-worker/llmsetup"
 	"github.com/worldgate/worldgate/services/gate/route"
 	"github.com/worldgate/worldgate/shared/admin"
@@ -48,9 +49,11 @@ type flags struct {
 	llmModel, llmRichModel                     string
 	worldURL, loreURL, classifyURL, mcpToken   string
 	routesFile, roles                          string
+	budgets                                    string
 	toolBudget                                 int
 	freshFor, ackWait, maxSkew, maxAge         time.Duration
 	provision                                  bool
+	topology                                   natsx.TopologyOptions
 }
 
 func run(args []string) error {
@@ -74,12 +77,14 @@ func run(args []string) error {
 	fs.StringVar(&f.mcpToken, "mcp-token", "", "bearer token for the MCP servers (scopes world:read, lore:read, classify:read)")
 	fs.StringVar(&f.routesFile, "routes", "", "routes per proposal kind (YAML; default: the embedded routes)")
 	fs.StringVar(&f.roles, "roles", "", "comma-separated roles to run (default: all)")
+	fs.StringVar(&f.budgets, "budgets", "", "LLM budget file (docs/budgets.md); empty: no budgets. A bad file stops start-up")
 	fs.IntVar(&f.toolBudget, "tool-budget", 6, "hard cap of MCP tool calls per task")
 	fs.DurationVar(&f.freshFor, "ambience-fresh-for", 10*time.Minute, "skip ambience for a location whose ambience is younger than this (negative: never skip)")
 	fs.DurationVar(&f.ackWait, "ack-wait", 3*time.Minute, "how long a task may take before its trigger is redelivered")
 	fs.DurationVar(&f.maxSkew, "max-clock-skew", 5*time.Minute, "refuse world events whose occurredUtc is further in the future than this")
 	fs.DurationVar(&f.maxAge, "max-event-age", 24*time.Hour, "refuse world events older than this (negative: no limit)")
 	fs.BoolVar(&f.provision, "provision", true, "provision the JetStream topology (idempotent) at start")
+	f.topology.RegisterFlags(fs)
 	tc := tracing.Config{ServiceName: "ai-worker"}
 	tc.RegisterFlags(fs)
 	if err := config.Parse(fs, args, config.Prefix); err != nil {
@@ -91,9 +96,13 @@ func run(args []string) error {
 	log := logx.New(os.Stderr, "ai-worker", f.logLevel)
 	reg := metrics.NewRegistry()
 
-	llmReg, err := buildLLM(f, reg, log)
-	if err != nil {
-		return err
+	var budgets *budget.Config
+	if f.budgets != "" {
+		// Checked before anything starts: a bad file names its line and field.
+		var err error
+		if budgets, err = budget.LoadConfig(f.budgets); err != nil {
+			return err
+		}
 	}
 	routes, err := route.Load(f.routesFile)
 	if err != nil {
@@ -113,11 +122,36 @@ func run(args []string) error {
 	defer stopTracing()
 	if f.provision {
 		pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		err := natsx.Provision(pctx, js, natsx.DefaultTopology(natsx.TopologyOptions{}), log)
+		err := natsx.Provision(pctx, js, natsx.DefaultTopology(f.topology), log)
 		cancel()
 		if err != nil {
 			return err
 		}
+	}
+	var admit llm.Admitter
+	if budgets != nil {
+		bk, err := budget.OpenBuckets(ctx, js)
+		if err != nil {
+			return err
+		}
+		bm, err := budget.NewMetrics(reg)
+		if err != nil {
+			return err
+		}
+		ledger, err := budget.NewLedger(ctx, bk, budgets, budget.Options{Metrics: bm, Logger: log})
+		if err != nil {
+			return err
+		}
+		if err := ledger.Start(ctx); err != nil {
+			return err
+		}
+		defer ledger.Close()
+		reg.MustRegister(budget.NewCollector(bk, log))
+		admit = ledger
+	}
+	llmReg, err := buildLLM(f, reg, log, admit)
+	if err != nil {
+		return err
 	}
 	kv, err := js.KeyValue(ctx, natsx.BucketAICache)
 	if err != nil {
@@ -179,8 +213,8 @@ func run(args []string) error {
 	return app.Run(ctx)
 }
 
-func buildLLM(f flags, reg prometheus.Registerer, log *slog.Logger) (*llm.Registry, error) {
-	opts := llmsetup.Options{Registerer: reg, Logger: log}
+func buildLLM(f flags, reg prometheus.Registerer, log *slog.Logger, admit llm.Admitter) (*llm.Registry, error) {
+	opts := llmsetup.Options{Registerer: reg, Logger: log, Admitter: admit}
 	if f.llmConfig != "" {
 		return llmsetup.Load(f.llmConfig, opts)
 	}

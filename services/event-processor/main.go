@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/worldgate/worldgate/events"
 	"github.com/worldgate/worldgate/services/event-processor/processor"
 	"github.com/worldgate/worldgate/services/gate/attest"
@@ -51,11 +53,15 @@ func run() error {
 	adminAddr := fs.String("admin", "127.0.0.1:9105", "admin address for /metrics, /healthz, /readyz")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	provision := fs.Bool("provision", true, "provision the JetStream topology at start (idempotent); false when the admin provisions (deploy/nats)")
-	replicas := fs.Int("replicas", 1, "JetStream stream replicas when provisioning")
+	var topology natsx.TopologyOptions
+	topology.RegisterFlags(fs)
 	inFlight := fs.Int("max-in-flight", processor.DefaultMaxInFlight, "proposals applied at once; one actor's always apply in stream order (1: everything in stream order)")
 	ackWait := fs.Duration("ack-wait", 30*time.Second, "how long a crashed processor's message waits before redelivery")
 	attestKeys := fs.String("attest-keys", "", "directory of the gates' public keys, <gate>.pub and <gate>.<id>.pub during a rotation (docs/attestation.md); required")
 	routesFile := fs.String("routes", "", "routes file (YAML), the same the gates use; empty: the embedded default")
+	var prune processor.PruneConfig
+	fs.DurationVar(&prune.Horizon, "marker-horizon", 72*time.Hour, "apply-once markers are dropped from the graph this long after their commit; at least WORLD's plus PROPOSALS' max age (checked at start)")
+	fs.DurationVar(&prune.Interval, "marker-prune-interval", time.Minute, "how often markers past the horizon are pruned")
 	tc := tracing.Config{ServiceName: processor.Name}
 	tc.RegisterFlags(fs)
 	if err := config.Parse(fs, os.Args[1:], config.Prefix); err != nil {
@@ -89,11 +95,14 @@ func run() error {
 	defer conn.Close()
 	if *provision {
 		pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		err := natsx.Provision(pctx, js, natsx.DefaultTopology(natsx.TopologyOptions{Replicas: *replicas}), log)
+		err := natsx.Provision(pctx, js, natsx.DefaultTopology(topology), log)
 		cancel()
 		if err != nil {
 			return err
 		}
+	}
+	if err := checkHorizon(ctx, js, prune.Horizon); err != nil {
+		return err
 	}
 	graph, err := graphx.Open(gs)
 	if err != nil {
@@ -113,6 +122,11 @@ func run() error {
 		return err
 	}
 	reg.MustRegister(natsx.NewLagCollector(js, log, events.StreamProposals))
+	pruner, err := processor.NewPruner(graph, prune, reg, log)
+	if err != nil {
+		return err
+	}
+	go pruner.Run(ctx)
 	adm := admin.New(reg, log)
 	adm.AddCheck("graph", p.Ready)
 	adm.AddCheck("handlers", app.Ready)
@@ -126,4 +140,18 @@ func run() error {
 	}()
 	log.Info("event-processor started", "admin", adm.Addr(), "graph", gs.URL, "maxInFlight", *inFlight)
 	return app.Run(ctx)
+}
+
+// checkHorizon checks the marker horizon against the streams as the server has them (whoever
+// provisioned them).
+func checkHorizon(ctx context.Context, js jetstream.JetStream, horizon time.Duration) error {
+	var t natsx.Topology
+	for _, name := range []string{events.StreamWorld, events.StreamProposals} {
+		s, err := js.Stream(ctx, name)
+		if err != nil {
+			return fmt.Errorf("stream %s: %w", name, err)
+		}
+		t.Streams = append(t.Streams, s.CachedInfo().Config)
+	}
+	return processor.CheckHorizon(horizon, t)
 }

@@ -55,7 +55,8 @@ type flags struct {
 	tracing                                           tracing.Config
 	budgets, blocked                                  string
 	provision                                         bool
-	replicas, maxDeliver, dedupDistance               int
+	maxDeliver, dedupDistance                         int
+	topology                                          natsx.TopologyOptions
 	rateWindow, dedupWindow, approvalExpiry, refWait  time.Duration
 }
 
@@ -68,7 +69,7 @@ func parse(args []string) (flags, error) {
 	fs.StringVar(&f.natsPassword, "nats-password", "", "NATS password")
 	fs.StringVar(&f.natsCreds, "nats-creds", "", "NATS credentials file")
 	fs.BoolVar(&f.provision, "provision", true, "provision the JetStream topology at start (idempotent)")
-	fs.IntVar(&f.replicas, "replicas", 1, "stream replicas when provisioning (3 in production)")
+	f.topology.RegisterFlags(fs)
 	fs.StringVar(&f.graphURL, "graph-url", "ws://127.0.0.1:8182/gremlin", "Gremlin server URL (invariant gate)")
 	fs.StringVar(&f.graphUser, "graph-user", "reader", "read-only graph user")
 	fs.StringVar(&f.graphPassword, "graph-password", "", "read-only graph password")
@@ -138,7 +139,7 @@ func run(args []string) error {
 	defer nc.Close()
 	if f.provision {
 		pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		err := natsx.Provision(pctx, js, natsx.DefaultTopology(natsx.TopologyOptions{Replicas: f.replicas}), log)
+		err := natsx.Provision(pctx, js, natsx.DefaultTopology(f.topology), log)
 		cancel()
 		if err != nil {
 			return err

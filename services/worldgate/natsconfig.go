@@ -78,7 +78,8 @@ func runProvision(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	fs.SetOutput(stderr)
 	var n natsFlags
 	n.register(fs)
-	replicas := fs.Int("replicas", 1, "stream replicas (3 in production)")
+	var topology natsx.TopologyOptions
+	topology.RegisterFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -90,7 +91,7 @@ func runProvision(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	defer nc.Close()
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if err := natsx.Provision(ctx, js, natsx.DefaultTopology(natsx.TopologyOptions{Replicas: *replicas}), log); err != nil {
+	if err := natsx.Provision(ctx, js, natsx.DefaultTopology(topology), log); err != nil {
 		return fmt.Errorf("%w (provisioning needs the %s user)", err, natsauth.Admin)
 	}
 	fmt.Fprintln(stdout, "topology provisioned")

@@ -72,6 +72,12 @@ func startProcessor(_ context.Context, st *stack) error {
 	}
 	st.admin.AddCheck("graph", conn.Ping)
 	st.goRun("event-processor", app.Run)
+	// Apply-once markers past the default horizon (72h) are pruned, as in production.
+	pruner, err := processor.NewPruner(conn, processor.PruneConfig{}, st.reg, st.log.With("worker", "marker-pruner"))
+	if err != nil {
+		return err
+	}
+	st.goRun("marker-pruner", func(ctx context.Context) error { pruner.Run(ctx); return nil })
 	return nil
 }
 

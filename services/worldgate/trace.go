@@ -63,6 +63,8 @@ type TraceProposal struct {
 	// FollowsUp names the refused proposal this one regenerates (a reprompt, or the fallback).
 	FollowsUp string `json:"followsUp,omitempty"`
 	Fallback  string `json:"fallback,omitempty"`
+	// Downgraded: a spending budget moved the call to a cheaper tier ("rich→cheap: why").
+	Downgraded string `json:"downgraded,omitempty"`
 
 	Provider  string        `json:"provider,omitempty"`
 	Model     string        `json:"model,omitempty"`
@@ -397,6 +399,9 @@ func buildJourney(id string, msgs []found) *Journey {
 				continue
 			}
 			tp := seen(&p, m.at)
+			if d := m.header.Get(events.HeaderAIDowngrade); d != "" {
+				tp.Downgraded = d
+			}
 			if m.subject == events.SubjectValidated && tp.Validated == nil {
 				at := m.at
 				tp.Validated = &at
@@ -542,6 +547,9 @@ func printJourney(w io.Writer, j *Journey) error {
 			line(tp.OffsetMs, "", "  reprompt of "+tp.FollowsUp+" with its rejection reason")
 		case tp.Fallback != "":
 			line(tp.OffsetMs, "", "  fallback content: "+tp.Fallback)
+		}
+		if tp.Downgraded != "" {
+			line(tp.OffsetMs, "", "  budget downgrade "+tp.Downgraded)
 		}
 		if tp.Model != "" {
 			cache := ""

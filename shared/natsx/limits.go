@@ -34,8 +34,8 @@ const (
 
 // CheckLimits reports every way t's limits disagree: a stream accepting larger messages than
 // the server's max payload, a DLQ that cannot take the largest dead letter, a duplicate window
-// longer than a stream keeps messages, a stream without an age or size limit where one is
-// required. maxPayload is the server's (and clients') largest message.
+// longer than a stream keeps messages or differing between streams, a stream or bucket
+// without an age and a size limit. maxPayload is the server's (and clients') largest message.
 func CheckLimits(t Topology, maxPayload int32) error {
 	var errs []error
 	var dlq *jetstream.StreamConfig
@@ -54,6 +54,20 @@ func CheckLimits(t Topology, maxPayload int32) error {
 		if s.Duplicates <= 0 {
 			errs = append(errs, fmt.Errorf("stream %s: no duplicate window", s.Name))
 		}
+		if s.MaxAge <= 0 || s.MaxBytes <= 0 {
+			errs = append(errs, fmt.Errorf("stream %s: unbounded (MaxAge %v, MaxBytes %d): every stream needs an age and a size limit", s.Name, s.MaxAge, s.MaxBytes))
+		}
+	}
+	// One duplicate window for every stream, shortened only where a stream keeps its messages
+	// for less time than that.
+	var window time.Duration
+	for _, s := range t.Streams {
+		window = max(window, s.Duplicates)
+	}
+	for _, s := range t.Streams {
+		if want := min(window, s.MaxAge); s.Duplicates != want && s.MaxAge > 0 {
+			errs = append(errs, fmt.Errorf("stream %s: duplicate window %v, want %v like the other streams", s.Name, s.Duplicates, want))
+		}
 	}
 	if dlq == nil {
 		errs = append(errs, errors.New("no DLQ stream"))
@@ -61,6 +75,9 @@ func CheckLimits(t Topology, maxPayload int32) error {
 		errs = append(errs, fmt.Errorf("DLQ accepts %d bytes but a dead letter may take %d", dlq.MaxMsgSize, DeadLetterMax))
 	}
 	for _, b := range t.Buckets {
+		if (b.TTL <= 0 && b.Bucket != BucketBudget) || b.MaxBytes <= 0 {
+			errs = append(errs, fmt.Errorf("bucket %s: unbounded (TTL %v, MaxBytes %d): every bucket needs an age and a size limit", b.Bucket, b.TTL, b.MaxBytes))
+		}
 		if b.MaxValueSize > maxPayload {
 			errs = append(errs, fmt.Errorf("bucket %s accepts %d-byte values, more than the server's max payload %d", b.Bucket, b.MaxValueSize, maxPayload))
 		}

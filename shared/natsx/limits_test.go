@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"flag"
 	"log/slog"
 	"strings"
 	"testing"
@@ -22,7 +23,7 @@ import (
 func TestTopologyLimitsAgree(t *testing.T) {
 	for _, opts := range []natsx.TopologyOptions{
 		{},
-		{Replicas: 3, MaxMsgSize: 8 << 20, DuplicateWindow: time.Hour, Retention: 30 * time.Minute},
+		{Replicas: 3, MaxMsgSize: 8 << 20, DuplicateWindow: time.Hour, Limits: map[string]natsx.Limits{events.StreamWorld: {MaxAge: 30 * time.Minute}}},
 		{MaxMsgSize: 16 << 10, DuplicateWindow: 2 * time.Minute},
 	} {
 		topo := natsx.DefaultTopology(opts)
@@ -95,5 +96,47 @@ func TestWorldTakesKnownEventTypesOnly(t *testing.T) {
 		if _, err := e.JS.Publish(ctx, events.Subject(typ), []byte("{}")); err != nil {
 			t.Errorf("publish to %s: %v", events.Subject(typ), err)
 		}
+	}
+}
+
+func TestRetentionFlag(t *testing.T) {
+	fs := flag.NewFlagSet("x", flag.ContinueOnError)
+	var o natsx.TopologyOptions
+	o.RegisterFlags(fs)
+	if err := fs.Parse([]string{"-retention", "WORLD=12h/4GiB,COMMITTED=90d/,worldgate-dedup=/1MiB", "-replicas", "3"}); err != nil {
+		t.Fatal(err)
+	}
+	topo := natsx.DefaultTopology(o)
+	if err := natsx.CheckLimits(topo, natsx.ServerMaxPayload); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string][2]int64{}
+	for _, s := range topo.Streams {
+		got[s.Name] = [2]int64{int64(s.MaxAge), s.MaxBytes}
+		if s.Replicas != 3 {
+			t.Errorf("%s replicas %d", s.Name, s.Replicas)
+		}
+	}
+	for _, b := range topo.Buckets {
+		got[b.Bucket] = [2]int64{int64(b.TTL), b.MaxBytes}
+	}
+	want := map[string][2]int64{
+		events.StreamWorld:     {int64(12 * time.Hour), 4 << 30},
+		events.StreamCommitted: {int64(90 * 24 * time.Hour), natsx.DefaultLimits[events.StreamCommitted].MaxBytes},
+		natsx.BucketDedup:      {int64(natsx.DefaultLimits[natsx.BucketDedup].MaxAge), 1 << 20},
+		events.StreamAudit:     {int64(natsx.DefaultLimits[events.StreamAudit].MaxAge), natsx.DefaultLimits[events.StreamAudit].MaxBytes},
+	}
+	for name, w := range want {
+		if got[name] != w {
+			t.Errorf("%s: age/bytes %v, want %v", name, got[name], w)
+		}
+	}
+	for _, bad := range []string{"NOPE=1h/1GiB", "WORLD=1h/lots", "WORLD=-1h/", "WORLD"} {
+		if _, err := natsx.ParseRetention(bad); err == nil {
+			t.Errorf("-retention %s accepted", bad)
+		}
+	}
+	if back, err := natsx.ParseRetention(natsx.DefaultRetention()); err != nil || len(back) != len(natsx.DefaultLimits) {
+		t.Errorf("the defaults' own syntax does not parse back: %v", err)
 	}
 }

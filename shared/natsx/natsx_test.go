@@ -83,13 +83,19 @@ func TestProvisionIsIdempotentAndApplesChanges(t *testing.T) {
 	if err := natsx.Provision(ctx, e.JS, topo, logx.Discard()); err != nil {
 		t.Fatalf("second provisioning of the same topology: %v", err)
 	}
-	changed := natsx.DefaultTopology(natsx.TopologyOptions{Retention: 48 * time.Hour, DedupTTL: 2 * time.Hour})
+	changed := natsx.DefaultTopology(natsx.TopologyOptions{DedupTTL: 2 * time.Hour, Limits: map[string]natsx.Limits{
+		events.StreamWorld: {MaxAge: 48 * time.Hour, MaxBytes: 1 << 30}, natsx.BucketApprovals: {MaxBytes: 1 << 20}}})
 	if err := natsx.Provision(ctx, e.JS, changed, logx.Discard()); err != nil {
 		t.Fatal(err)
 	}
 	s, _ := e.JS.Stream(ctx, events.StreamWorld)
-	if got := s.CachedInfo().Config.MaxAge; got != 48*time.Hour {
-		t.Fatalf("WORLD max age %s after update, want 48h", got)
+	if got := s.CachedInfo().Config; got.MaxAge != 48*time.Hour || got.MaxBytes != 1<<30 {
+		t.Fatalf("WORLD max age %s, max bytes %d after update, want 48h and 1 GiB", got.MaxAge, got.MaxBytes)
+	}
+	approvals, _ := e.JS.KeyValue(ctx, natsx.BucketApprovals)
+	ast, _ := approvals.Status(ctx)
+	if got := ast.(*jetstream.KeyValueBucketStatus).StreamInfo().Config.MaxBytes; got != 1<<20 || ast.TTL() != natsx.DefaultLimits[natsx.BucketApprovals].MaxAge {
+		t.Fatalf("approvals max bytes %d, TTL %s after update", got, ast.TTL())
 	}
 	kv, _ := e.JS.KeyValue(ctx, natsx.BucketDedup)
 	st, _ := kv.Status(ctx)
@@ -135,11 +141,11 @@ func BenchmarkPublishWorldAsync(b *testing.B) {
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
 }
 
-// Every stream, COMMITTED included (it keeps messages forever), gets the configured duplicate
-// window rather than the server's 2-minute default.
+// Every stream, COMMITTED included, gets the configured duplicate window rather than the
+// server's 2-minute default.
 func TestEveryStreamHasTheDuplicateWindow(t *testing.T) {
 	e := natstest.Start(t)
-	for _, name := range []string{events.StreamWorld, events.StreamProposals, events.StreamCommitted, events.StreamAudit, events.StreamDLQ} {
+	for _, name := range []string{events.StreamWorld, events.StreamProposals, events.StreamCommitted, events.StreamAudit, events.StreamDLQ, events.StreamOutcomes} {
 		s, err := e.JS.Stream(context.Background(), name)
 		if err != nil {
 			t.Fatal(err)

@@ -1,6 +1,7 @@
 package natsx
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -28,59 +29,117 @@ const (
 	BucketRate      = "worldgate-rate"
 	BucketApprovals = "worldgate-approvals"
 	BucketRetries   = "worldgate-gate-retries"
+	// The ai-worker's LLM budgets: definitions, overrides and actor policies (kept), and the
+	// spend windows, minute and hour ones expiring after 2 hours, day and month ones after
+	// 33 days.
+	BucketBudget      = "worldgate-budget"
+	BucketBudgetShort = "worldgate-budget-short"
+	BucketBudgetLong  = "worldgate-budget-long"
 )
 
 // TopologyOptions are the knobs operators turn; the zero value is the single-node default.
 type TopologyOptions struct {
 	Replicas        int           // 1 on one node; 3 in production
-	DuplicateWindow time.Duration // WORLD's Nats-Msg-Id window; default 10m
-	Retention       time.Duration // proposals, audit and dead letters; default 7 days
-	AICacheTTL      time.Duration // default 24h
-	DedupTTL        time.Duration // how long accepted content fingerprints are remembered; default 1h
+	DuplicateWindow time.Duration // every stream's Nats-Msg-Id window; default 10m
+	AICacheTTL      time.Duration // overrides Limits[BucketAICache].MaxAge
+	DedupTTL        time.Duration // overrides Limits[BucketDedup].MaxAge (how long accepted content fingerprints are remembered)
 	MaxMsgSize      int32         // default 1 MiB
+	// Limits per stream and bucket name; a missing name or a zero field keeps the default
+	// (DefaultLimits). A bucket's MaxAge is its keys' TTL.
+	Limits map[string]Limits
+}
+
+// Limits are how long a stream or bucket keeps messages and how many bytes it may hold. A
+// stream at its size limit drops its oldest messages; a bucket at its limit refuses writes.
+type Limits struct {
+	MaxAge   time.Duration
+	MaxBytes int64
+}
+
+const (
+	gib = int64(1) << 30
+	mib = int64(1) << 20
+)
+
+// DefaultLimits are the retention defaults (docs/retention.md explains them): every stream and
+// bucket is bounded in age and in size. JetStream reserves every stream's MaxBytes (times its
+// replicas) against the server's file store when the stream is created, so the defaults add up
+// to about 7.2 GiB: enough for a laptop and a test machine; size production's with -retention.
+var DefaultLimits = map[string]Limits{
+	events.StreamWorld:     {24 * time.Hour, 1 * gib},
+	events.StreamProposals: {24 * time.Hour, 2 * gib},
+	events.StreamOutcomes:  {24 * time.Hour, 512 * mib},
+	events.StreamCommitted: {30 * 24 * time.Hour, 2 * gib},
+	events.StreamAudit:     {30 * 24 * time.Hour, 1 * gib},
+	events.StreamDLQ:       {14 * 24 * time.Hour, 256 * mib},
+	BucketAICache:          {24 * time.Hour, 256 * mib},
+	BucketDedup:            {time.Hour, 64 * mib},
+	BucketRate:             {2 * time.Hour, 16 * mib},
+	BucketApprovals:        {30 * 24 * time.Hour, 64 * mib},
+	BucketRetries:          {24 * time.Hour, 16 * mib},
+	BucketBudget:           {0, 16 * mib}, // definitions and overrides: kept until changed (no TTL)
+	BucketBudgetShort:      {2 * time.Hour, 64 * mib},
+	BucketBudgetLong:       {33 * 24 * time.Hour, 64 * mib},
+}
+
+// limits is name's limits with opts applied over the default.
+func (o TopologyOptions) limits(name string) Limits {
+	l := DefaultLimits[name]
+	if set, ok := o.Limits[name]; ok {
+		l.MaxAge = cmpOr(set.MaxAge, l.MaxAge)
+		if set.MaxBytes != 0 {
+			l.MaxBytes = set.MaxBytes
+		}
+	}
+	return l
 }
 
 // DefaultTopology is Worldgate's topology with opts applied.
 func DefaultTopology(opts TopologyOptions) Topology {
 	r := max(opts.Replicas, 1)
 	dup := cmpOr(opts.DuplicateWindow, 10*time.Minute)
-	keep := cmpOr(opts.Retention, 7*24*time.Hour)
 	size := opts.MaxMsgSize
 	if size == 0 {
 		size = 1 << 20
 	}
-	stream := func(name string, subjects []string, desc string, age time.Duration) jetstream.StreamConfig {
-		window := dup
-		if age > 0 {
-			window = min(dup, age) // the server refuses a window longer than the stream keeps messages
-		}
+	stream := func(name string, subjects []string, desc string) jetstream.StreamConfig {
+		l := opts.limits(name)
 		return jetstream.StreamConfig{
 			Name: name, Description: desc, Subjects: subjects,
 			Retention: jetstream.LimitsPolicy, Storage: jetstream.FileStorage, Replicas: r,
-			MaxAge: age, Duplicates: window, MaxMsgSize: size, Discard: jetstream.DiscardOld,
+			// the server refuses a window longer than the stream keeps messages
+			MaxAge: l.MaxAge, MaxBytes: l.MaxBytes, Duplicates: min(dup, l.MaxAge), MaxMsgSize: size, Discard: jetstream.DiscardOld,
 		}
+	}
+	bucket := func(name, desc string, ttl time.Duration, history uint8) jetstream.KeyValueConfig {
+		l := opts.limits(name)
+		return jetstream.KeyValueConfig{Bucket: name, Description: desc, TTL: cmpOr(ttl, l.MaxAge), MaxBytes: l.MaxBytes,
+			Replicas: r, Storage: jetstream.FileStorage, History: history}
 	}
 	// The DLQ takes the largest dead letter whatever the other streams accept: the runtime
 	// bounds a dead letter's body and headers (DeadLetterMax).
-	dlq := stream(events.StreamDLQ, []string{events.SubjectDeadLetterAll}, "Messages a stage gave up on, with the reason in headers", keep)
+	dlq := stream(events.StreamDLQ, []string{events.SubjectDeadLetterAll}, "Messages a stage gave up on, with the reason in headers")
 	dlq.MaxMsgSize = max(size, DeadLetterMax)
 	return Topology{
 		Streams: []jetstream.StreamConfig{
-			stream(events.StreamWorld, WorldSubjects(), "World events published by game backends", keep),
-			stream(events.StreamProposals, []string{events.SubjectProposalsAll}, "Proposals on their way through the gates, validated and rejected", keep),
-			stream(events.StreamCommitted, []string{events.SubjectCommittedAll}, "Canonical log of applied domain events (event-processor only)", 0),
-			stream(events.StreamAudit, []string{events.SubjectAuditAll}, "Audit records, written before persistence", 0),
+			stream(events.StreamWorld, WorldSubjects(), "World events published by game backends"),
+			stream(events.StreamProposals, []string{events.SubjectProposalsAll}, "Proposals on their way through the gates, validated and rejected"),
+			stream(events.StreamCommitted, []string{events.SubjectCommittedAll}, "Canonical log of applied domain events (event-processor only)"),
+			stream(events.StreamAudit, []string{events.SubjectAuditAll}, "Audit records, written before persistence"),
 			dlq,
 			// Kept as long as proposals: Watch resumes from a sequence or a time inside it. Its
 			// duplicate window makes a redelivered decision one outcome.
-			stream(events.StreamOutcomes, []string{events.SubjectOutcomesAll}, "Final decisions: committed, fallback or refused, one per request and agent role", keep),
+			stream(events.StreamOutcomes, []string{events.SubjectOutcomesAll}, "Final decisions: committed, fallback or refused, one per request and agent role"),
 		},
 		Buckets: []jetstream.KeyValueConfig{
-			{Bucket: BucketAICache, Description: "AI output by context hash", TTL: cmpOr(opts.AICacheTTL, 24*time.Hour), Replicas: r, Storage: jetstream.FileStorage},
-			{Bucket: BucketDedup, Description: "Fingerprints of recently accepted content", TTL: cmpOr(opts.DedupTTL, time.Hour), Replicas: r, Storage: jetstream.FileStorage},
-			{Bucket: BucketRate, Description: "Rate windows, updated with compare-and-set", TTL: 2 * time.Hour, Replicas: r, Storage: jetstream.FileStorage},
-			{Bucket: BucketApprovals, Description: "Proposals waiting for a person, and decisions", Replicas: r, Storage: jetstream.FileStorage, History: 5},
-			{Bucket: BucketRetries, Description: "Tickets for proposals a gate refused transiently: what it will take back on its retry subject", TTL: 24 * time.Hour, Replicas: r, Storage: jetstream.FileStorage},
+			bucket(BucketAICache, "AI output by context hash", opts.AICacheTTL, 0),
+			bucket(BucketDedup, "Fingerprints of recently accepted content", opts.DedupTTL, 0),
+			bucket(BucketRate, "Rate windows, updated with compare-and-set", 0, 0),
+			bucket(BucketApprovals, "Proposals waiting for a person, and decisions", 0, 5),
+			bucket(BucketRetries, "Tickets for proposals a gate refused transiently: what it will take back on its retry subject", 0, 0),
+			bucket(BucketBudget, "LLM budget definitions, operators' overrides and pauses, actor policies", 0, 0),
+			bucket(BucketBudgetShort, "LLM budget windows of a minute or an hour, updated with compare-and-set", 0, 0),
+			bucket(BucketBudgetLong, "LLM budget windows of a day or a month, updated with compare-and-set", 0, 0),
 		},
 	}
 }
@@ -219,6 +278,7 @@ func diffStream(have, want jetstream.StreamConfig) map[string]string {
 	cmp("Storage", have.Storage, want.Storage)
 	cmp("Replicas", have.Replicas, want.Replicas)
 	cmp("MaxAge", have.MaxAge, want.MaxAge)
+	cmp("MaxBytes", have.MaxBytes, want.MaxBytes)
 	cmp("Duplicates", have.Duplicates, want.Duplicates)
 	cmp("MaxMsgSize", have.MaxMsgSize, want.MaxMsgSize)
 	cmp("Discard", have.Discard, want.Discard)
@@ -249,7 +309,8 @@ func provisionBucket(ctx context.Context, js jetstream.JetStream, want jetstream
 	if err != nil {
 		return fmt.Errorf("bucket %s status: %w", want.Bucket, err)
 	}
-	if st.TTL() == want.TTL && st.History() == max(int64(want.History), 1) && st.(*jetstream.KeyValueBucketStatus).StreamInfo().Config.Replicas == max(want.Replicas, 1) {
+	have := st.(*jetstream.KeyValueBucketStatus).StreamInfo().Config
+	if st.TTL() == want.TTL && st.History() == max(int64(want.History), 1) && have.Replicas == max(want.Replicas, 1) && have.MaxBytes == cmp.Or(want.MaxBytes, -1) {
 		return nil
 	}
 	if _, err := js.UpdateKeyValue(ctx, want); err != nil {

@@ -39,6 +39,12 @@ const (
 	ToolBudgetExceeded = "Prompt.Tool.BudgetExceeded"
 	// ToolFailed: an MCP tool call failed (the model is told; the task goes on or falls back).
 	ToolFailed = "Prompt.Tool.Failed"
+	// BudgetDowngraded: a spending budget refused the tier a task asked for; a cheaper tier
+	// served it.
+	BudgetDowngraded = "Prompt.Budget.Downgraded"
+	// BudgetRefused: the spending budgets refused every tier; the task falls back to static
+	// content (logged before Prompt.Genesis.Fallback).
+	BudgetRefused = "Prompt.Budget.Refused"
 )
 
 // Deterministic mechanics, logged by the ai-worker's world-rules agent (no LLM).
@@ -88,6 +94,9 @@ const (
 	DimRole           = "ai.role"            // agent role (ambience, npc-dialogue, …)
 	DimCostUSD        = "ai.cost.usd"        // what the invocation cost
 	DimFallbackReason = "ai.fallback.reason" // why static content was used
+	DimTierFrom       = "ai.tier.from"       // the tier a budget refused
+	DimTierTo         = "ai.tier.to"         // the cheaper tier that served the call
+	DimBudgetReason   = "ai.budget.reason"   // which budget refused, and its state
 )
 
 // Keys shared by every pipeline event.
@@ -133,6 +142,8 @@ var catalog = []Event{
 	{PromptSkipped, "ai-worker", "the trigger needs no content", []string{KeyCorrelationID, DimPurpose}},
 	{ToolBudgetExceeded, "ai-worker", "the model asked for more tool calls than the task's budget", []string{KeyCorrelationID, DimPurpose}},
 	{ToolFailed, "ai-worker", "an MCP tool call failed", []string{KeyCorrelationID, DimPurpose}},
+	{BudgetDowngraded, "ai-worker", "a budget refused the asked tier; a cheaper tier served the call", []string{KeyCorrelationID, DimPurpose, DimTierFrom, DimTierTo, DimBudgetReason}},
+	{BudgetRefused, "ai-worker", "the budgets refused every tier; static fallback content instead", []string{KeyCorrelationID, DimPurpose, DimBudgetReason}},
 	{MoveProposed, "ai-worker", "a move request was checked against the exits and proposed", []string{KeyCorrelationID, KeyProposalID, DimRole}},
 	{MoveRefused, "ai-worker", "a move request names no exit; nothing is proposed", []string{KeyCorrelationID, DimRole}},
 	{GatePassed, "gate", "a gate passed a proposal on to its next hop", []string{KeyCorrelationID, KeyProposalID, KeyGate}},

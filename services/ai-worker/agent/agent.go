@@ -25,6 +25,7 @@ import (
 
 	"github.com/worldgate/worldgate/events"
 	"github.com/worldgate/worldgate/events/provenance"
+	"github.com/worldgate/worldgate/services/ai-worker/budget"
 	"github.com/worldgate/worldgate/services/ai-worker/fallback"
 	"github.com/worldgate/worldgate/services/ai-worker/roles"
 	"github.com/worldgate/worldgate/services/ai-worker/templates"
@@ -134,6 +135,8 @@ type Result struct {
 	NotBefore time.Time
 	// Note says why nothing was proposed, or what was done.
 	Note string
+	// Downgrade: a budget moved the content to a cheaper tier ("rich→cheap: reason").
+	Downgrade string
 	// Outcome is the request's final outcome when this decision ends it (a refused move, a
 	// proposal refused for good); published to the OUTCOMES stream.
 	Outcome *events.Outcome
@@ -179,6 +182,8 @@ func (a *Agent) Handle(ctx context.Context, role roles.Role, env *events.Envelop
 		return nil, err
 	}
 	ctx = mcpx.WithCorrelationID(ctx, env.CorrelationID)
+	// Per-actor and per-location budgets charge the calls of this task to its subject.
+	ctx = budget.WithSubject(ctx, budget.Subject{Actor: actorID(env.Actor), Location: in.LocationID})
 	if !role.UsesLLM {
 		return a.resolveMove(ctx, role, env, in)
 	}
@@ -203,6 +208,14 @@ func (a *Agent) Handle(ctx context.Context, role roles.Role, env *events.Envelop
 
 func (a *Agent) logger(ctx context.Context) *slog.Logger { return logx.From(ctx, a.log) }
 
+// actorID is the actor as budgets key it ("player:ada"), whether or not its id names its kind.
+func actorID(act events.Actor) string {
+	if act.ID == "" || strings.HasPrefix(act.ID, act.Kind+":") {
+		return act.ID
+	}
+	return act.Kind + ":" + act.ID
+}
+
 // task is the state of one generation.
 type task struct {
 	role     roles.Role
@@ -217,6 +230,8 @@ type task struct {
 	latency  time.Duration
 	budget   bool // the model asked for more calls than the budget
 	repaired bool
+	// downgrade: a spending budget moved a call to a cheaper tier (shown by worldgate trace).
+	downgrade string
 }
 
 func (a *Agent) generate(ctx context.Context, role roles.Role, env *events.Envelope, in roles.Input, attempt int, fb *feedback) (*Result, error) {
@@ -291,8 +306,13 @@ func (a *Agent) generate(ctx context.Context, role roles.Role, env *events.Envel
 					return nil, ctx.Err() // shutting down: the trigger is redelivered
 				}
 				cause := CauseLLMError
-				if llm.KindOf(err) == llm.KindInvalidOutput {
+				switch llm.KindOf(err) {
+				case llm.KindInvalidOutput:
 					cause = CauseInvalidOutput
+				case llm.KindBudget:
+					a.logger(ctx).Warn(telemetry.BudgetRefused, "correlationId", env.CorrelationID, telemetry.DimRole, role.Name,
+						telemetry.DimPurpose, string(role.Purpose), telemetry.DimBudgetReason, err.Error())
+					return a.fallback(ctx, t, CauseBudget, "the spending budgets refused every model tier: "+err.Error())
 				}
 				return a.fallback(ctx, t, cause, "the model failed after the provider layer's retries: "+err.Error())
 			}
@@ -300,6 +320,14 @@ func (a *Agent) generate(ctx context.Context, role roles.Role, env *events.Envel
 			t.cost += resp.CostUSD
 			t.latency += resp.Latency
 			t.repaired = t.repaired || resp.Repaired
+			for _, d := range resp.Downgrades {
+				a.m.downgrades.WithLabelValues(string(role.Purpose), d.From, d.To).Inc()
+				a.logger(ctx).Warn(telemetry.BudgetDowngraded, "correlationId", env.CorrelationID, telemetry.DimRole, role.Name,
+					telemetry.DimPurpose, string(role.Purpose), telemetry.DimTierFrom, d.From, telemetry.DimTierTo, d.To, telemetry.DimBudgetReason, d.Reason)
+				if t.downgrade == "" {
+					t.downgrade = d.From + "→" + d.To + ": " + d.Reason
+				}
+			}
 			tr = &turn{Text: resp.Text, ToolCalls: resp.ToolCalls, Provider: resp.Provider, Model: resp.Model}
 			if len(tr.ToolCalls) > 0 && req.Tools != nil {
 				// Tool requests are a function of the conversation so far: cache them too, so
@@ -382,6 +410,7 @@ func (a *Agent) generate(ctx context.Context, role roles.Role, env *events.Envel
 	if err != nil {
 		return nil, err
 	}
+	res.Downgrade = t.downgrade
 	outcome := telemetry.OutcomeAccepted
 	if t.repaired {
 		outcome = telemetry.OutcomeModified

@@ -15,6 +15,8 @@ const (
 	CauseInvalidOutput    = "invalid_output"
 	CauseRejected         = "rejected"
 	CauseTaskExpired      = "task_expired"
+	// CauseBudget: the spending budgets refused every model tier (or are paused).
+	CauseBudget = "budget"
 )
 
 // Metrics are the agent's own metrics; the LLM request/token/cost/latency metrics come from the
@@ -28,6 +30,7 @@ type Metrics struct {
 	retries    *prometheus.CounterVec
 	tasks      *prometheus.CounterVec
 	budgetHits *prometheus.CounterVec
+	downgrades *prometheus.CounterVec
 }
 
 // NewMetrics registers the agent metrics on reg (shared collectors are reused, so several
@@ -51,5 +54,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Agent tasks by role and outcome (proposed, fallback, skipped, refused; abandoned: a refused proposal given up on)."}, []string{"role", "outcome"})),
 		budgetHits: metrics.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "ai_tool_budget_exceeded_total",
 			Help: "Tasks in which the model asked for more tool calls than the per-task budget, by purpose."}, []string{"purpose"})),
+		downgrades: metrics.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "ai_task_downgrades_total",
+			Help: "Agent model calls a spending budget moved to a cheaper tier, by purpose and tiers."}, []string{"purpose", "from", "to"})),
 	}
 }

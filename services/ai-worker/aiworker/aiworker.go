@@ -256,5 +256,8 @@ func toMessages(res *agent.Result) ([]*message.Message, error) {
 	msg.Metadata.Set(events.HeaderCorrelationID, p.CorrelationID)
 	msg.Metadata.Set(events.HeaderCausationID, p.CausationID)
 	msg.Metadata.Set(events.HeaderType, p.Kind)
+	if res.Downgrade != "" {
+		msg.Metadata.Set(events.HeaderAIDowngrade, res.Downgrade)
+	}
 	return []*message.Message{msg}, nil
 }

@@ -67,6 +67,8 @@ type Options struct {
 	Logger     *slog.Logger
 	// Getenv resolves api_key_env (default os.Getenv).
 	Getenv func(string) string
+	// Admitter, when set, reserves budget before every call (the ai-worker's budget ledger).
+	Admitter llm.Admitter
 }
 
 // Tier names of the default configuration.
@@ -212,6 +214,9 @@ func registryOptions(o Options, prices *llm.PriceTable, ps ...llm.Provider) []ll
 	}
 	if o.Logger != nil {
 		opts = append(opts, llm.WithLogger(o.Logger))
+	}
+	if o.Admitter != nil {
+		opts = append(opts, llm.WithAdmitter(o.Admitter))
 	}
 	return opts
 }

@@ -82,8 +82,8 @@ type Deps struct {
 	Backoff []time.Duration
 	// ServerErrorLimit is how many deliveries a proposal the graph server refuses (an error
 	// response, not an outage) gets before it is dead-lettered. Default 20. Transport failures
-	// (graph down, timeouts) are retried without limit: an outage must not dead-letter good
-	// proposals.
+	// (graph down, timeouts) are retried up to runtime.MaxDeliverLimit deliveries (about a day
+	// at the 10 s backoff): an outage must not dead-letter good proposals.
 	ServerErrorLimit int
 }
 

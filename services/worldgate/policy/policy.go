@@ -78,7 +78,9 @@ func GateSet(routes events.Routes, gs []string) (natsauth.Role, error) {
 }
 
 func aiWorker(routes events.Routes) natsauth.Worker {
-	g := natsauth.Grant{Buckets: []natsauth.Bucket{{Name: natsx.BucketAICache}}}
+	g := natsauth.Grant{Buckets: []natsauth.Bucket{{Name: natsx.BucketAICache},
+		// LLM budgets: the control keys are watched (overrides, pauses, actor policies).
+		{Name: natsx.BucketBudget, Watch: true}, {Name: natsx.BucketBudgetShort}, {Name: natsx.BucketBudgetLong}}}
 	for _, r := range roles.All() {
 		g.Consumers = append(g.Consumers, natsauth.Consumer{Stream: events.StreamWorld, Durable: r.Durable()})
 	}

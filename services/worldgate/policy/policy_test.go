@@ -511,7 +511,7 @@ func TestWorkersCannotChangeTheTopology(t *testing.T) {
 	_, js := s.connect(natsauth.Gates)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	err := natsx.Provision(ctx, js, natsx.DefaultTopology(natsx.TopologyOptions{Retention: time.Hour}), logx.Discard())
+	err := natsx.Provision(ctx, js, natsx.DefaultTopology(natsx.TopologyOptions{Limits: map[string]natsx.Limits{events.StreamWorld: {MaxAge: time.Hour}}}), logx.Discard())
 	if err == nil || !strings.Contains(err.Error(), "may not change the topology") || !strings.Contains(err.Error(), "$JS.API.STREAM.UPDATE.") {
 		t.Fatalf("gates user changing the topology: %v; want a refusal that names the API and the admin user", err)
 	}

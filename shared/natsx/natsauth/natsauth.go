@@ -284,6 +284,9 @@ func operator(pol Policy) *natsx.Permissions {
 	// The decisions go on the operator's own subject, where the approval gate takes the
 	// approver from; world building enters on the operator emitter's subject.
 	p.pub = append(p.pub, events.DecisionsSubject(Operator), events.EmitSubject(events.EmitterOperator))
+	// worldgate budget: set, raise, pause and resume LLM budgets (the control bucket); the
+	// spend windows are only read (DIRECT.GET).
+	p.pub = append(p.pub, "$KV."+natsx.BucketBudget+".>")
 	for _, c := range durables(pol) {
 		p.pubDeny = append(p.pubDeny,
 			api("CONSUMER.CREATE", c.Stream, c.Durable), api("CONSUMER.CREATE", c.Stream, c.Durable, ">"),

@@ -1,0 +1,311 @@
+package budget
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Control keys of the control bucket.
+const (
+	defPrefix   = "def."
+	ctlPrefix   = "ctl."
+	actorPrefix = "actor."
+)
+
+func defKey(name string) string { return defPrefix + name }
+func ctlKey(name string) string { return ctlPrefix + name }
+
+// actorKey is where an actor's policy lives (hashed: actor ids may hold any character).
+func actorKey(actor string) string { return actorPrefix + hashID(actor) }
+
+// Override is an operator's runtime change to a budget, kept in the control bucket until
+// removed: a new limit (replacing the file's), or a pause (the kill switch: no call under
+// the budget is paid for; the game gets static fallback content).
+type Override struct {
+	USD    *float64  `json:"usd,omitempty"`
+	Tokens *int64    `json:"tokens,omitempty"`
+	Paused bool      `json:"paused,omitempty"`
+	By     string    `json:"by,omitempty"`
+	At     time.Time `json:"at"`
+}
+
+// ActorPolicy tightens one actor's per-actor budgets (for repeat offenders; the moderation
+// side sets it): Multiplier scales the limits of every actor-scoped budget for that actor
+// (0.5 halves them; 0 or 1 leaves them), and until CoolDownUntil the actor's calls are not
+// paid for at all (static content instead). Replicas apply a change within a second.
+type ActorPolicy struct {
+	Actor         string    `json:"actor"`
+	Multiplier    float64   `json:"multiplier,omitempty"`
+	CoolDownUntil time.Time `json:"coolDownUntil,omitzero"`
+	Reason        string    `json:"reason,omitempty"`
+	At            time.Time `json:"at"`
+}
+
+// SetActorPolicy stores p for p.Actor (the control bucket, natsx.BucketBudget).
+func SetActorPolicy(ctx context.Context, control jetstream.KeyValue, p ActorPolicy) error {
+	if p.Actor == "" {
+		return errors.New("budget: an actor policy needs the actor's id")
+	}
+	if p.Multiplier < 0 {
+		return fmt.Errorf("budget: multiplier %v is negative", p.Multiplier)
+	}
+	if p.At.IsZero() {
+		p.At = time.Now().UTC()
+	}
+	raw, _ := json.Marshal(p)
+	_, err := control.Put(ctx, actorKey(p.Actor), raw)
+	return err
+}
+
+// ClearActorPolicy removes an actor's policy: its budgets are the file's again.
+func ClearActorPolicy(ctx context.Context, control jetstream.KeyValue, actor string) error {
+	err := control.Delete(ctx, actorKey(actor))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil
+	}
+	return err
+}
+
+// GetActorPolicy reads an actor's policy (nil when it has none).
+func GetActorPolicy(ctx context.Context, control jetstream.KeyValue, actor string) (*ActorPolicy, error) {
+	e, err := control.Get(ctx, actorKey(actor))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var p ActorPolicy
+	if err := json.Unmarshal(e.Value(), &p); err != nil {
+		return nil, err
+	}
+	return &p, nil
+}
+
+// Change is an operator's change to one budget.
+type Change struct {
+	// SetUSD / SetTokens replace the limit; RaiseUSD / RaiseTokens add to the limit in
+	// force (the override's, else the file's).
+	SetUSD, RaiseUSD       *float64
+	SetTokens, RaiseTokens *int64
+	Pause, Resume          bool
+	// Reset removes the override altogether.
+	Reset bool
+	By    string
+}
+
+// Apply changes budget name's override with compare-and-set (two operators at once do not
+// lose a change) and returns the override now in force (nil after a reset).
+func Apply(ctx context.Context, control jetstream.KeyValue, name string, c Change) (*Override, error) {
+	e, err := control.Get(ctx, defKey(name))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, fmt.Errorf("no budget is called %q (worldgate budget lists them)", name)
+	}
+	if err != nil {
+		return nil, err
+	}
+	var def Budget
+	if err := json.Unmarshal(e.Value(), &def); err != nil {
+		return nil, fmt.Errorf("budget %s: unreadable definition: %w", name, err)
+	}
+	if c.Reset {
+		if err := control.Delete(ctx, ctlKey(name)); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+			return nil, err
+		}
+		return nil, nil
+	}
+	for range 100 {
+		var o Override
+		var rev uint64
+		cur, err := control.Get(ctx, ctlKey(name))
+		switch {
+		case errors.Is(err, jetstream.ErrKeyNotFound):
+		case err != nil:
+			return nil, err
+		default:
+			rev = cur.Revision()
+			if err := json.Unmarshal(cur.Value(), &o); err != nil {
+				o = Override{}
+			}
+		}
+		if c.SetUSD != nil {
+			if *c.SetUSD < 0 {
+				return nil, errors.New("a limit cannot be negative")
+			}
+			o.USD = ptr(*c.SetUSD)
+		}
+		if c.SetTokens != nil {
+			if *c.SetTokens < 0 {
+				return nil, errors.New("a limit cannot be negative")
+			}
+			o.Tokens = ptr(*c.SetTokens)
+		}
+		if c.RaiseUSD != nil {
+			base := def.USD
+			if o.USD != nil {
+				base = *o.USD
+			}
+			o.USD = ptr(max(base+*c.RaiseUSD, 0))
+		}
+		if c.RaiseTokens != nil {
+			base := def.Tokens
+			if o.Tokens != nil {
+				base = *o.Tokens
+			}
+			o.Tokens = ptr(max(base+*c.RaiseTokens, 0))
+		}
+		if c.Pause {
+			o.Paused = true
+		}
+		if c.Resume {
+			o.Paused = false
+		}
+		o.By, o.At = c.By, time.Now().UTC()
+		raw, _ := json.Marshal(o)
+		if rev == 0 {
+			_, err = control.Create(ctx, ctlKey(name), raw)
+		} else {
+			_, err = control.Update(ctx, ctlKey(name), raw, rev)
+		}
+		if err == nil {
+			return &o, nil
+		}
+		if !errors.Is(err, jetstream.ErrKeyExists) && !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+			return nil, err
+		}
+	}
+	return nil, errors.New("too many concurrent changes to the budget; try again")
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// Report is one budget's state for worldgate budget and the metrics.
+type Report struct {
+	Budget   Budget    `json:"budget"`
+	Override *Override `json:"override,omitempty"`
+	Limit    Limit     `json:"limit"` // in force
+	Window   time.Time `json:"windowStart"`
+	Ends     time.Time `json:"windowEnd"`
+	// Used is the current window (a subject's when Subject is set; for a per-subject budget
+	// without one, the largest subject's).
+	Used    Usage   `json:"used"`
+	Ratio   float64 `json:"ratio"`
+	Subject string  `json:"subject,omitempty"`
+	// Subjects and Above80 count the subjects with a window now, and those above 80 % of
+	// their limit (per-subject budgets).
+	Subjects int `json:"subjects,omitempty"`
+	Above80  int `json:"above80,omitempty"`
+}
+
+// Reports reads every budget's definition, override and current window. subject (an
+// actor, location or region id) selects that subject's windows of the per-subject budgets.
+func Reports(ctx context.Context, b Buckets, now time.Time, subject string) ([]Report, error) {
+	lister, err := b.Control.ListKeysFiltered(ctx, defPrefix+">")
+	if err != nil {
+		return nil, err
+	}
+	var defs []Budget
+	for k := range lister.Keys() {
+		e, err := b.Control.Get(ctx, k)
+		if err != nil {
+			continue
+		}
+		var d Budget
+		if json.Unmarshal(e.Value(), &d) == nil {
+			defs = append(defs, d)
+		}
+	}
+	sort.Slice(defs, func(i, j int) bool { return defs[i].Name < defs[j].Name })
+	out := make([]Report, 0, len(defs))
+	for _, d := range defs {
+		r := Report{Budget: d}
+		if e, err := b.Control.Get(ctx, ctlKey(d.Name)); err == nil {
+			var o Override
+			if json.Unmarshal(e.Value(), &o) == nil {
+				r.Override = &o
+			}
+		}
+		r.Limit = Effective(d.Limit(), r.Override, 0)
+		r.Window, r.Ends = d.Window.Start(now)
+		kv := b.window(d.Window)
+		switch {
+		case !d.Scope.PerSubject():
+			w, _, err := read(ctx, kv, windowKey(d, r.Window, ""))
+			if err != nil {
+				return nil, err
+			}
+			r.Used = w.Usage
+		case subject != "":
+			r.Subject = subject
+			lim := r.Limit
+			if d.Scope == ScopeActor {
+				if p, err := GetActorPolicy(ctx, b.Control, subject); err == nil && p != nil {
+					lim = Effective(d.Limit(), r.Override, p.Multiplier)
+					r.Limit = lim
+				}
+			}
+			w, _, err := read(ctx, kv, windowKey(d, r.Window, subject))
+			if err != nil {
+				return nil, err
+			}
+			r.Used = w.Usage
+		default:
+			prefix := windowKey(d, r.Window, "") + "."
+			keys, err := kv.ListKeysFiltered(ctx, prefix+"*")
+			if err != nil {
+				return nil, err
+			}
+			for k := range keys.Keys() {
+				w, _, err := read(ctx, kv, k)
+				if err != nil {
+					continue
+				}
+				r.Subjects++
+				lim := r.Limit
+				if d.Scope == ScopeActor && w.Subject != "" {
+					// A repeat offender is measured against its own, tighter limit.
+					if p, err := GetActorPolicy(ctx, b.Control, w.Subject); err == nil && p != nil {
+						lim = Effective(d.Limit(), r.Override, p.Multiplier)
+					}
+				}
+				ratio := Ratio(w.Usage, lim)
+				if ratio > 0.8 {
+					r.Above80++
+				}
+				if ratio >= r.Ratio {
+					r.Used, r.Subject, r.Ratio = w.Usage, w.Subject, ratio
+				}
+			}
+		}
+		if !d.Scope.PerSubject() || subject != "" {
+			r.Ratio = Ratio(r.Used, r.Limit)
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// Describe is a budget's scope in words (for the CLI).
+func (b Budget) Describe() string {
+	switch b.Scope {
+	case ScopeGlobal:
+		return "every call"
+	case ScopePurpose:
+		return "purpose " + b.Match
+	case ScopeModel:
+		return "target " + b.Match
+	}
+	if b.Match != "" {
+		return string(b.Scope) + " " + b.Match
+	}
+	return "each " + string(b.Scope)
+}
+
+// paused says whether an override pauses its budget (for the CLI).
+func (r Report) Paused() bool { return r.Override != nil && r.Override.Paused }
