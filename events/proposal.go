@@ -6,7 +6,7 @@ import (
 )
 
 // ProposalSchemaVersion is the proposal format version this module reads and writes.
-const ProposalSchemaVersion = "1"
+const ProposalSchemaVersion = "2"
 
 // Proposal is a suggested change to the world. Agents emit it; gates check it along its route;
 // only the event-processor turns a validated one into domain events.
@@ -41,6 +41,8 @@ type Provenance struct {
 	LatencyMs      float64      `json:"latencyMs"`
 	CacheHit       bool         `json:"cacheHit,omitempty"`
 	Fallback       string       `json:"fallback,omitempty"`
+	// InputRail is what the input rail did with the player's words (schemaVersion 2).
+	InputRail *InputRail `json:"inputRail,omitempty"`
 }
 
 // TemplateRef names the exact prompt template text an AI decision used.
