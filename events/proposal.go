@@ -51,6 +51,8 @@ type Provenance struct {
 	LatencyMs      float64      `json:"latencyMs"`
 	CacheHit       bool         `json:"cacheHit,omitempty"`
 	Fallback       string       `json:"fallback,omitempty"`
+	// InputRail is what the input rail did with the player's words (schemaVersion 2).
+	InputRail *InputRail `json:"inputRail,omitempty"`
 }
 
 // TemplateRef names the exact prompt template text an AI decision used.

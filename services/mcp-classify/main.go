@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/worldgate/worldgate/services/mcp-classify/classifytools"
 	"github.com/worldgate/worldgate/shared/mcpx"
@@ -36,6 +37,15 @@ func run() error {
 	var f mcpx.CommonFlags
 	fs := flag.NewFlagSet("mcp-classify", flag.ExitOnError)
 	f.Register(fs, "127.0.0.1:7403", "127.0.0.1:9403")
+	policyVersion := fs.String("policy-version", "", "moderation policy version to serve (empty: the newest embedded one)")
+	var openaiCfg, guardCfg classifytools.ModelConfig
+	fs.StringVar(&openaiCfg.APIKey, "moderation-openai-key", "", "OpenAI API key: when set, moderate-content also asks OpenAI's moderation endpoint and combines its verdict with the rules")
+	fs.StringVar(&openaiCfg.BaseURL, "moderation-openai-url", "https://api.openai.com/v1", "OpenAI API base URL for the moderation endpoint")
+	fs.StringVar(&openaiCfg.Model, "moderation-openai-model", "omni-moderation-latest", "OpenAI moderation model")
+	fs.StringVar(&guardCfg.BaseURL, "moderation-guard-url", "", "base URL of an OpenAI-compatible chat server running a Llama-Guard-style classifier (e.g. http://localhost:11434/v1); when set, moderate-content combines its verdict with the rules")
+	fs.StringVar(&guardCfg.Model, "moderation-guard-model", "llama-guard3", "the guard classifier's model name")
+	fs.StringVar(&guardCfg.APIKey, "moderation-guard-key", "", "API key for the guard server, if it needs one")
+	modTimeout := fs.Duration("moderation-model-timeout", 5*time.Second, "timeout of one model-backed moderation request")
 	if err := config.Parse(fs, os.Args[1:], mcpx.EnvPrefix); err != nil {
 		return err
 	}
@@ -45,7 +55,25 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	srv, err := classifytools.New(classifytools.Options{Options: common})
+	rules, err := classifytools.EmbeddedPolicy(*policyVersion)
+	if err != nil {
+		return err
+	}
+	var moderator classifytools.Moderator = rules
+	var models []classifytools.Moderator
+	if openaiCfg.APIKey != "" {
+		openaiCfg.Timeout = *modTimeout
+		models = append(models, classifytools.NewOpenAIModerator(openaiCfg))
+	}
+	if guardCfg.BaseURL != "" {
+		guardCfg.Timeout = *modTimeout
+		models = append(models, classifytools.NewGuardModerator(guardCfg))
+	}
+	if len(models) > 0 {
+		moderator = &classifytools.Combined{Rules: rules, Models: models, Logger: logger}
+	}
+	logger.Info("moderation", "policy", moderator.Version())
+	srv, err := classifytools.New(classifytools.Options{Moderator: moderator, Options: common})
 	if err != nil {
 		return err
 	}

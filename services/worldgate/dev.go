@@ -172,7 +172,7 @@ func printSummary(w io.Writer, s *Summary, asJSON bool) error {
 		_, err = fmt.Fprintln(w, string(b))
 		return err
 	}
-	fmt.Fprintf(w, "events %d · proposals %d %v · committed %d · rejected %v · dead letters %d · tokens %d · cost $%.6f · cache hits %d\n",
-		s.Events, s.Proposals, s.ProposalsByKind, s.Committed, s.Rejected, s.DeadLetters, s.Tokens, s.CostUSD, s.CacheHits)
+	fmt.Fprintf(w, "events %d · proposals %d %v · committed %d · rejected %v · dead letters %d · tokens %d · cost $%.6f · cache hits %d · input rail blocked %d\n",
+		s.Events, s.Proposals, s.ProposalsByKind, s.Committed, s.Rejected, s.DeadLetters, s.Tokens, s.CostUSD, s.CacheHits, s.InputRailBlocked)
 	return nil
 }

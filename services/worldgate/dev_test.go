@@ -44,13 +44,17 @@ func TestDevDemoOnlyPrintsSummaryAndEndpoints(t *testing.T) {
 	if s.Events < 20 || s.Committed == 0 || s.Tokens == 0 || s.CostUSD <= 0 || s.CacheHits == 0 || s.DeadLetters != 0 {
 		t.Errorf("summary %+v: want events, commits, tokens, cost and cache hits, and no dead letters", s)
 	}
-	// The scenario is written so that four gates refuse something on every run: a hostile
-	// player's words quoted back (safety), an NPC that does not exist (invariant), repeated
-	// requests (dedup) and one player spamming an NPC (rate).
-	for _, gate := range []string{"safety", "invariant", "dedup", "rate"} {
+	// The scenario is written so that three gates refuse something on every run: an NPC that
+	// does not exist (invariant), repeated requests (dedup) and one player spamming an NPC
+	// (rate); and the input rail refuses a hostile player's words before any model reads them
+	// (before the input rail, the model quoted them back and the safety gate refused the line).
+	for _, gate := range []string{"invariant", "dedup", "rate"} {
 		if s.Rejected[gate] == 0 {
 			t.Errorf("no rejection from the %s gate: %+v", gate, s.Rejected)
 		}
+	}
+	if s.InputRailBlocked == 0 {
+		t.Errorf("the input rail blocked nothing: %+v", s)
 	}
 	// Every request ends in a final outcome on stream OUTCOMES: content committed, and the
 	// scenario's move west from the ash gate (there is no exit) refused by world-rules.

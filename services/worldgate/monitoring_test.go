@@ -498,8 +498,19 @@ func checkDemoSeries(t *testing.T, cat map[string]*metricInfo) {
 			gates[s.labels["gate"]] = true
 		}
 	}
-	if len(gates) < 4 {
-		t.Errorf("the demo has rejection series for gates %v; want at least 4 gates", sortedKeys(gates))
+	// invariant, dedup and rate; the hostile line is refused by the input rail before the model
+	// (worldgate_ai_input_rail_total), so the safety gate has nothing left to refuse in the demo.
+	if len(gates) < 3 {
+		t.Errorf("the demo has rejection series for gates %v; want at least 3 gates", sortedKeys(gates))
+	}
+	blocked := 0.0
+	for _, s := range cat["worldgate_ai_input_rail_total"].values {
+		if s.labels["outcome"] == "blocked" {
+			blocked += s.value
+		}
+	}
+	if blocked == 0 {
+		t.Errorf("the demo's hostile line was not blocked by the input rail")
 	}
 	t.Logf("demo: $%.6f spent; rejections at gates %v", cost, sortedKeys(gates))
 }

@@ -248,6 +248,8 @@ type Summary struct {
 	Tokens          int            `json:"tokens"`
 	CostUSD         float64        `json:"costUsd"`
 	CacheHits       int            `json:"cacheHits"`
+	// InputRailBlocked counts player utterances the input rail refused before any model call.
+	InputRailBlocked int `json:"inputRailBlocked"`
 	// Outcomes counts the final decisions by kind (committed, fallback, refused).
 	Outcomes map[string]int `json:"outcomes"`
 }
@@ -365,6 +367,7 @@ func (t *tally) update(ctx context.Context) (*Summary, error) {
 	s.Tokens = int(sumMetric(reg, "worldgate_ai_tokens_total", "type", "prompt", "completion"))
 	s.CostUSD = sumMetric(reg, "worldgate_ai_cost_usd_total", "")
 	s.CacheHits = int(sumMetric(reg, "worldgate_ai_cache_hits_total", ""))
+	s.InputRailBlocked = int(sumMetric(reg, "worldgate_ai_input_rail_total", "outcome", "blocked"))
 	out := *s
 	out.ProposalsByKind = maps.Clone(s.ProposalsByKind)
 	out.Rejected = maps.Clone(s.Rejected)

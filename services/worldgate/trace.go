@@ -65,6 +65,8 @@ type TraceProposal struct {
 	Fallback  string `json:"fallback,omitempty"`
 	// Downgraded: a spending budget moved the call to a cheaper tier ("rich→cheap: why").
 	Downgraded string `json:"downgraded,omitempty"`
+	// InputRail is what the input rail did with the player's words before any model call.
+	InputRail *events.InputRail `json:"inputRail,omitempty"`
 
 	Provider  string        `json:"provider,omitempty"`
 	Model     string        `json:"model,omitempty"`
@@ -422,7 +424,7 @@ func buildJourney(id string, msgs []found) *Journey {
 		tp.OffsetMs = ms(tp.Issued)
 		if pv := p.Provenance; pv != nil {
 			tp.Provider, tp.Model, tp.Tokens, tp.CostUSD, tp.LatencyMs = pv.Provider, pv.Model, pv.Tokens, pv.CostUSD, pv.LatencyMs
-			tp.ToolCalls, tp.CacheHit, tp.Fallback = len(pv.ToolCalls), pv.CacheHit, pv.Fallback
+			tp.ToolCalls, tp.CacheHit, tp.Fallback, tp.InputRail = len(pv.ToolCalls), pv.CacheHit, pv.Fallback, pv.InputRail
 			if pv.PromptTemplate != nil {
 				tp.Template = pv.PromptTemplate.ID + "@" + pv.PromptTemplate.Version
 			}
@@ -550,6 +552,19 @@ func printJourney(w io.Writer, j *Journey) error {
 		}
 		if tp.Downgraded != "" {
 			line(tp.OffsetMs, "", "  budget downgrade "+tp.Downgraded)
+		}
+		if r := tp.InputRail; r != nil {
+			desc := "passed"
+			switch {
+			case len(r.Blocked) > 0:
+				desc = "blocked (" + strings.Join(r.Blocked, ", ") + "): no model call"
+			case len(r.Flagged) > 0:
+				desc = "flagged " + strings.Join(r.Flagged, ", ") + ", kept as data"
+			}
+			for _, rd := range r.Redactions {
+				desc += fmt.Sprintf("; %d %s redacted from %s", rd.Count, rd.Kind, rd.Field)
+			}
+			line(tp.OffsetMs, "", "  input rail: "+desc+" · policy "+r.PolicyVersion)
 		}
 		if tp.Model != "" {
 			cache := ""

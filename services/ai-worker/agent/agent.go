@@ -86,6 +86,8 @@ type Config struct {
 	AmbienceFreshFor time.Duration
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// Rail configures the input rail (the player's words moderated before any model call).
+	Rail RailConfig
 }
 
 // Agent runs tasks. It is safe for concurrent use.
@@ -167,6 +169,8 @@ func sum(parts ...string) string {
 
 func taskKey(role, eventID string) string { return "task." + sum(role, eventID)[:40] }
 
+func railKey(role, eventID string) string { return "rail." + sum(role, eventID)[:40] }
+
 // feedback is a gate's refusal, carried into a reprompt.
 type feedback struct {
 	rej      *events.Rejection
@@ -195,13 +199,28 @@ func (a *Agent) Handle(ctx context.Context, role roles.Role, env *events.Envelop
 			return &Result{Note: note}, nil
 		}
 	}
-	// Keep the trigger for reprompts: a rejection carries the proposal, not the player's words.
+	// The input rail: the player's words are moderated before any model reads them.
+	res, env, err := a.inputRail(ctx, role, env, &in)
+	if err != nil || res != nil {
+		return res, err
+	}
+	// Keep the trigger for reprompts (redacted): a rejection carries the proposal, not the
+	// player's words.
 	raw, err := json.Marshal(env)
 	if err != nil {
 		return nil, err
 	}
 	if err := a.cfg.Cache.Put(ctx, taskKey(role.Name, env.EventID), raw); err != nil {
 		return nil, fmt.Errorf("remember the trigger for reprompts: %w", err)
+	}
+	if in.Rail != nil {
+		rr, err := json.Marshal(in.Rail)
+		if err != nil {
+			return nil, err
+		}
+		if err := a.cfg.Cache.Put(ctx, railKey(role.Name, env.EventID), rr); err != nil {
+			return nil, fmt.Errorf("remember the input rail for reprompts: %w", err)
+		}
 	}
 	return a.generate(ctx, role, env, in, 0, nil)
 }
@@ -603,7 +622,7 @@ func (a *Agent) propose(t *task, payload json.RawMessage, prov *events.Provenanc
 		AgentRole:     t.role.Name,
 		Actor:         actorOf(t.env),
 		Payload:       payload,
-		Provenance:    prov,
+		Provenance:    withRail(prov, t.in.Rail),
 		Route:         events.Route{Pending: pending},
 		Attempt:       t.attempt,
 		// The route decides approval for destructive kinds; agents never emit those.

@@ -84,6 +84,9 @@ func (a *Agent) Rejected(ctx context.Context, rej *events.Rejection, mine []role
 	if err != nil {
 		return nil, err
 	}
+	if in.Rail, err = a.cachedRail(ctx, role.Name, p.CausationID); err != nil {
+		return nil, err
+	}
 	if p.Attempt >= MaxReprompts {
 		t := &task{role: role, env: env, in: in, attempt: next}
 		return a.fallback(ctx, t, CauseRejected,

