@@ -160,7 +160,7 @@ func secretEndpoint(key string, v any) bool {
 	if _, isMap := v.(map[string]string); isMap {
 		return true
 	}
-	return strings.Contains(key, "token") || strings.Contains(key, "password") || strings.Contains(key, "secret")
+	return strings.Contains(key, "token") || strings.Contains(key, "password") || strings.Contains(key, "secret") || strings.HasSuffix(key, ".key")
 }
 
 func printSummary(w io.Writer, s *Summary, asJSON bool) error {

@@ -105,7 +105,7 @@ func TestDevKeepsItsSecrets(t *testing.T) {
 				secrets = append(secrets, p)
 			}
 		case string:
-			if strings.Contains(k, "token") {
+			if strings.Contains(k, "token") || strings.HasSuffix(k, ".key") {
 				secrets = append(secrets, v)
 			}
 		}

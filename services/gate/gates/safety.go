@@ -56,14 +56,6 @@ func (s *safety) Check(ctx context.Context, p *events.Proposal) (Decision, error
 	if text == "" {
 		return Pass(), nil
 	}
-	// Markup and template injection are refused whatever the moderation policy says: the
-	// text reaches players' screens and templates, and no gate rewrites content.
-	if hits := markupHits(text); len(hits) > 0 {
-		s.flagged.WithLabelValues(CategoryMarkup).Inc()
-		return Reject(events.CodeSafetyFlagged,
-			fmt.Sprintf("The text carries markup or template syntax (%s): it would reach players' screens as code. Write plain text, without tags, scripts or template expressions.", listOf(hits)),
-			map[string]any{"categories": []string{CategoryMarkup}, "markup": hits}), nil
-	}
 	ctx = mcpx.WithCorrelationID(ctx, p.CorrelationID)
 	res, err := s.classify.Call(ctx, ModerateTool, map[string]any{"text": text})
 	if err != nil {
@@ -76,7 +68,18 @@ func (s *safety) Check(ctx context.Context, p *events.Proposal) (Decision, error
 	for _, c := range v.Categories {
 		s.flagged.WithLabelValues(c).Inc()
 	}
-	return safetyDecision(v, s.cfg), nil
+	d := safetyDecision(v, s.cfg)
+	if d.Outcome == Passed {
+		// Markup and template injection are refused even where the moderation policy lets them pass: the
+		// text reaches players' screens and templates, and no gate rewrites content.
+		if hits := markupHits(text); len(hits) > 0 {
+			s.flagged.WithLabelValues(CategoryMarkup).Inc()
+			return Reject(events.CodeSafetyFlagged,
+				fmt.Sprintf("The text carries markup or template syntax (%s): it would reach players' screens as code. Write plain text, without tags, scripts or template expressions.", listOf(hits)),
+				map[string]any{"categories": []string{CategoryMarkup}, "markup": hits}), nil
+		}
+	}
+	return d, nil
 }
 
 // CategoryMarkup is the safety category of markup and template injection.
