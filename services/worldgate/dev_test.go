@@ -116,7 +116,7 @@ func TestDevKeepsItsSecrets(t *testing.T) {
 	printed := stdout.String() + stderr.String()
 	for _, s := range secrets {
 		if strings.Contains(printed, s) {
-			t.Errorf("a credential from endpoints.json was printed:\n%s", printed)
+			t.Errorf("a credential from endpoints.json (%q…) was printed:\n%s", s, printed)
 		}
 	}
 	if !strings.Contains(printed, "nats.url") {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -30,13 +31,17 @@ import (
 	"github.com/worldgate/worldgate/shared/natsx/natsauth"
 )
 
-// Development credentials of the embedded graph. They guard nothing on a laptop; they exist so
-// that the writer/read-only split is exercised exactly as in production.
+// Development credentials of the embedded graph, so that the writer/read-only split is
+// exercised exactly as in production. The passwords are drawn at each start (the graph runs in
+// this process and endpoints.json is rewritten), so none is a guessable constant.
 const (
-	devGraphWriter         = "worldgate"
-	devGraphWriterPassword = "worldgate-dev"
-	devGraphReader         = "reader"
-	devGraphReaderPassword = "reader-dev"
+	devGraphWriter = "worldgate"
+	devGraphReader = "reader"
+)
+
+var (
+	devGraphWriterPassword = rand.Text()
+	devGraphReaderPassword = rand.Text()
 )
 
 // stack is everything `worldgate dev` runs in one process.
