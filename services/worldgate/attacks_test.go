@@ -126,6 +126,38 @@ func (a *attackStack) committed() []events.DomainEvent {
 	return out
 }
 
+// jsonStrings returns every string in a decoded JSON value.
+func jsonStrings(v any) []string {
+	switch v := v.(type) {
+	case string:
+		return []string{v}
+	case []any:
+		var out []string
+		for _, e := range v {
+			out = append(out, jsonStrings(e)...)
+		}
+		return out
+	case map[string]any:
+		var out []string
+		for _, e := range v {
+			out = append(out, jsonStrings(e)...)
+		}
+		return out
+	}
+	return nil
+}
+
+func (a *attackStack) outcomes(match func(*events.Outcome) bool) []*events.Outcome {
+	var out []*events.Outcome
+	a.each(events.StreamOutcomes, events.SubjectOutcomesAll, func(m jetstream.Msg) {
+		var o events.Outcome
+		if json.Unmarshal(m.Data(), &o) == nil && match(&o) {
+			out = append(out, &o)
+		}
+	})
+	return out
+}
+
 func (a *attackStack) deadLetters(stage string) []jetstream.Msg {
 	var out []jetstream.Msg
 	a.each(events.StreamDLQ, events.DeadLetterSubject(stage), func(m jetstream.Msg) { out = append(out, m) })
@@ -380,28 +412,48 @@ func TestAttacksOnTheDevStackAreRefused(t *testing.T) {
 			publishEnv(t, env, env.IdempotencyKey)
 			corr = append(corr, env.CorrelationID)
 		}
-		// Each conversation ends: committed (fallback content after the refusals) or refused.
-		natstest.WaitFor(t, 90*time.Second, "every conversation decided", func() bool {
-			done := 0
-			committed := a.committed()
-			for _, c := range corr {
-				if slices.ContainsFunc(committed, func(e events.DomainEvent) bool { return e.CorrelationID == c }) {
-					done++
+		// Each conversation ends with an outcome: committed, fallback content, or refused (the
+		// dedup gate may refuse a second identical fallback line for the same NPC and player).
+		var ends []*events.Outcome
+		natstest.WaitFor(t, 90*time.Second, "an outcome for every conversation", func() bool {
+			ends = a.outcomes(func(o *events.Outcome) bool { return slices.Contains(corr, o.CorrelationID) })
+			done := map[string]bool{}
+			for _, o := range ends {
+				done[o.CorrelationID] = true
+			}
+			return len(done) == len(corr)
+		})
+		// Nothing committed for these conversations quotes the markup.
+		for _, e := range a.committed() {
+			if !slices.Contains(corr, e.CorrelationID) {
+				continue
+			}
+			var payload any
+			if err := json.Unmarshal(e.Payload, &payload); err != nil {
+				t.Fatalf("committed %s has a payload that is not JSON: %v", e.Type, err)
+			}
+			text := strings.Join(jsonStrings(payload), "\n")
+			for _, m := range markup {
+				if strings.Contains(text, m) {
+					t.Errorf("committed %s quotes the player's markup %q: %s", e.Type, m, e.Payload)
 				}
 			}
-			return done == len(corr)
-		})
-		flagged := a.rejections(func(r *events.Rejection) bool {
-			return slices.Contains(corr, r.CorrelationID) && r.Gate == route.Safety && strings.Contains(r.Reason, "markup")
-		})
-		if len(flagged) == 0 {
-			var lines []string
-			for _, e := range a.committed() {
-				if slices.Contains(corr, e.CorrelationID) {
-					lines = append(lines, string(e.Payload))
-				}
+		}
+		// And every conversation was stopped on the way: the input rail kept the hostile line from
+		// the model (fallback content), or the safety gate refused a line quoting it.
+		for _, o := range ends {
+			t.Logf("conversation %s: %s %s %+v", o.CorrelationID, o.Kind, o.FallbackReason, o.Refusal)
+			stopped := o.Kind == events.OutcomeFallback ||
+				(o.Kind == events.OutcomeRefused && o.Refusal != nil && (o.Refusal.Gate == route.Safety || o.Refusal.Gate == route.Dedup))
+			if !stopped {
+				t.Errorf("conversation %s ended %s with nothing refusing the hostile line: %+v", o.CorrelationID, o.Kind, o)
 			}
-			t.Errorf("no dialogue quoting markup was refused by the safety gate (did the model stop quoting?); committed:\n%s", strings.Join(lines, "\n"))
+		}
+		if !slices.ContainsFunc(ends, func(o *events.Outcome) bool {
+			return (o.Kind == events.OutcomeFallback && strings.Contains(o.FallbackReason, "markup_injection")) ||
+				(o.Kind == events.OutcomeRefused && o.Refusal != nil && o.Refusal.Gate == route.Safety && strings.Contains(o.Refusal.Reason, "markup"))
+		}) {
+			t.Errorf("neither the input rail nor the safety gate named the markup in any of these conversations")
 		}
 	})
 

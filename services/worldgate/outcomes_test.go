@@ -155,7 +155,7 @@ func TestEdgePublishOverHTTPReceiveOverSSE(t *testing.T) {
 	post, _ := http.NewRequestWithContext(ctx, "POST", st.edgeURL+"/v1/events", bytes.NewReader(body))
 	post.Header.Set("Authorization", "Bearer "+st.edgeKey)
 	post.Header.Set("Content-Type", "application/json")
-	post.Header.Set("Idempotency-Key", "e2e-"+env.EventID)
+	post.Header.Set("Idempotency-Key", env.IdempotencyKey)
 	pr, err := http.DefaultClient.Do(post)
 	if err != nil || pr.StatusCode != http.StatusAccepted {
 		t.Fatalf("POST /v1/events: %v %v", err, pr)

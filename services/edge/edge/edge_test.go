@@ -150,6 +150,8 @@ func TestPublishBadInputNamesTheFieldAndPublishesNothing(t *testing.T) {
 		{"missing field", allKey, "application/json", with(func(c map[string]any) { delete(c, "source") }), nil, 400, "/source"},
 		{"bad payload", allKey, "application/json", with(func(c map[string]any) { c["payload"].(map[string]any)["npcId"] = "oren" }), nil, 400, "/payload/npcId"},
 		{"bad idempotency key", allKey, "application/json", good, []string{"Idempotency-Key", "has spaces"}, 400, "Idempotency-Key"},
+		{"idempotency key not the envelope's", allKey, "application/json", good, []string{"Idempotency-Key", "order-17"}, 400, "Idempotency-Key"},
+		{"idempotency key on a batch", allKey, "application/x-ndjson", good + "\n", []string{"Idempotency-Key", "batch-1"}, 400, "Idempotency-Key"},
 		{"ndjson with one bad line", allKey, "application/x-ndjson", good + "\n" + with(func(c map[string]any) { c["extra"] = 1 }) + "\n", nil, 400, "/extra"},
 	}
 	for _, c := range cases {
@@ -183,7 +185,7 @@ func TestPublishIdempotencyBatchAndRateLimit(t *testing.T) {
 	e := start(t, nil)
 	body, env := envelopeJSON(t, "player:ada")
 	for i, wantDup := range []bool{false, true} {
-		resp := e.do(t, "POST", "/v1/events", allKey, "application/json", body, "Idempotency-Key", "order-17")
+		resp := e.do(t, "POST", "/v1/events", allKey, "application/json", body, "Idempotency-Key", env.IdempotencyKey)
 		var out struct {
 			EventID  string          `json:"eventId"`
 			Accepted []edge.Accepted `json:"accepted"`
@@ -198,7 +200,7 @@ func TestPublishIdempotencyBatchAndRateLimit(t *testing.T) {
 		t.Fatal(err)
 	}
 	raw, err := msg.GetLastMsgForSubject(context.Background(), events.Subject(events.PlayerSpokeToNPC))
-	if err != nil || raw.Header.Get(nats.MsgIdHdr) != "order-17" {
+	if err != nil || raw.Header.Get(nats.MsgIdHdr) != env.IdempotencyKey {
 		t.Fatalf("stored message: %v %v", err, raw)
 	}
 	b1, _ := envelopeJSON(t, "player:bo")

@@ -388,16 +388,24 @@ func (s *Server) publish(w http.ResponseWriter, r *http.Request, _ *key) {
 		writeProblem(w, status, "invalid_envelope", "invalid envelope: nothing was published", errs...)
 		return
 	}
+	// The envelope's idempotencyKey is the JetStream message id (Worldgate's workers refuse an
+	// event whose Nats-Msg-Id differs from it). The header, when sent, must name the same key:
+	// a retry is recognised by the key the envelope carries, whatever the header says.
+	if idem != "" {
+		if ct == ctNDJSON {
+			writeProblem(w, http.StatusBadRequest, "idempotency_key", "Idempotency-Key does not apply to a batch",
+				fieldError{Field: "Idempotency-Key", Message: "each envelope of a batch carries its own idempotencyKey; omit the header"})
+			return
+		}
+		if idem != lines[0].env.IdempotencyKey {
+			writeProblem(w, http.StatusBadRequest, "idempotency_key", "Idempotency-Key differs from the envelope's idempotencyKey",
+				fieldError{Field: "Idempotency-Key", Message: fmt.Sprintf("header %q, envelope %q: send the same key (or omit the header)", idem, lines[0].env.IdempotencyKey)})
+			return
+		}
+	}
 	var out publishResponse
 	for i, l := range lines {
-		msgID := l.env.IdempotencyKey
-		if idem != "" {
-			msgID = idem
-			if len(lines) > 1 {
-				msgID = idem + ":" + strconv.Itoa(i)
-			}
-		}
-		ack, err := events.PublishRaw(r.Context(), s.cfg.JetStream, l.env.Type, msgID, l.env.CorrelationID, l.raw)
+		ack, err := events.PublishRaw(r.Context(), s.cfg.JetStream, l.env.Type, l.env.IdempotencyKey, l.env.CorrelationID, l.raw)
 		if err != nil {
 			s.cfg.Logger.Error("publish failed", "eventId", l.env.EventID, "err", err)
 			writeProblem(w, http.StatusServiceUnavailable, "unavailable", "JetStream did not acknowledge the event; retry with the same Idempotency-Key",
