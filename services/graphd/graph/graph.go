@@ -11,6 +11,7 @@ package graph
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"time"
 
@@ -28,12 +29,48 @@ type Vertex struct {
 	removed bool
 }
 
-// VertexProperty is one value of a vertex property.
+// VertexProperty is one value of a vertex property, with its own
+// properties (meta-properties).
 type VertexProperty struct {
 	ID     int64
 	Key    string
 	Value  any
 	Vertex *Vertex
+	meta   map[string]any
+	mkeys  []string
+}
+
+// MetaKeys returns the keys of the vertex property's own properties in
+// insertion order.
+func (vp *VertexProperty) MetaKeys() []string { return vp.mkeys }
+
+// Meta returns the value of a meta-property.
+func (vp *VertexProperty) Meta(key string) (any, bool) {
+	v, ok := vp.meta[key]
+	return v, ok
+}
+
+func (vp *VertexProperty) setMeta(key string, value any) {
+	if value == nil {
+		if _, ok := vp.meta[key]; !ok {
+			return
+		}
+		delete(vp.meta, key)
+		for i, k := range vp.mkeys {
+			if k == key {
+				vp.mkeys = append(vp.mkeys[:i:i], vp.mkeys[i+1:]...)
+				break
+			}
+		}
+		return
+	}
+	if vp.meta == nil {
+		vp.meta = map[string]any{}
+	}
+	if _, ok := vp.meta[key]; !ok {
+		vp.mkeys = append(vp.mkeys, key)
+	}
+	vp.meta[key] = value
 }
 
 // Edge is a directed, labelled edge.
@@ -46,11 +83,13 @@ type Edge struct {
 	removed bool
 }
 
-// Property is an edge property (key/value with its owner).
+// Property is an edge property or a meta-property (key/value with its
+// owner: Edge, or VP for a property of a vertex property).
 type Property struct {
 	Key   string
 	Value any
 	Edge  *Edge
+	VP    *VertexProperty
 }
 
 // Removed reports whether the vertex was dropped.
@@ -589,11 +628,131 @@ func (g *Graph) setKey(v *Vertex, key string, vals []*VertexProperty) {
 }
 
 func (g *Graph) logKey(tx *Tx, v *Vertex, key string, prev []*VertexProperty) {
+	if tx == nil {
+		return
+	}
+	tx.record(func() { g.setKey(v, key, prev) }, vprop2Op(v, key)...)
+}
+
+// vprop2Op is the redo record of all values of one key: "vprop2", vertex id,
+// key, then per value [id, value, [metaKey, metaValue, ...]] (storage format
+// 2; format 1's "vprop" carried the values only).
+func vprop2Op(v *Vertex, key string) []any {
 	vals := make([]any, 0, len(v.props[key]))
 	for _, vp := range v.props[key] {
-		vals = append(vals, vp.Value)
+		meta := make([]any, 0, 2*len(vp.mkeys))
+		for _, mk := range vp.mkeys {
+			meta = append(meta, mk, vp.meta[mk])
+		}
+		vals = append(vals, []any{vp.ID, vp.Value, meta})
 	}
-	tx.record(func() { g.setKey(v, key, prev) }, "vprop", v.ID, key, vals)
+	return []any{"vprop2", v.ID, key, vals}
+}
+
+func (g *Graph) newVP(v *Vertex, key string, value any) *VertexProperty {
+	vp := &VertexProperty{ID: g.nextVPID, Key: key, Value: value, Vertex: v}
+	g.nextVPID++
+	return vp
+}
+
+// useVPID gives vp a caller-supplied id (T.id of property()).
+func (g *Graph) useVPID(vp *VertexProperty, id any) error {
+	n, ok := id.(int64)
+	if !ok {
+		nid, err := NormalizeID(id)
+		if err != nil {
+			return fmt.Errorf("vertex property id: %w", err)
+		}
+		if n, ok = nid.(int64); !ok {
+			return fmt.Errorf("vertex property ids are numbers, got %T", id)
+		}
+	}
+	vp.ID = n
+	if n >= g.nextVPID {
+		g.nextVPID = n + 1
+	}
+	return nil
+}
+
+// SetVertexPropertyMeta is SetVertexProperty with the new value's own
+// properties (meta-properties, key/value pairs) and optionally its id (nil
+// generates one). With set cardinality and an equal value already present,
+// the meta-properties go onto that value (as TinkerGraph does).
+func (g *Graph) SetVertexPropertyMeta(tx *Tx, v *Vertex, card Cardinality, key string, value any, id any, meta [][2]any) (*VertexProperty, error) {
+	if key == "" {
+		return nil, errors.New("property key must not be empty")
+	}
+	if v.removed {
+		return nil, errors.New("vertex was removed")
+	}
+	if value == nil {
+		return g.SetVertexProperty(tx, v, card, key, nil)
+	}
+	prev, _ := v.snapshotKey(key)
+	var target *VertexProperty
+	var next []*VertexProperty
+	if card == Set {
+		for _, p := range prev {
+			if graphbinary.Equal(p.Value, value) {
+				target = p
+			}
+		}
+	}
+	var oldMeta map[string]any
+	var oldKeys []string
+	if target != nil {
+		oldMeta, oldKeys = maps.Clone(target.meta), append([]string(nil), target.mkeys...)
+		next = prev
+	} else {
+		target = g.newVP(v, key, value)
+		if id != nil {
+			if err := g.useVPID(target, id); err != nil {
+				return nil, err
+			}
+		}
+		if card == Single {
+			next = []*VertexProperty{target}
+		} else {
+			next = append(append(next, prev...), target)
+		}
+	}
+	for _, m := range meta {
+		k, ok := m[0].(string)
+		if !ok || k == "" {
+			return nil, fmt.Errorf("meta-property keys are strings, got %T", m[0])
+		}
+		target.setMeta(k, m[1])
+	}
+	g.setKey(v, key, next)
+	if tx != nil {
+		t := target
+		tx.record(func() { g.setKey(v, key, prev); t.meta, t.mkeys = oldMeta, oldKeys }, vprop2Op(v, key)...)
+	}
+	return target, nil
+}
+
+// SetMetaProperty sets (nil value: removes) a meta-property of vp.
+func (g *Graph) SetMetaProperty(tx *Tx, vp *VertexProperty, key string, value any) error {
+	if key == "" {
+		return errors.New("property key must not be empty")
+	}
+	v := vp.Vertex
+	if v.removed {
+		return errors.New("vertex was removed")
+	}
+	found := false
+	for _, p := range v.props[vp.Key] {
+		found = found || p == vp
+	}
+	if !found {
+		return errors.New("vertex property was removed")
+	}
+	oldMeta, oldKeys := maps.Clone(vp.meta), append([]string(nil), vp.mkeys...)
+	vp.setMeta(key, value)
+	if tx != nil {
+		tx.record(func() { vp.meta, vp.mkeys = oldMeta, oldKeys }, vprop2Op(v, vp.Key)...)
+	}
+	return nil
 }
 
 // SetVertexProperty writes a vertex property with the given cardinality and
@@ -613,8 +772,7 @@ func (g *Graph) SetVertexProperty(tx *Tx, v *Vertex, card Cardinality, key strin
 		}
 		return nil, nil
 	}
-	vp := &VertexProperty{ID: g.nextVPID, Key: key, Value: value, Vertex: v}
-	g.nextVPID++
+	vp := g.newVP(v, key, value)
 	var next []*VertexProperty
 	switch card {
 	case Single:
@@ -727,12 +885,39 @@ func (g *Graph) Apply(op any) error {
 		_, err := g.AddEdge(nil, arg(1), str(2), out, in)
 		return err
 	case "vprop":
+		// storage format 1: values only (ids are generated)
 		v := g.Vertex(arg(1))
 		if v == nil {
 			return fmt.Errorf("vprop: no vertex %v", arg(1))
 		}
 		vals, _ := arg(3).([]any)
 		g.SetVertexPropertyValues(nil, v, str(2), vals)
+		return nil
+	case "vprop2":
+		v := g.Vertex(arg(1))
+		if v == nil {
+			return fmt.Errorf("vprop2: no vertex %v", arg(1))
+		}
+		vals, _ := arg(3).([]any)
+		next := make([]*VertexProperty, 0, len(vals))
+		for _, e := range vals {
+			rec, ok := e.([]any)
+			if !ok || len(rec) != 3 {
+				return fmt.Errorf("vprop2: bad value record %T", e)
+			}
+			vp := &VertexProperty{Key: str(2), Value: rec[1], Vertex: v}
+			if err := g.useVPID(vp, rec[0]); err != nil {
+				return fmt.Errorf("vprop2: %w", err)
+			}
+			meta, _ := rec[2].([]any)
+			for i := 0; i+1 < len(meta); i += 2 {
+				if k, ok := meta[i].(string); ok {
+					vp.setMeta(k, meta[i+1])
+				}
+			}
+			next = append(next, vp)
+		}
+		g.setKey(v, str(2), next)
 		return nil
 	case "eprop":
 		e := g.Edge(arg(1))
@@ -765,11 +950,7 @@ func (g *Graph) Dump(emit func(op []any) error) error {
 			return err
 		}
 		for _, k := range v.keys {
-			vals := make([]any, 0, len(v.props[k]))
-			for _, vp := range v.props[k] {
-				vals = append(vals, vp.Value)
-			}
-			if err := emit([]any{"vprop", v.ID, k, vals}); err != nil {
+			if err := emit(vprop2Op(v, k)); err != nil {
 				return err
 			}
 		}

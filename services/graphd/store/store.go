@@ -44,10 +44,16 @@ import (
 	"github.com/worldgate/worldgate/services/graphd/graphbinary"
 )
 
+// Storage format: 2 since vertex properties carry their ids and
+// meta-properties (redo op "vprop2"). Format 1 files (op "vprop", values
+// only) are still read; a data directory holding any is rewritten in format
+// 2 (a snapshot and a new WAL) as soon as it is opened.
 const (
-	walMagic  = "GDWAL001"
-	snapMagic = "GDSNAP01"
-	hdrLen    = 16
+	walMagic        = "GDWAL002"
+	snapMagic       = "GDSNAP02"
+	walMagicFormat1 = "GDWAL001"
+	snapMagic1      = "GDSNAP01"
+	hdrLen          = 16
 	// DefaultCompactBytes is the WAL size that triggers compaction.
 	DefaultCompactBytes = 64 << 20
 	maxRecord           = 1 << 30
@@ -75,6 +81,8 @@ type Store struct {
 	syncErr  error
 	compactN int64
 	closed   bool
+	// format1 is set while opening a directory written in storage format 1.
+	format1 bool
 }
 
 // Options tune a store.
@@ -112,6 +120,17 @@ func Open(dir string, opt Options) (*Store, error) {
 		lf.Close()
 		return nil, err
 	}
+	if s.format1 {
+		if err := s.compactLocked(); err != nil {
+			lf.Close()
+			if s.wal != nil {
+				s.wal.Close()
+			}
+			return nil, fmt.Errorf("migrating %s from storage format 1: %w", dir, err)
+		}
+		s.format1 = false
+		s.log.Info("graphd: data directory migrated to storage format 2", "dir", dir)
+	}
 	return s, nil
 }
 
@@ -141,7 +160,12 @@ func (s *Store) recover() error {
 		return err
 	}
 	var hdr [hdrLen]byte
-	if _, err := io.ReadFull(f, hdr[:]); err != nil || string(hdr[:8]) != walMagic {
+	_, herr := io.ReadFull(f, hdr[:])
+	walFile := walMagic
+	if herr == nil && string(hdr[:8]) == walMagicFormat1 {
+		walFile, s.format1 = walMagicFormat1, true
+	}
+	if herr != nil || string(hdr[:8]) != walFile {
 		f.Close()
 		s.log.Warn("graphd: WAL header missing or torn; starting a new WAL", "path", walPath)
 		return s.newWAL(snapGen)
@@ -160,7 +184,7 @@ func (s *Store) recover() error {
 		f.Close()
 		return err
 	}
-	_, n, err := s.replay(f, walMagic, false)
+	_, n, err := s.replay(f, walFile, false)
 	if err != nil {
 		f.Close()
 		return fmt.Errorf("wal: %w", err)
@@ -181,7 +205,9 @@ func (s *Store) replay(f *os.File, magic string, snapshot bool) (gen uint64, n i
 	if err != nil {
 		return 0, 0, err
 	}
-	if len(data) < hdrLen || string(data[:8]) != magic {
+	if len(data) >= hdrLen && magic == snapMagic && string(data[:8]) == snapMagic1 {
+		s.format1 = true
+	} else if len(data) < hdrLen || string(data[:8]) != magic {
 		return 0, 0, errors.New("bad header")
 	}
 	gen = binary.BigEndian.Uint64(data[8:16])

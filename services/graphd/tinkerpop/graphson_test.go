@@ -15,6 +15,7 @@ import (
 // properties (each a list of {id, value, properties}) and its out/in edges.
 
 type gsProp struct {
+	id    any // the vertex property's id (nil when the file has none)
 	value any
 	meta  [][2]any // meta-properties, in file order
 }
@@ -130,6 +131,7 @@ func readGraphSON(path string) (*gsGraph, error) {
 				return nil, err
 			}
 			var props map[string][]struct {
+				ID         json.RawMessage `json:"id"`
 				Value      json.RawMessage `json:"value"`
 				Properties json.RawMessage `json:"properties"`
 			}
@@ -143,6 +145,11 @@ func readGraphSON(path string) (*gsGraph, error) {
 						return nil, fmt.Errorf("%s:%d: %w", path, line, err)
 					}
 					gp := gsProp{value: val}
+					if len(p.ID) > 0 {
+						if gp.id, err = gsValue(p.ID); err != nil {
+							return nil, fmt.Errorf("%s:%d: %w", path, line, err)
+						}
+					}
 					if len(p.Properties) > 0 {
 						mkeys, err := orderedKeys(p.Properties)
 						if err != nil {
@@ -232,11 +239,14 @@ func (gg *gsGraph) load(g *gremlingo.GraphTraversalSource) error {
 			for _, k := range v.keys {
 				ps := v.props[k]
 				for _, p := range ps {
-					if len(ps) == 1 && len(p.meta) == 0 {
+					if len(ps) == 1 && len(p.meta) == 0 && p.id == nil {
 						t = t.Property(k, p.value)
 						continue
 					}
 					args := []any{gremlingo.Cardinality.List, k, p.value}
+					if p.id != nil {
+						args = append(args, gremlingo.T.Id, p.id)
+					}
 					for _, m := range p.meta {
 						args = append(args, m[0], m[1])
 					}

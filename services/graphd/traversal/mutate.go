@@ -89,6 +89,15 @@ func runAddV(ec *execCtx, s *step, in []*trav) ([]*trav, error) {
 		}
 		nt := t.split(v)
 		for _, p := range rest {
+			// Properties folded into addV() attach with list cardinality, as
+			// TinkerGraph's addVertex(keyValues) does: addV().property(k, a).
+			// property(k, b) creates both values. An explicit cardinality
+			// stays as given.
+			if len(p) > 0 {
+				if e, ok := p[0].(gb.Enum); !ok || e.Type != gb.TypeCardinality {
+					p = append([]any{gb.Enum{Type: gb.TypeCardinality, Name: "list"}}, p...)
+				}
+			}
 			if err := ec.setProperty(nt, p); err != nil {
 				return nil, err
 			}
@@ -234,8 +243,31 @@ func (ec *execCtx) setProperty(t *trav, args []any) error {
 	if len(args) < 2 {
 		return evalErr("property() takes a key and a value")
 	}
+	var meta [][2]any
+	var vpID any
 	if len(args) > 2 {
-		return evalErr("meta-properties (property(key, value, k, v, ...)) are not supported by graphd")
+		rest := args[2:]
+		if len(rest)%2 != 0 {
+			return evalErr("property(key, value, k, v, ...) takes meta-properties as key/value pairs")
+		}
+		for i := 0; i < len(rest); i += 2 {
+			mv, err := ec.resolve(rest[i+1], t, "property()")
+			if err != nil {
+				return err
+			}
+			switch mk := rest[i].(type) {
+			case string:
+				meta = append(meta, [2]any{mk, mv})
+			case gb.Enum:
+				if mk.Type == gb.TypeT && mk.Name == "id" {
+					vpID = mv
+					continue
+				}
+				return evalErr("meta-property keys are strings or T.id, got T.%s", mk.Name)
+			default:
+				return evalErr("meta-property keys are strings, got %T", rest[i])
+			}
+		}
 	}
 	var key string
 	switch k := args[0].(type) {
@@ -261,6 +293,12 @@ func (ec *execCtx) setProperty(t *trav, args []any) error {
 		if x.Removed() {
 			return evalErr("cannot set a property on removed vertex %v", x.ID)
 		}
+		if meta != nil || vpID != nil {
+			if _, err := ec.g.SetVertexPropertyMeta(tx, x, card, key, val, vpID, meta); err != nil {
+				return evalErr("%v", err)
+			}
+			return nil
+		}
 		if _, err := ec.g.SetVertexProperty(tx, x, card, key, val); err != nil {
 			return evalErr("%v", err)
 		}
@@ -268,11 +306,22 @@ func (ec *execCtx) setProperty(t *trav, args []any) error {
 		if explicit && card != graph.Single {
 			return evalErr("edge properties have single cardinality")
 		}
+		if meta != nil || vpID != nil {
+			return evalErr("edge properties have no properties of their own")
+		}
 		if err := ec.g.SetEdgeProperty(tx, x, key, val); err != nil {
 			return evalErr("%v", err)
 		}
 	case *graph.VertexProperty:
-		return evalErr("meta-properties are not supported by graphd")
+		if explicit {
+			return evalErr("properties of a vertex property have no cardinality")
+		}
+		if meta != nil || vpID != nil {
+			return evalErr("properties of a vertex property have no properties of their own")
+		}
+		if err := ec.g.SetMetaProperty(tx, x, key, val); err != nil {
+			return evalErr("%v", err)
+		}
 	default:
 		return evalErr("property() requires an element, got %s", describe(t.obj))
 	}
@@ -303,6 +352,12 @@ func runDrop(ec *execCtx, _ *step, in []*trav) ([]*trav, error) {
 		case *graph.VertexProperty:
 			ec.g.RemoveVertexProperty(tx, x)
 		case *graph.Property:
+			if x.VP != nil {
+				if err := ec.g.SetMetaProperty(tx, x.VP, x.Key, nil); err != nil {
+					return nil, evalErr("%v", err)
+				}
+				continue
+			}
 			if err := ec.g.SetEdgeProperty(tx, x.Edge, x.Key, nil); err != nil {
 				return nil, evalErr("%v", err)
 			}
@@ -336,15 +391,74 @@ func (ec *execCtx) mergeMap(a any, t *trav, what string) (*gb.Map, error) {
 	return nil, evalErr("%s expects a map, got %T", what, v)
 }
 
+// option returns the value of option(Merge.name, value[, cardinality]). With
+// a cardinality (a constant map), every value of the map that has no explicit
+// cardinality of its own takes it, as GraphTraversal.option(Merge, Map,
+// Cardinality) does.
 func (s *step) option(name string) (any, bool) {
 	for _, o := range s.options {
-		if len(o) == 2 {
-			if e, ok := o[0].(gb.Enum); ok && e.Type == gb.TypeMerge && e.Name == name {
-				return o[1], true
-			}
+		if len(o) != 2 && len(o) != 3 {
+			continue
 		}
+		e, ok := o[0].(gb.Enum)
+		if !ok || e.Type != gb.TypeMerge || e.Name != name {
+			continue
+		}
+		if len(o) == 2 {
+			return o[1], true
+		}
+		m, ok := o[1].(*gb.Map)
+		if !ok {
+			return o[1], true
+		}
+		c, err := cardinalityOf(o[2])
+		if err != nil {
+			return o[1], true
+		}
+		w := &gb.Map{Entries: make([]gb.MapEntry, len(m.Entries))}
+		for i, en := range m.Entries {
+			if _, ok := en.Value.(cardValue); !ok {
+				en.Value = cardValue{card: c, value: en.Value}
+			}
+			w.Entries[i] = en
+		}
+		return w, true
 	}
 	return nil, false
+}
+
+// onMatchTraverser is the traverser option(onMatch) runs on: the matched
+// element for the start step g.mergeV()/g.mergeE(); mid-traversal the
+// incoming traverser, which must not be an element when onMatch is a
+// traversal (TinkerPop 3.7's guard rail against mutating the wrong element).
+func onMatchTraverser(s *step, o any, t, matched *trav, stepName string) (*trav, error) {
+	if s.rootStart {
+		return matched, nil
+	}
+	if _, isTrav := o.(*Traversal); isTrav {
+		switch t.obj.(type) {
+		case *graph.Vertex, *graph.Edge, *graph.VertexProperty, *graph.Property:
+			return nil, evalErr("The incoming traverser for %s cannot be an Element", stepName)
+		}
+	}
+	return t, nil
+}
+
+// validateOnMatch checks an option(onMatch) map: string keys, no hidden keys.
+func validateOnMatch(m *gb.Map) error {
+	if m == nil {
+		return nil
+	}
+	for _, e := range m.Entries {
+		k, ok := e.Key.(string)
+		if !ok {
+			return evalErr("option(onMatch) expects keys in Map to be of String - check: %s", gremlinString(e.Key))
+		}
+		if strings.HasPrefix(k, "~") {
+			return evalErr("Property key can not be a hidden key: %s", k)
+		}
+	}
+	return nil
 }
 
 func isT(k any, name string) bool {
@@ -434,7 +548,7 @@ func onCreateMap(search, create *gb.Map, what string) (*gb.Map, error) {
 	for _, e := range create.Entries {
 		if v, ok := search.Get(e.Key); ok {
 			if !equal(v, e.Value) {
-				return nil, evalErr("option(onCreate) cannot override values from the %s() argument: (%v, %v)", what, e.Key, v)
+				return nil, evalErr("option(onCreate) cannot override values from merge() argument: (%s, %s)", gremlinString(e.Key), gremlinString(e.Value))
 			}
 			continue
 		}
@@ -478,6 +592,13 @@ func runMergeV(ec *execCtx, s *step, in []*trav) ([]*trav, error) {
 	tx, err := ec.mut()
 	if err != nil {
 		return nil, err
+	}
+	if o, ok := s.option("onMatch"); ok {
+		if m, ok := o.(*gb.Map); ok {
+			if err := validateOnMatch(m); err != nil {
+				return nil, err
+			}
+		}
 	}
 	var out []*trav
 	for _, t := range in {
@@ -572,8 +693,15 @@ func runMergeV(ec *execCtx, s *step, in []*trav) ([]*trav, error) {
 		for _, v := range matches {
 			nt := t.split(v)
 			if o, ok := s.option("onMatch"); ok {
-				m, err := ec.mergeMap(o, nt, "option(onMatch)")
+				ot, err := onMatchTraverser(s, o, t, nt, "MergeVertexStep")
 				if err != nil {
+					return nil, err
+				}
+				m, err := ec.mergeMap(o, ot, "option(onMatch)")
+				if err != nil {
+					return nil, err
+				}
+				if err := validateOnMatch(m); err != nil {
 					return nil, err
 				}
 				if m != nil {
@@ -658,6 +786,13 @@ func runMergeE(ec *execCtx, s *step, in []*trav) ([]*trav, error) {
 	tx, err := ec.mut()
 	if err != nil {
 		return nil, err
+	}
+	if o, ok := s.option("onMatch"); ok {
+		if m, ok := o.(*gb.Map); ok {
+			if err := validateOnMatch(m); err != nil {
+				return nil, err
+			}
+		}
 	}
 	var out []*trav
 	for _, t := range in {
@@ -765,7 +900,17 @@ func runMergeE(ec *execCtx, s *step, in []*trav) ([]*trav, error) {
 		for _, e := range matches {
 			nt := t.split(e)
 			if o, ok := s.option("onMatch"); ok {
-				m, err := ec.mergeMap(o, nt, "option(onMatch)")
+				ot, err := onMatchTraverser(s, o, t, nt, "MergeEdgeStep")
+				if err != nil {
+					return nil, err
+				}
+				m, err := ec.mergeMap(o, ot, "option(onMatch)")
+				if err != nil {
+					return nil, err
+				}
+				if err := validateOnMatch(m); err != nil {
+					return nil, err
+				}
 				if err != nil {
 					return nil, err
 				}

@@ -84,6 +84,10 @@ func propValues(o any, key string) []any {
 		if v, ok := x.Property(key); ok {
 			return []any{v}
 		}
+	case *graph.VertexProperty:
+		if v, ok := x.Meta(key); ok {
+			return []any{v}
+		}
 	case *gb.Map:
 		if v, ok := x.Get(key); ok {
 			return []any{v}

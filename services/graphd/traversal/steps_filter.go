@@ -63,7 +63,15 @@ func runHas(ec *execCtx, s *step, in []*trav) ([]*trav, error) {
 	if len(args) != 2 {
 		return nil, evalErr("has() takes 1 to 3 arguments")
 	}
-	test, err := ec.valueTest(args[1])
+	valArg := args[1]
+	if k, ok := args[0].(gb.Enum); ok && k.Type == gb.TypeT && k.Name == "id" {
+		// has(T.id, "10") finds the element with the numeric id 10, as
+		// hasId() and V(ids) do (TinkerGraph's numeric id managers convert it).
+		if n, ok := numericString(valArg); ok {
+			valArg = &gb.P{Op: "within", Values: []any{valArg, n}}
+		}
+	}
+	test, err := ec.valueTest(valArg)
 	if err != nil {
 		return nil, err
 	}
@@ -161,7 +169,30 @@ func runIs(ec *execCtx, s *step, in []*trav) ([]*trav, error) {
 	if err != nil {
 		return nil, err
 	}
-	return filter(ec, in, func(t *trav) (bool, error) { return p(t.obj), nil })
+	cmp, _ := s.args[0].(*gb.P)
+	return filter(ec, in, func(t *trav) (bool, error) {
+		ok := p(t.obj)
+		if !ok && cmp != nil && comparisonError(cmp, t.obj) {
+			ec.typeErrs++
+		}
+		return ok, nil
+	})
+}
+
+// comparisonError reports whether p is an ordering comparison (lt, lte, gt,
+// gte) whose operands are not comparable (NaN, or different types):
+// TinkerPop's ERROR value of its ternary boolean logic.
+func comparisonError(p *gb.P, v any) bool {
+	switch p.Op {
+	case "lt", "lte", "gt", "gte":
+	default:
+		return false
+	}
+	if p.Text || len(p.Values) != 1 {
+		return false
+	}
+	_, ok := compare(v, p.Values[0])
+	return !ok
 }
 
 func rangeBounds(s *step, args []any) (lo, hi int64, err error) {
@@ -314,7 +345,14 @@ func runFilter(ec *execCtx, s *step, in []*trav) ([]*trav, error) {
 func runNot(ec *execCtx, s *step, in []*trav) ([]*trav, error) {
 	c := s.args[0].(*Traversal)
 	return filter(ec, in, func(t *trav) (bool, error) {
+		before := ec.typeErrs
 		r, err := ec.runChild(c, t)
+		if len(r) == 0 && ec.typeErrs > before {
+			// TinkerPop's ternary logic: a comparison that is an error
+			// (NaN, incomparable types) inside not() stays an error, which
+			// filters the traverser; not(ERROR) is not true.
+			return false, err
+		}
 		return len(r) == 0, err
 	})
 }
@@ -418,6 +456,10 @@ func (ec *execCtx) whereP(p *gb.P, t *trav, by func(v any) (any, bool, error)) (
 				// Not a step label: a side effect of that name (withSideEffect).
 				if se, isSE := ec.sideEffects[x]; isSE {
 					sel, ok = se, true
+				} else if ec.declared[x] {
+					// a side-effect key an aggregate()/store() of this
+					// traversal fills, before its first value: empty
+					sel, ok = []any{}, true
 				}
 			}
 			if !ok {
@@ -542,7 +584,11 @@ func runWhere(ec *execCtx, s *step, in []*trav) ([]*trav, error) {
 		if err != nil || !ok {
 			return false, err
 		}
-		rp, ok, err := ec.whereP(p, t, func(v any) (any, bool, error) { return ec.applyBy(s, 1, v, t) })
+		// The by() modulators form a ring: the start value takes the first,
+		// each step label of the predicate (in order) the next
+		// (WherePredicateStep's TraversalRing).
+		ring := 0
+		rp, ok, err := ec.whereP(p, t, func(v any) (any, bool, error) { ring++; return ec.applyBy(s, ring, v, t) })
 		if err != nil || !ok {
 			return false, err
 		}

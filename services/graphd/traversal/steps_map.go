@@ -42,6 +42,15 @@ func runValues(ec *execCtx, s *step, in []*trav) ([]*trav, error) {
 				}
 			}
 		case *graph.VertexProperty:
+			ks := keys
+			if len(ks) == 0 {
+				ks = x.MetaKeys()
+			}
+			for _, k := range ks {
+				if v, ok := x.Meta(k); ok {
+					out = append(out, t.split(v))
+				}
+			}
 		case *gb.Map:
 			for _, k := range keys {
 				if v, ok := x.Get(k); ok {
@@ -87,6 +96,15 @@ func runProperties(ec *execCtx, s *step, in []*trav) ([]*trav, error) {
 				}
 			}
 		case *graph.VertexProperty:
+			ks := keys
+			if len(ks) == 0 {
+				ks = x.MetaKeys()
+			}
+			for _, k := range ks {
+				if v, ok := x.Meta(k); ok {
+					out = append(out, t.split(&graph.Property{Key: k, Value: v, VP: x}))
+				}
+			}
 		default:
 			return nil, evalErr("properties() requires an element, got %s", describe(t.obj))
 		}
@@ -96,18 +114,20 @@ func runProperties(ec *execCtx, s *step, in []*trav) ([]*trav, error) {
 
 func runValueMap(ec *execCtx, s *step, in []*trav) ([]*trav, error) {
 	args := s.args
-	tokens := false
+	// includeID/includeLabel: valueMap(true) or with(WithOptions.tokens[, ids|labels|all|none]).
+	includeID, includeLabel := false, false
 	if len(args) > 0 {
 		if b, ok := args[0].(bool); ok {
-			tokens = b
+			includeID, includeLabel = b, b
 			args = args[1:]
 		}
 	}
 	if v, ok := s.with["~tinkerpop.valueMap.tokens"]; ok {
-		tokens = true
-		if n, ok := toInt64(v); ok && n == 0 {
-			tokens = false
+		bits := int64(15) // WithOptions.all
+		if n, ok := toInt64(v); ok {
+			bits = n
 		}
+		includeID, includeLabel = bits&1 != 0, bits&2 != 0
 	}
 	keys := make([]string, 0, len(args))
 	for _, a := range args {
@@ -121,21 +141,30 @@ func runValueMap(ec *execCtx, s *step, in []*trav) ([]*trav, error) {
 	for _, t := range in {
 		m := &gb.Map{}
 		var ks []string
+		_, isEdge := t.obj.(*graph.Edge)
+		if _, isVP := t.obj.(*graph.VertexProperty); isVP {
+			isEdge = true // one value per key
+		}
 		switch x := t.obj.(type) {
 		case *graph.Vertex:
 			ks = x.Keys()
 		case *graph.Edge:
 			ks = x.Keys()
+		case *graph.VertexProperty:
+			ks = x.MetaKeys()
 		default:
 			return nil, evalErr("valueMap() requires an element, got %s", describe(t.obj))
 		}
 		if len(keys) > 0 {
 			ks = keys
 		}
-		if tokens {
+		if includeID {
 			id, _ := elemID(t.obj)
+			m.Entries = append(m.Entries, gb.MapEntry{Key: tID, Value: id})
+		}
+		if includeLabel {
 			l, _ := elemLabel(t.obj)
-			m.Entries = append(m.Entries, gb.MapEntry{Key: tID, Value: id}, gb.MapEntry{Key: tLabel, Value: l})
+			m.Entries = append(m.Entries, gb.MapEntry{Key: tLabel, Value: l})
 		}
 		for _, k := range ks {
 			vals := propValues(t.obj, k)
@@ -143,20 +172,26 @@ func runValueMap(ec *execCtx, s *step, in []*trav) ([]*trav, error) {
 				continue
 			}
 			var v any = vals
-			if _, isEdge := t.obj.(*graph.Edge); isEdge {
+			if isEdge {
 				v = vals[0]
 			}
-			if len(s.by) > 0 {
-				r, ok, err := ec.byValue(s.by[0], t.split(v))
+			m.Entries = append(m.Entries, gb.MapEntry{Key: k, Value: v})
+		}
+		if len(s.by) > 0 {
+			// The by() modulators form a ring over the map's entries (tokens
+			// included), in order; an entry whose by() produces nothing is
+			// removed (ValueMapStep's TraversalRing).
+			kept := m.Entries[:0:0]
+			for i, e := range m.Entries {
+				r, ok, err := ec.byValue(s.by[i%len(s.by)], t.split(e.Value))
 				if err != nil {
 					return nil, err
 				}
-				if !ok {
-					continue
+				if ok {
+					kept = append(kept, gb.MapEntry{Key: e.Key, Value: r})
 				}
-				v = r
 			}
-			m.Entries = append(m.Entries, gb.MapEntry{Key: k, Value: v})
+			m.Entries = kept
 		}
 		out = append(out, t.split(m))
 	}
@@ -224,7 +259,11 @@ func runElement(ec *execCtx, _ *step, in []*trav) ([]*trav, error) {
 		case *graph.VertexProperty:
 			out = append(out, t.split(x.Vertex))
 		case *graph.Property:
-			out = append(out, t.split(x.Edge))
+			if x.VP != nil {
+				out = append(out, t.split(x.VP))
+			} else {
+				out = append(out, t.split(x.Edge))
+			}
 		default:
 			return nil, evalErr("element() requires a property")
 		}

@@ -108,7 +108,10 @@ func runGroup(ec *execCtx, s *step, in []*trav) ([]*trav, error) {
 			if err != nil {
 				return nil, err
 			}
-			if endsWithBarrier(x) {
+			if hasBarrier(x) || !foldsValues(x) {
+				// GroupStep's final reduction: the value traversal's first
+				// result (after its barrier, or the first value it
+				// produced when it has none); nothing means no entry.
 				if len(r) == 0 {
 					continue
 				}
@@ -139,6 +142,52 @@ func runGroup(ec *execCtx, s *step, in []*trav) ([]*trav, error) {
 }
 
 var barrierSteps = map[string]bool{"count": true, "fold": true, "sum": true, "min": true, "max": true, "mean": true, "group": true, "groupCount": true}
+
+// hasBarrier reports whether a group() value traversal has a global barrier
+// step (GroupStep.determineBarrierStep).
+func hasBarrier(t *Traversal) bool {
+	for _, st := range t.steps {
+		if _, local := scopeLocal(st.args); local {
+			continue
+		}
+		switch st.op {
+		case "group", "groupCount":
+			if len(st.args) == 0 {
+				return true
+			}
+		case "order", "barrier", "cap", "tree", "sample":
+			return true
+		default:
+			if barrierSteps[st.op] {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// foldsValues: a value traversal that is a single values(key), id(),
+// label(), identity() or select(column) step collects every value into a
+// list, as TinkerPop turns it into its ValueTraversal/TokenTraversal form
+// (ByModulatorOptimizationStrategy) and GroupStep folds those.
+func foldsValues(t *Traversal) bool {
+	if len(t.steps) != 1 || len(t.steps[0].labels) > 0 {
+		return false
+	}
+	st := t.steps[0]
+	switch st.op {
+	case "values":
+		return len(st.args) == 1
+	case "id", "label", "identity":
+		return len(st.args) == 0
+	case "select":
+		if len(st.args) == 1 {
+			e, ok := st.args[0].(gb.Enum)
+			return ok && e.Type == gb.TypeColumn
+		}
+	}
+	return false
+}
 
 func endsWithBarrier(t *Traversal) bool {
 	if len(t.steps) == 0 {

@@ -90,6 +90,7 @@ type Traversal struct {
 	// whose labelled objects are the same merge).
 	bulking    bool
 	labelsOnly bool
+	declared   map[string]bool
 }
 
 type stepFn func(ec *execCtx, s *step, in []*trav) ([]*trav, error)
@@ -108,15 +109,17 @@ type step struct {
 	timesPre bool // times() came before repeat()
 	// childStart: first step of a child (anonymous) traversal.
 	childStart bool
-	until      *Traversal
-	emit       *Traversal
-	hasEmit    bool
-	untilPre   bool
-	emitPre    bool
-	with       map[string]any
-	props      [][]any
-	hints      []hint
-	run        stepFn
+	// rootStart: first step of the root traversal (g.mergeV() and friends).
+	rootStart bool
+	until     *Traversal
+	emit      *Traversal
+	hasEmit   bool
+	untilPre  bool
+	emitPre   bool
+	with      map[string]any
+	props     [][]any
+	hints     []hint
+	run       stepFn
 }
 
 type hint struct {
@@ -171,6 +174,8 @@ func Compile(bc *gb.Bytecode) (*Traversal, error) {
 	}
 	t.bulking = !readsPaths(t, pathSteps)
 	t.labelsOnly = t.bulking && readsPaths(t, labelSteps)
+	t.declared = map[string]bool{}
+	declareSideEffects(t, t.declared, 0)
 	for _, src := range bc.Sources {
 		switch src.Op {
 		case "withStrategies":
@@ -419,6 +424,7 @@ func compile(bc *gb.Bytecode, depth int) (*Traversal, error) {
 			return nil, err
 		}
 		s.childStart = depth > 0 && len(t.steps) == 0
+		s.rootStart = depth == 0 && len(t.steps) == 0
 		t.steps = append(t.steps, s)
 		prev = s
 	}
@@ -634,6 +640,11 @@ type execCtx struct {
 	labelsOnly   bool
 	// dedupSeen keeps dedup() state of repeat bodies across iterations.
 	dedupSeen map[*step]map[any]bool
+	// declared: side-effect keys that aggregate()/store() steps of the
+	// traversal fill (they exist, empty, before the first value).
+	declared map[string]bool
+	// typeErrs counts comparisons that were errors (see comparisonError).
+	typeErrs int
 }
 
 // ErrTooManyResults is returned when a traversal exceeds MaxResults.
@@ -682,7 +693,7 @@ func (t *Traversal) Execute(ctx context.Context, g *graph.Graph, tx *graph.Tx, l
 // ExecuteBulk is Execute with the traversers' bulks: vals[i] stands for
 // bulks[i] results (GraphBinary Traverser bulk; clients expand it).
 func (t *Traversal) ExecuteBulk(ctx context.Context, g *graph.Graph, tx *graph.Tx, lim Limits, includeProperties bool) (vals []any, bulks []int64, err error) {
-	ec := &execCtx{ctx: ctx, g: g, tx: tx, sideEffects: map[string]any{}, maxResults: lim.MaxResults, productiveBy: t.productiveBy, bulking: t.bulking, labelsOnly: t.labelsOnly}
+	ec := &execCtx{ctx: ctx, g: g, tx: tx, sideEffects: map[string]any{}, maxResults: lim.MaxResults, productiveBy: t.productiveBy, bulking: t.bulking, labelsOnly: t.labelsOnly, declared: t.declared}
 	for _, se := range t.sideEffects {
 		if k, ok := se.Key.(string); ok {
 			ec.sideEffects[k] = se.Value
@@ -1026,4 +1037,36 @@ func infixConnectives(steps []*step, root bool) []*step {
 		out = []*step{{op: "or", args: args, run: runOr}}
 	}
 	return append(append([]*step(nil), head...), out...)
+}
+
+// declareSideEffects collects the keys of aggregate()/store() steps anywhere
+// in t.
+func declareSideEffects(t *Traversal, into map[string]bool, depth int) {
+	if depth > 100 {
+		return
+	}
+	for _, s := range t.steps {
+		if s.op == "aggregate" || s.op == "store" {
+			if args, _ := scopeLocal(s.args); len(args) == 1 {
+				if k, ok := args[0].(string); ok {
+					into[k] = true
+				}
+			}
+		}
+		kids := append(append([]any{}, s.args...), s.by...)
+		if s.until != nil {
+			kids = append(kids, s.until)
+		}
+		if s.emit != nil {
+			kids = append(kids, s.emit)
+		}
+		for _, o := range s.options {
+			kids = append(kids, o...)
+		}
+		for _, k := range kids {
+			if c, ok := k.(*Traversal); ok {
+				declareSideEffects(c, into, depth+1)
+			}
+		}
+	}
 }

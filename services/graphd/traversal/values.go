@@ -441,7 +441,11 @@ func canonStr(sb *strings.Builder, v any) {
 		fmt.Fprintf(sb, "vp[%d]", x.ID)
 	case *graph.Property:
 		sb.WriteString("p[")
-		canonStr(sb, x.Edge)
+		if x.VP != nil {
+			canonStr(sb, x.VP)
+		} else {
+			canonStr(sb, x.Edge)
+		}
 		sb.WriteString("." + x.Key + "]")
 	default:
 		if k, ok := graph.IndexKey(v); ok {
@@ -649,7 +653,7 @@ func toWire(v any, o wireOpts) any {
 			w.Properties = []any{}
 			for _, k := range x.Keys() {
 				for _, vp := range x.Properties(k) {
-					w.Properties = append(w.Properties, &gb.VertexProperty{ID: vp.ID, Label: vp.Key, Value: toWire(vp.Value, o)})
+					w.Properties = append(w.Properties, wireVP(vp, o))
 				}
 			}
 		}
@@ -665,7 +669,7 @@ func toWire(v any, o wireOpts) any {
 		}
 		return w
 	case *graph.VertexProperty:
-		return &gb.VertexProperty{ID: x.ID, Label: x.Key, Value: toWire(x.Value, o)}
+		return wireVP(x, o)
 	case *graph.Property:
 		return &gb.Property{Key: x.Key, Value: toWire(x.Value, o)}
 	case []any:
@@ -855,4 +859,16 @@ func bigDecimalString(d *gb.BigDecimal) string {
 		s = "-" + s
 	}
 	return s
+}
+
+// wireVP is a vertex property with its meta-properties (unless tokens only).
+func wireVP(vp *graph.VertexProperty, o wireOpts) *gb.VertexProperty {
+	w := &gb.VertexProperty{ID: vp.ID, Label: vp.Key, Value: toWire(vp.Value, o)}
+	if !o.tokensOnly && len(vp.MetaKeys()) > 0 {
+		for _, k := range vp.MetaKeys() {
+			v, _ := vp.Meta(k)
+			w.Properties = append(w.Properties, &gb.Property{Key: k, Value: toWire(v, o)})
+		}
+	}
+	return w
 }
