@@ -36,8 +36,13 @@ func init() {
 		"fail": runFail, "identity": runIdentity, "local": runLocal, "barrier": runIdentity,
 		"none": runNone, "discard": runNone, "timeLimit": runIdentity,
 		"flatMap": runLocal, "map": runMap, "filter": runFilter, "element": runElement,
-		"toUpper": runString, "toLower": runString, "trim": runString, "length": runString,
+		"toUpper": runStringStep, "toLower": runStringStep, "trim": runStringStep, "length": runStringStep,
+		"lTrim": runStringStep, "rTrim": runStringStep, "substring": runStringStep, "replace": runStringStep,
+		"split": runStringStep, "format": runFormat,
 		"asString": runString, "concat": runConcat,
+		"combine": runListOp, "merge": runListOp, "difference": runListOp, "intersect": runListOp,
+		"disjunct": runListOp, "product": runListOp, "conjoin": runConjoin,
+		"any": runAnyAll, "all": runAnyAll, "reverse": runReverse, "index": runIndex,
 	}
 }
 
