@@ -133,7 +133,7 @@ func TestComposeWorkers(t *testing.T) {
 		}
 	}
 	slices.Sort(worldgateServices)
-	if want := []string{"ai-worker", "event-processor", "gate", "mcp-classify", "mcp-lore", "mcp-world", "provision"}; !slices.Equal(worldgateServices, want) {
+	if want := []string{"ai-worker", "edge", "event-processor", "gate", "keys", "mcp-classify", "mcp-lore", "mcp-world", "provision"}; !slices.Equal(worldgateServices, want) {
 		t.Errorf("services built from deploy/docker/Dockerfile: %v, want %v", worldgateServices, want)
 	}
 	for _, name := range worldgateServices {
@@ -166,7 +166,7 @@ func TestComposeWorkers(t *testing.T) {
 			if s.Privileged {
 				t.Error("privileged")
 			}
-			if name != "provision" {
+			if name != "provision" && name != "keys" {
 				hc := s.HealthCheck
 				if hc == nil || hc.Disable || len(hc.Test) < 2 || hc.Test[0] != "CMD" || hc.Test[1] != "/usr/local/bin/healthcheck" {
 					t.Errorf("healthcheck %+v: want [CMD /usr/local/bin/healthcheck]", hc)
@@ -200,6 +200,7 @@ func TestComposeWorkers(t *testing.T) {
 				args = args[1:]
 			}
 			checkArgs(t, where, prog, args)
+			checkRequired(t, where, prog, args, func(env string) bool { return env != "" && s.Environment[env] != nil })
 			for k, v := range raw.Services[name].Environment {
 				secret := regexp.MustCompile(`(PASSWORD|TOKEN|SECRET|API_KEY)$`).MatchString(k)
 				if secret && (v == nil || !strings.HasPrefix(*v, "${")) {

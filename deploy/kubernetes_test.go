@@ -1,10 +1,13 @@
 package deploy
 
 import (
+	"crypto/ed25519"
 	"crypto/hmac"
 	"crypto/sha256"
+	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"os"
 	"regexp"
@@ -273,6 +276,9 @@ func checkPodSpec(t *testing.T, r rendered, where string, ps corev1.PodSpec, lon
 	for _, c := range ps.Containers {
 		cw := where + " container " + c.Name
 		prog := programOfImage(t, c.Image)
+		checkRequired(t, cw, prog, c.Args, func(env string) bool {
+			return slices.ContainsFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == env })
+		})
 		sc := c.SecurityContext
 		switch {
 		case sc == nil:
@@ -528,6 +534,7 @@ func TestKubernetesOverlays(t *testing.T) {
 		t.Fatal(err)
 	}
 	for ref := range secretRefs(prod) {
+		ref = strings.TrimSuffix(ref, "/*") // a whole Secret mounted as files: its name
 		if !strings.Contains(string(doc), "`"+ref+"`") {
 			t.Errorf("docs/deploy.md does not list Secret key `%s`, which prod refers to", ref)
 		}
@@ -539,6 +546,9 @@ func TestKubernetesOverlays(t *testing.T) {
 		s, ok := dev.secrets[name]
 		if !ok {
 			t.Errorf("dev: Secret %s is not generated", name)
+			continue
+		}
+		if key == "*" {
 			continue
 		}
 		if _, ok := s.StringData[key]; !ok {
@@ -575,11 +585,26 @@ func secretRefs(r rendered) map[string]bool {
 			}
 		}
 	}
+	vols := func(ps corev1.PodSpec) {
+		for _, v := range ps.Volumes {
+			if v.Secret == nil {
+				continue
+			}
+			if len(v.Secret.Items) == 0 {
+				refs[v.Secret.SecretName+"/*"] = true // the whole Secret, as files
+			}
+			for _, it := range v.Secret.Items {
+				refs[v.Secret.SecretName+"/"+it.Key] = true
+			}
+		}
+	}
 	for _, d := range r.deployments {
 		add(d.Spec.Template.Spec)
+		vols(d.Spec.Template.Spec)
 	}
 	for _, j := range r.jobs {
 		add(j.Spec.Template.Spec)
+		vols(j.Spec.Template.Spec)
 	}
 	return refs
 }
@@ -626,5 +651,123 @@ func checkJWT(t *testing.T, token, secret string, scopes []string) {
 		if !slices.Contains(strings.Fields(claims.Scope), s) {
 			t.Errorf("token lacks scope %s (has %q)", s, claims.Scope)
 		}
+	}
+}
+
+// TestKubernetesSigningKeys checks the attestation keys (docs/attestation.md): each gate's pods
+// mount that gate's private key and no other, -signing-keys names the mount; the
+// event-processor mounts the public keys (-attest-keys) and no private key; no other workload
+// mounts a key. In dev, each generated private key belongs to the public key the
+// event-processor is given.
+func TestKubernetesSigningKeys(t *testing.T) {
+	for _, dir := range overlays {
+		t.Run(dir, func(t *testing.T) {
+			r := render(t, dir)
+			secretName := func(v corev1.Volume) string {
+				if v.Secret == nil {
+					return ""
+				}
+				name := v.Secret.SecretName
+				for gen, rendered := range r.generated {
+					if rendered == name {
+						return gen
+					}
+				}
+				return name
+			}
+			mountOf := func(ps corev1.PodSpec, vol string) string {
+				for _, m := range ps.Containers[0].VolumeMounts {
+					if m.Name == vol {
+						return m.MountPath
+					}
+				}
+				return ""
+			}
+			gates := map[string]bool{}
+			for _, g := range gateNames(t) {
+				gates["gate-"+g] = true
+			}
+			for name, d := range r.deployments {
+				ps := d.Spec.Template.Spec
+				var keyVols []corev1.Volume
+				for _, v := range ps.Volumes {
+					if n := secretName(v); strings.HasPrefix(n, "worldgate-gate-") || n == "worldgate-attest-keys" {
+						keyVols = append(keyVols, v)
+					}
+				}
+				switch {
+				case gates[name]:
+					g := strings.TrimPrefix(name, "gate-")
+					if len(keyVols) != 1 || secretName(keyVols[0]) != "worldgate-gate-"+g+"-key" ||
+						len(keyVols[0].Secret.Items) != 1 || keyVols[0].Secret.Items[0].Key != g+".key" || keyVols[0].Secret.Items[0].Path != g+".key" {
+						t.Errorf("Deployment %s: key volumes %+v; want Secret worldgate-gate-%s-key with item %s.key only", name, keyVols, g, g)
+						continue
+					}
+					if m := mountOf(ps, keyVols[0].Name); m == "" || envValue(ps.Containers[0], "WORLDGATE_SIGNING_KEYS") != m {
+						t.Errorf("Deployment %s: WORLDGATE_SIGNING_KEYS %q, key mounted at %q", name, envValue(ps.Containers[0], "WORLDGATE_SIGNING_KEYS"), m)
+					}
+					if ps.SecurityContext.FSGroup == nil {
+						t.Errorf("Deployment %s: no fsGroup, so the Secret's root-owned key file is unreadable to the gate", name)
+					}
+				case name == "event-processor":
+					if len(keyVols) != 1 || secretName(keyVols[0]) != "worldgate-attest-keys" {
+						t.Errorf("event-processor: key volumes %+v; want the public keys only", keyVols)
+						continue
+					}
+					if m := mountOf(ps, keyVols[0].Name); m == "" || envValue(ps.Containers[0], "WORLDGATE_ATTEST_KEYS") != m {
+						t.Errorf("event-processor: WORLDGATE_ATTEST_KEYS %q, keys mounted at %q", envValue(ps.Containers[0], "WORLDGATE_ATTEST_KEYS"), m)
+					}
+				default:
+					if len(keyVols) > 0 {
+						t.Errorf("Deployment %s mounts attestation keys %+v", name, keyVols)
+					}
+				}
+			}
+			if !strings.HasSuffix(dir, "dev") {
+				return
+			}
+			secret := func(name string) *corev1.Secret {
+				if g, ok := r.generated[name]; ok {
+					name = g
+				}
+				return r.secrets[name]
+			}
+			pubs := secret("worldgate-attest-keys")
+			if pubs == nil {
+				t.Fatal("dev: no Secret worldgate-attest-keys")
+			}
+			for file, data := range pubs.Data {
+				if !strings.HasSuffix(file, ".pub") || strings.Contains(string(data), "PRIVATE KEY") {
+					t.Errorf("dev: worldgate-attest-keys holds %s", file)
+				}
+			}
+			for _, g := range gateNames(t) {
+				sec := secret("worldgate-gate-" + g + "-key")
+				if sec == nil {
+					t.Errorf("dev: no Secret worldgate-gate-%s-key", g)
+					continue
+				}
+				block, _ := pem.Decode(sec.Data[g+".key"])
+				if block == nil {
+					t.Errorf("dev: worldgate-gate-%s-key has no PEM %s.key", g, g)
+					continue
+				}
+				priv, err := x509.ParsePKCS8PrivateKey(block.Bytes)
+				ed, ok := priv.(ed25519.PrivateKey)
+				if err != nil || !ok {
+					t.Errorf("dev: %s.key is not an Ed25519 PKCS #8 key: %v", g, err)
+					continue
+				}
+				pb, _ := pem.Decode(pubs.Data[g+".pub"])
+				if pb == nil {
+					t.Errorf("dev: worldgate-attest-keys has no %s.pub", g)
+					continue
+				}
+				pub, err := x509.ParsePKIXPublicKey(pb.Bytes)
+				if err != nil || !ed.Public().(ed25519.PublicKey).Equal(pub) {
+					t.Errorf("dev: %s.pub is not the public half of %s.key (%v)", g, g, err)
+				}
+			}
+		})
 	}
 }

@@ -45,6 +45,8 @@ var programs = []program{
 		about: "MCP server of the world tools. Variables `WORLDGATE_MCP_*`; the image listens on `0.0.0.0:7401` (MCP at `/mcp`) and `0.0.0.0:9401` (admin). `mcp-world issue-token` signs a bearer JWT (`-jwt-secret`, `-subject`, `-scopes`, `-ttl`)."},
 	{name: "mcp-lore", envPrefix: "WORLDGATE_MCP_", adminPort: 9402, listenPort: 7402,
 		about: "MCP server of the lore tools. Variables `WORLDGATE_MCP_*`; the image listens on `0.0.0.0:7402` and `0.0.0.0:9402` (admin)."},
+	{name: "edge", envPrefix: "WORLDGATE_", adminPort: 9430, listenPort: 8080,
+		about: "The HTTP API for game servers and browsers: publish envelopes, receive outcomes over SSE or long poll, the /play console. Variables `WORLDGATE_*`; the image listens on `0.0.0.0:8080` and `0.0.0.0:9430` (admin)."},
 	{name: "mcp-classify", envPrefix: "WORLDGATE_MCP_", adminPort: 9403, listenPort: 7403,
 		about: "MCP server of classification and moderation. Variables `WORLDGATE_MCP_*`; the image listens on `0.0.0.0:7403` and `0.0.0.0:9403` (admin)."},
 }
@@ -224,6 +226,31 @@ func checkArgs(t *testing.T, where, prog string, args []string) {
 		name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
 		if _, ok := c.Lookup(name); !ok {
 			t.Errorf("%s: %s has no flag -%s", where, c.Name, name)
+		}
+	}
+}
+
+// checkRequired fails the test when a flag of program whose usage says it is required (it ends
+// in "required" or says "(required)") is set neither by args nor by a variable (set reports
+// whether the deployment sets a variable): the program would exit at start.
+func checkRequired(t *testing.T, where, prog string, args []string, set func(env string) bool) {
+	t.Helper()
+	c := commands[prog]
+	if strings.HasPrefix(prog, "worldgate") && len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		c, args = commands["worldgate "+args[0]], args[1:]
+	}
+	required := regexp.MustCompile(`(?:\(required\)|[;,] required)\s*$|\(required\)`)
+	for _, f := range c.Flags {
+		if !required.MatchString(f.Usage) {
+			continue
+		}
+		given := set(f.Env)
+		for _, a := range args {
+			name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
+			given = given || strings.HasPrefix(a, "-") && name == f.Name
+		}
+		if !given {
+			t.Errorf("%s: %s requires -%s (%s), which is not set", where, c.Name, f.Name, f.Env)
 		}
 	}
 }

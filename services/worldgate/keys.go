@@ -16,7 +16,9 @@ func init() {
 	commands["keys"] = command{"generate (or -rotate) the gates' Ed25519 signing keys in a directory (docs/attestation.md)", runKeys}
 }
 
-// runKeys writes <dir>/<gate>.key (0600) and <gate>.pub for each named gate. With -rotate the
+// runKeys writes <dir>/<gate>.key (0600) and <gate>.pub for each named gate (keeping keys that
+// exist, so it may run at every start of a deployment), and with -public-dir copies the public
+// keys alone to a second directory. With -rotate the
 // gate's key is replaced and its old public key kept as <gate>.<old key id>.pub, so proposals
 // it signed still verify until they have drained; delete that file afterwards.
 func runKeys(_ context.Context, args []string, stdout, stderr io.Writer) error {
@@ -25,6 +27,7 @@ func runKeys(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	dir := fs.String("dir", "", "directory of the keys (created 0700); required")
 	gateList := fs.String("gate", "all", "gates: comma-separated names or all")
 	rotate := fs.Bool("rotate", false, "replace the named gates' keys, keeping the old public keys beside the new ones")
+	publicDir := fs.String("public-dir", "", "also make this directory hold exactly the public keys (the event-processor's -attest-keys); never the private keys' directory")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -45,6 +48,13 @@ func runKeys(_ context.Context, args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		fmt.Fprintf(stdout, "%-10s key %s\n", g, s.KeyID())
+	}
+	if *publicDir != "" {
+		names, err := attest.ExportPublic(*dir, *publicDir)
+		if err != nil {
+			return fmt.Errorf("public keys: %w", err)
+		}
+		fmt.Fprintf(stdout, "%d public keys in %s\n", len(names), *publicDir)
 	}
 	return nil
 }

@@ -42,4 +42,23 @@ func TestKeysGeneratesAndRotates(t *testing.T) {
 	if err := runKeys(context.Background(), []string{"-dir", dir, "-gate", "nope"}, &out, &out); err == nil {
 		t.Fatal("an unknown gate was accepted")
 	}
+	// Run again at a deployment's next start with -public-dir: the keys stay, and the public
+	// directory gets the 8 public keys plus safety's old one, and no private key.
+	pub := filepath.Join(t.TempDir(), "attest-keys")
+	out.Reset()
+	if err := runKeys(context.Background(), []string{"-dir", dir, "-public-dir", pub}, &out, &out); err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := attest.LoadKeyring(dir); len(again.KeyIDs("schema")) != 1 || again.KeyIDs("schema")[0] != ring.KeyIDs("schema")[0] {
+		t.Fatal("running keys again replaced a key")
+	}
+	files, _ := filepath.Glob(filepath.Join(pub, "*"))
+	if len(files) != 9 || !strings.Contains(out.String(), "9 public keys") {
+		t.Fatalf("public directory holds %v\n%s", files, out.String())
+	}
+	for _, f := range files {
+		if !strings.HasSuffix(f, ".pub") {
+			t.Errorf("%s in the public key directory", f)
+		}
+	}
 }

@@ -265,6 +265,16 @@ func TestKeyFilesAndRotation(t *testing.T) {
 	if _, err := attest.LoadSigner(dir, "schema"); err == nil || !strings.Contains(err.Error(), "readable by others") {
 		t.Fatalf("a world-readable key was loaded: %v", err)
 	}
+	// Group read only, as a Kubernetes Secret volume mounts it for the pod's fsGroup: loaded.
+	// Group write is refused.
+	for mode, ok := range map[os.FileMode]bool{0o440: true, 0o400: true, 0o460: false, 0o604: false} {
+		if err := os.Chmod(filepath.Join(dir, "schema.key"), mode); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := attest.LoadSigner(dir, "schema"); (err == nil) != ok {
+			t.Errorf("key file mode %v: loaded %v (%v), want %v", mode, err == nil, err, ok)
+		}
+	}
 	// A public key file without a key is an error, not an empty keyring.
 	if err := os.WriteFile(filepath.Join(dir, "safety.pub"), []byte("not a key"), 0o600); err != nil {
 		t.Fatal(err)
@@ -374,4 +384,45 @@ func BenchmarkAttest(b *testing.B) {
 			}
 		}
 	})
+}
+
+// The event-processor's directory gets the public keys only, and follows rotations.
+func TestExportPublicCopiesOnlyPublicKeys(t *testing.T) {
+	dir, out := t.TempDir(), filepath.Join(t.TempDir(), "attest-keys")
+	for _, g := range []string{"schema", "safety"} {
+		if _, err := attest.Generate(dir, g, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old, _ := attest.LoadSigner(dir, "safety")
+	if _, err := attest.Generate(dir, "safety", true); err != nil {
+		t.Fatal(err)
+	}
+	names, err := attest.ExportPublic(dir, out)
+	if err != nil || len(names) != 3 {
+		t.Fatalf("exported %v (%v); want schema.pub, safety.pub and the old safety key", names, err)
+	}
+	entries, _ := os.ReadDir(out)
+	for _, e := range entries {
+		if !strings.HasSuffix(e.Name(), ".pub") {
+			t.Errorf("%s left the private key directory", e.Name())
+		}
+	}
+	ring, err := attest.LoadKeyring(out)
+	if err != nil || len(ring.KeyIDs("safety")) != 2 || len(ring.KeyIDs("schema")) != 1 {
+		t.Fatalf("exported keyring: %v", err)
+	}
+	// The old key retired in dir: the next export removes it from out too.
+	if err := os.Remove(filepath.Join(dir, "safety."+old.KeyID()+".pub")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := attest.ExportPublic(dir, out); err != nil {
+		t.Fatal(err)
+	}
+	if ring, _ := attest.LoadKeyring(out); len(ring.KeyIDs("safety")) != 1 {
+		t.Fatalf("a retired key is still exported: %v", ring.KeyIDs("safety"))
+	}
+	if _, err := attest.ExportPublic(dir, dir); err == nil {
+		t.Fatal("exporting into the private key directory was allowed")
+	}
 }

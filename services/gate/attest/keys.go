@@ -79,7 +79,9 @@ func LoadSigner(dir, gate string) (*Signer, error) {
 	if err != nil {
 		return nil, err
 	}
-	if fi.Mode().Perm()&0o077 != 0 {
+	// Owner read (0600/0400), or group read for a Kubernetes Secret volume, whose files are
+	// root-owned and given to the pod's fsGroup (mode 0440). Nothing for others, no group write.
+	if fi.Mode().Perm()&0o037 != 0 {
 		return nil, fmt.Errorf("the %s gate's signing key %s is readable by others (mode %v): chmod 600 it", gate, path, fi.Mode().Perm())
 	}
 	data, err := os.ReadFile(path)
@@ -175,4 +177,52 @@ func LoadSigners(dir string, gates []string) (map[string]*Signer, error) {
 		signers[g] = s
 	}
 	return signers, nil
+}
+
+// ExportPublic makes out hold exactly the public key files of dir (every <gate>.pub and, during
+// a rotation, <gate>.<id>.pub; never a private key): what the event-processor's -attest-keys
+// directory should hold. Files of out that dir no longer has (an old key whose proposals
+// drained) are removed. It returns the names written.
+func ExportPublic(dir, out string) ([]string, error) {
+	if filepath.Clean(dir) == filepath.Clean(out) {
+		return nil, errors.New("the public key directory must not be the directory of the private keys")
+	}
+	if _, err := LoadKeyring(dir); err != nil { // only well-formed public keys leave dir
+		return nil, err
+	}
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return nil, err
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	keep := map[string]bool{}
+	var names []string
+	for _, e := range entries {
+		if e.IsDir() || !strings.HasSuffix(e.Name(), publicSuffix) {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			return nil, err
+		}
+		if err := writeFile(filepath.Join(out, e.Name()), data, 0o644); err != nil {
+			return nil, err
+		}
+		keep[e.Name()] = true
+		names = append(names, e.Name())
+	}
+	old, err := os.ReadDir(out)
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range old {
+		if !e.IsDir() && strings.HasSuffix(e.Name(), publicSuffix) && !keep[e.Name()] {
+			if err := os.Remove(filepath.Join(out, e.Name())); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return names, nil
 }
