@@ -28,6 +28,12 @@ func runV(ec *execCtx, s *step, in []*trav) ([]*trav, error) {
 			if err := ec.tick(); err != nil {
 				return nil, err
 			}
+			if ok, err := ec.vertexOK(v); err != nil || !ok {
+				if err != nil {
+					return nil, err
+				}
+				continue
+			}
 			out = append(out, t.split(v))
 		}
 		if err := ec.checkSize(len(out)); err != nil {
@@ -121,6 +127,12 @@ func runE(ec *execCtx, s *step, in []*trav) ([]*trav, error) {
 			if err := ec.tick(); err != nil {
 				return nil, err
 			}
+			if ok, err := ec.edgeOK(e); err != nil || !ok {
+				if err != nil {
+					return nil, err
+				}
+				continue
+			}
 			out = append(out, t.split(e))
 		}
 		if err := ec.checkSize(len(out)); err != nil {
@@ -155,7 +167,7 @@ func runAdj(ec *execCtx, s *step, in []*trav) ([]*trav, error) {
 	if err != nil {
 		return nil, err
 	}
-	match := func(e *graph.Edge) bool {
+	labelOK := func(e *graph.Edge) bool {
 		if len(labels) == 0 {
 			return true
 		}
@@ -165,6 +177,20 @@ func runAdj(ec *execCtx, s *step, in []*trav) ([]*trav, error) {
 			}
 		}
 		return false
+	}
+	var serr error
+	match := func(e *graph.Edge) bool {
+		if !labelOK(e) {
+			return false
+		}
+		if ec.sub == nil || serr != nil {
+			return serr == nil
+		}
+		ok, err := ec.edgeOK(e)
+		if err != nil {
+			serr = err
+		}
+		return ok
 	}
 	dir := strings.TrimSuffix(s.op, "E")
 	edges := s.op != dir
@@ -196,12 +222,18 @@ func runAdj(ec *execCtx, s *step, in []*trav) ([]*trav, error) {
 				}
 			}
 		}
+		if serr != nil {
+			return nil, serr
+		}
 		if err := ec.tick(); err != nil {
 			return nil, err
 		}
 		if err := ec.checkSize(len(out)); err != nil {
 			return nil, err
 		}
+	}
+	if ec.sub != nil && !edges {
+		return filterTravs(out, func(t *trav) (bool, error) { return ec.vertexOK(t.obj.(*graph.Vertex)) })
 	}
 	return out, nil
 }
@@ -233,6 +265,9 @@ func runEdgeV(ec *execCtx, s *step, in []*trav) ([]*trav, error) {
 				return nil, evalErr("otherV() needs the vertex the edge was reached from")
 			}
 		}
+	}
+	if ec.sub != nil {
+		return filterTravs(out, func(t *trav) (bool, error) { return ec.edgeVertexOK(t.obj.(*graph.Vertex)) })
 	}
 	return out, nil
 }

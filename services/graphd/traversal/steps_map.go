@@ -27,7 +27,11 @@ func runValues(ec *execCtx, s *step, in []*trav) ([]*trav, error) {
 				ks = x.Keys()
 			}
 			for _, k := range ks {
-				for _, vp := range x.Properties(k) {
+				vps, err := ec.vertexProps(x, k)
+				if err != nil {
+					return nil, err
+				}
+				for _, vp := range vps {
 					out = append(out, t.split(vp.Value))
 				}
 			}
@@ -81,7 +85,11 @@ func runProperties(ec *execCtx, s *step, in []*trav) ([]*trav, error) {
 				ks = x.Keys()
 			}
 			for _, k := range ks {
-				for _, vp := range x.Properties(k) {
+				vps, err := ec.vertexProps(x, k)
+				if err != nil {
+					return nil, err
+				}
+				for _, vp := range vps {
 					out = append(out, t.split(vp))
 				}
 			}
@@ -167,7 +175,10 @@ func runValueMap(ec *execCtx, s *step, in []*trav) ([]*trav, error) {
 			m.Entries = append(m.Entries, gb.MapEntry{Key: tLabel, Value: l})
 		}
 		for _, k := range ks {
-			vals := propValues(t.obj, k)
+			vals, err := ec.propValues(t.obj, k)
+			if err != nil {
+				return nil, err
+			}
 			if len(vals) == 0 {
 				continue
 			}
@@ -226,7 +237,11 @@ func runElementMap(ec *execCtx, s *step, in []*trav) ([]*trav, error) {
 			ks = keys
 		}
 		for _, k := range ks {
-			if vals := propValues(t.obj, k); len(vals) > 0 {
+			vals, err := ec.propValues(t.obj, k)
+			if err != nil {
+				return nil, err
+			}
+			if len(vals) > 0 {
 				m.Entries = append(m.Entries, gb.MapEntry{Key: k, Value: vals[0]})
 			}
 		}

@@ -91,6 +91,7 @@ type Traversal struct {
 	bulking    bool
 	labelsOnly bool
 	declared   map[string]bool
+	sub        *subgraph
 }
 
 type stepFn func(ec *execCtx, s *step, in []*trav) ([]*trav, error)
@@ -197,6 +198,12 @@ func Compile(bc *gb.Bytecode) (*Traversal, error) {
 					"ConnectiveStrategy":
 				case "ProductiveByStrategy":
 					t.productiveBy = true
+				case "SubgraphStrategy":
+					sg, err := newSubgraph(st.Config)
+					if err != nil {
+						return nil, err
+					}
+					t.sub = sg
 				default:
 					return nil, evalErr("strategy %s is not supported by graphd", name)
 				}
@@ -643,6 +650,8 @@ type execCtx struct {
 	// declared: side-effect keys that aggregate()/store() steps of the
 	// traversal fill (they exist, empty, before the first value).
 	declared map[string]bool
+	// sub is SubgraphStrategy (nil without it).
+	sub *subgraph
 	// typeErrs counts comparisons that were errors (see comparisonError).
 	typeErrs int
 }
@@ -693,7 +702,7 @@ func (t *Traversal) Execute(ctx context.Context, g *graph.Graph, tx *graph.Tx, l
 // ExecuteBulk is Execute with the traversers' bulks: vals[i] stands for
 // bulks[i] results (GraphBinary Traverser bulk; clients expand it).
 func (t *Traversal) ExecuteBulk(ctx context.Context, g *graph.Graph, tx *graph.Tx, lim Limits, includeProperties bool) (vals []any, bulks []int64, err error) {
-	ec := &execCtx{ctx: ctx, g: g, tx: tx, sideEffects: map[string]any{}, maxResults: lim.MaxResults, productiveBy: t.productiveBy, bulking: t.bulking, labelsOnly: t.labelsOnly, declared: t.declared}
+	ec := &execCtx{ctx: ctx, g: g, tx: tx, sideEffects: map[string]any{}, maxResults: lim.MaxResults, productiveBy: t.productiveBy, bulking: t.bulking, labelsOnly: t.labelsOnly, declared: t.declared, sub: t.sub}
 	for _, se := range t.sideEffects {
 		if k, ok := se.Key.(string); ok {
 			ec.sideEffects[k] = se.Value
