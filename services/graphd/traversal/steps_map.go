@@ -1,6 +1,7 @@
 package traversal
 
 import (
+	"math"
 	"sort"
 	"strings"
 
@@ -419,6 +420,7 @@ func runCount(ec *execCtx, s *step, in []*trav) ([]*trav, error) {
 
 func reduce(op string, vals []any) (any, bool, error) {
 	var acc any
+	var fsum, comp float64
 	n := 0
 	for _, v := range vals {
 		if v == nil {
@@ -430,6 +432,16 @@ func reduce(op string, vals []any) (any, bool, error) {
 				return nil, false, evalErr("%s() requires numbers, got %T", op, v)
 			}
 			acc = add(acc, v)
+			f, _ := toFloat(v)
+			// Neumaier's compensated sum: a float total does not depend on
+			// the order the values arrive in (up to the last bit).
+			t := fsum + f
+			if math.Abs(fsum) >= math.Abs(f) {
+				comp += (fsum - t) + f
+			} else {
+				comp += (f - t) + fsum
+			}
+			fsum = t
 		case "min", "max":
 			if acc == nil {
 				acc = v
@@ -448,6 +460,11 @@ func reduce(op string, vals []any) (any, bool, error) {
 	if n == 0 {
 		// Only nulls reduce to null; nothing reduces to nothing.
 		return nil, len(vals) > 0, nil
+	}
+	if _, isFloat := acc.(float64); (isFloat && op == "sum") || op == "mean" {
+		if !math.IsInf(fsum, 0) && !math.IsNaN(fsum) {
+			acc = fsum + comp
+		}
 	}
 	if op == "mean" {
 		f, _ := toFloat(acc)

@@ -36,11 +36,37 @@ func (o *omap) slot(k any) *any {
 	return &o.m.Entries[i].Value
 }
 
+// sideEffectKey returns the key of group(key)/groupCount(key) ("" for the
+// barrier forms).
+func sideEffectKey(s *step) (string, error) {
+	if len(s.args) == 0 {
+		return "", nil
+	}
+	k, ok := s.args[0].(string)
+	if len(s.args) != 1 || !ok {
+		return "", evalErr("%s() takes one side-effect key", s.op)
+	}
+	return k, nil
+}
+
 func runGroupCount(ec *execCtx, s *step, in []*trav) ([]*trav, error) {
-	if len(s.args) > 0 {
-		return nil, evalErr("groupCount(sideEffectKey) is not supported by graphd; use groupCount().as(...)")
+	key, err := sideEffectKey(s)
+	if err != nil {
+		return nil, err
 	}
 	o := newOmap()
+	if key != "" {
+		// groupCount(key): the traversers pass; the counts add up in the side effect.
+		switch prev := ec.sideEffects[key].(type) {
+		case nil:
+		case *gb.Map:
+			for _, e := range prev.Entries {
+				*o.slot(e.Key) = e.Value
+			}
+		default:
+			return nil, evalErr("groupCount('%s'): the side effect holds %s, not a map", key, describe(prev))
+		}
+	}
 	for _, t := range in {
 		k, ok, err := ec.applyBy(s, 0, t.obj, t)
 		if err != nil {
@@ -53,13 +79,40 @@ func runGroupCount(ec *execCtx, s *step, in []*trav) ([]*trav, error) {
 		n, _ := (*p).(int64)
 		*p = n + t.n()
 	}
+	if key != "" {
+		ec.sideEffects[key] = o.m
+		return in, nil
+	}
 	return []*trav{fresh(o.m)}, nil
 }
 
 func runGroup(ec *execCtx, s *step, in []*trav) ([]*trav, error) {
-	if len(s.args) > 0 {
-		return nil, evalErr("group(sideEffectKey) is not supported by graphd; use group().as(...)")
+	key, err := sideEffectKey(s)
+	if err != nil {
+		return nil, err
 	}
+	if key == "" {
+		m, err := ec.groupOf(s, in)
+		if err != nil {
+			return nil, err
+		}
+		return []*trav{fresh(m)}, nil
+	}
+	// group(key): the traversers pass; the side effect is the grouping of
+	// every traverser that reached this step so far.
+	if ec.groupMembers == nil {
+		ec.groupMembers = map[*step][]*trav{}
+	}
+	ec.groupMembers[s] = append(ec.groupMembers[s], in...)
+	m, err := ec.groupOf(s, ec.groupMembers[s])
+	if err != nil {
+		return nil, err
+	}
+	ec.sideEffects[key] = m
+	return in, nil
+}
+
+func (ec *execCtx) groupOf(s *step, in []*trav) (*gb.Map, error) {
 	var keyBy, valBy any
 	if len(s.by) > 0 {
 		keyBy = s.by[0]
@@ -108,21 +161,14 @@ func runGroup(ec *execCtx, s *step, in []*trav) ([]*trav, error) {
 			if err != nil {
 				return nil, err
 			}
-			if hasBarrier(x) || !foldsValues(x) {
-				// GroupStep's final reduction: the value traversal's first
-				// result (after its barrier, or the first value it
-				// produced when it has none); nothing means no entry.
-				if len(r) == 0 {
-					continue
-				}
-				v = r[0].obj
-			} else {
-				l := make([]any, len(r))
-				for i, e := range r {
-					l[i] = e.obj
-				}
-				v = l
+			// GroupStep's final reduction: a value traversal (other than the
+			// by(key)/by(token) forms, which fold) gives its first result,
+			// after its barrier or, without one, the first value it
+			// produced; nothing means no entry.
+			if len(r) == 0 {
+				continue
 			}
+			v = r[0].obj
 		default:
 			l := make([]any, 0, len(b.members))
 			for _, t := range b.members {
@@ -138,56 +184,10 @@ func runGroup(ec *execCtx, s *step, in []*trav) ([]*trav, error) {
 		}
 		m.Entries = append(m.Entries, gb.MapEntry{Key: b.key, Value: v})
 	}
-	return []*trav{fresh(m)}, nil
+	return m, nil
 }
 
 var barrierSteps = map[string]bool{"count": true, "fold": true, "sum": true, "min": true, "max": true, "mean": true, "group": true, "groupCount": true}
-
-// hasBarrier reports whether a group() value traversal has a global barrier
-// step (GroupStep.determineBarrierStep).
-func hasBarrier(t *Traversal) bool {
-	for _, st := range t.steps {
-		if _, local := scopeLocal(st.args); local {
-			continue
-		}
-		switch st.op {
-		case "group", "groupCount":
-			if len(st.args) == 0 {
-				return true
-			}
-		case "order", "barrier", "cap", "tree", "sample":
-			return true
-		default:
-			if barrierSteps[st.op] {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-// foldsValues: a value traversal that is a single values(key), id(),
-// label(), identity() or select(column) step collects every value into a
-// list, as TinkerPop turns it into its ValueTraversal/TokenTraversal form
-// (ByModulatorOptimizationStrategy) and GroupStep folds those.
-func foldsValues(t *Traversal) bool {
-	if len(t.steps) != 1 || len(t.steps[0].labels) > 0 {
-		return false
-	}
-	st := t.steps[0]
-	switch st.op {
-	case "values":
-		return len(st.args) == 1
-	case "id", "label", "identity":
-		return len(st.args) == 0
-	case "select":
-		if len(st.args) == 1 {
-			e, ok := st.args[0].(gb.Enum)
-			return ok && e.Type == gb.TypeColumn
-		}
-	}
-	return false
-}
 
 func endsWithBarrier(t *Traversal) bool {
 	if len(t.steps) == 0 {
@@ -262,6 +262,9 @@ func runCap(ec *execCtx, s *step, _ []*trav) ([]*trav, error) {
 	get := func(k string) any {
 		if v, ok := ec.sideEffects[k]; ok {
 			return v
+		}
+		if ec.declaredMaps[k] {
+			return &gb.Map{}
 		}
 		return []any{}
 	}

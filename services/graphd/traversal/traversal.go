@@ -91,7 +91,9 @@ type Traversal struct {
 	bulking    bool
 	labelsOnly bool
 	declared   map[string]bool
-	sub        *subgraph
+	// declaredMaps: keys of group(key)/groupCount(key) side effects.
+	declaredMaps map[string]bool
+	sub          *subgraph
 }
 
 type stepFn func(ec *execCtx, s *step, in []*trav) ([]*trav, error)
@@ -175,8 +177,11 @@ func Compile(bc *gb.Bytecode) (*Traversal, error) {
 	}
 	t.bulking = !readsPaths(t, pathSteps)
 	t.labelsOnly = t.bulking && readsPaths(t, labelSteps)
-	t.declared = map[string]bool{}
-	declareSideEffects(t, t.declared, 0)
+	t.declared, t.declaredMaps = map[string]bool{}, map[string]bool{}
+	declareSideEffects(t, t.declared, t.declaredMaps, 0)
+	if k := sharedGroupKey(t, map[string]int{}, 0); k != "" {
+		return nil, evalErr("group('%s') written by more than one group()/groupCount() step is not supported by graphd", k)
+	}
 	for _, src := range bc.Sources {
 		switch src.Op {
 		case "withStrategies":
@@ -652,6 +657,10 @@ type execCtx struct {
 	declared map[string]bool
 	// sub is SubgraphStrategy (nil without it).
 	sub *subgraph
+	// groupMembers: the traversers each group(key) step has seen.
+	groupMembers map[*step][]*trav
+	// declaredMaps: side-effect keys of group(key)/groupCount(key) steps.
+	declaredMaps map[string]bool
 	// typeErrs counts comparisons that were errors (see comparisonError).
 	typeErrs int
 }
@@ -702,7 +711,7 @@ func (t *Traversal) Execute(ctx context.Context, g *graph.Graph, tx *graph.Tx, l
 // ExecuteBulk is Execute with the traversers' bulks: vals[i] stands for
 // bulks[i] results (GraphBinary Traverser bulk; clients expand it).
 func (t *Traversal) ExecuteBulk(ctx context.Context, g *graph.Graph, tx *graph.Tx, lim Limits, includeProperties bool) (vals []any, bulks []int64, err error) {
-	ec := &execCtx{ctx: ctx, g: g, tx: tx, sideEffects: map[string]any{}, maxResults: lim.MaxResults, productiveBy: t.productiveBy, bulking: t.bulking, labelsOnly: t.labelsOnly, declared: t.declared, sub: t.sub}
+	ec := &execCtx{ctx: ctx, g: g, tx: tx, sideEffects: map[string]any{}, maxResults: lim.MaxResults, productiveBy: t.productiveBy, bulking: t.bulking, labelsOnly: t.labelsOnly, declared: t.declared, declaredMaps: t.declaredMaps, sub: t.sub}
 	for _, se := range t.sideEffects {
 		if k, ok := se.Key.(string); ok {
 			ec.sideEffects[k] = se.Value
@@ -1050,7 +1059,7 @@ func infixConnectives(steps []*step, root bool) []*step {
 
 // declareSideEffects collects the keys of aggregate()/store() steps anywhere
 // in t.
-func declareSideEffects(t *Traversal, into map[string]bool, depth int) {
+func declareSideEffects(t *Traversal, into, maps map[string]bool, depth int) {
 	if depth > 100 {
 		return
 	}
@@ -1059,6 +1068,51 @@ func declareSideEffects(t *Traversal, into map[string]bool, depth int) {
 			if args, _ := scopeLocal(s.args); len(args) == 1 {
 				if k, ok := args[0].(string); ok {
 					into[k] = true
+				}
+			}
+		}
+		if (s.op == "group" || s.op == "groupCount") && len(s.args) == 1 {
+			if k, ok := s.args[0].(string); ok {
+				maps[k] = true
+			}
+		}
+		kids := append(append([]any{}, s.args...), s.by...)
+		if s.until != nil {
+			kids = append(kids, s.until)
+		}
+		if s.emit != nil {
+			kids = append(kids, s.emit)
+		}
+		for _, o := range s.options {
+			kids = append(kids, o...)
+		}
+		for _, k := range kids {
+			if c, ok := k.(*Traversal); ok {
+				declareSideEffects(c, into, maps, depth+1)
+			}
+		}
+	}
+}
+
+// sharedGroupKey returns a side-effect key that a group(key) step shares
+// with another group(key)/groupCount(key) step (their partial groupings would have to be merged by
+// TinkerPop's reducing operator, which graphd does not do).
+func sharedGroupKey(t *Traversal, seen map[string]int, depth int) string {
+	if depth > 100 {
+		return ""
+	}
+	for _, s := range t.steps {
+		if (s.op == "group" || s.op == "groupCount") && len(s.args) == 1 {
+			if k, ok := s.args[0].(string); ok {
+				// counts: group() +1000, groupCount() +1; groupCount() steps
+				// sharing a key just add up their counts.
+				if s.op == "group" {
+					seen[k] += 1000
+				} else {
+					seen[k]++
+				}
+				if seen[k] > 1000 {
+					return k
 				}
 			}
 		}
@@ -1074,8 +1128,11 @@ func declareSideEffects(t *Traversal, into map[string]bool, depth int) {
 		}
 		for _, k := range kids {
 			if c, ok := k.(*Traversal); ok {
-				declareSideEffects(c, into, depth+1)
+				if key := sharedGroupKey(c, seen, depth+1); key != "" {
+					return key
+				}
 			}
 		}
 	}
+	return ""
 }
