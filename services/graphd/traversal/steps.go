@@ -26,7 +26,7 @@ func init() {
 		"limit": runRange, "range": runRange, "skip": runRange, "tail": runRange,
 		"order": runOrder, "dedup": runDedup, "fold": runFold, "unfold": runUnfold,
 		"coalesce": runCoalesce, "optional": runOptional, "constant": runConstant,
-		"union": runUnion, "choose": runChoose, "where": runWhere,
+		"union": runUnion, "choose": runChoose, "branch": runChoose, "where": runWhere,
 		"not": runNot, "and": runAnd, "or": runOr,
 		"select": runSelect, "project": runProject, "path": runPath,
 		"simplePath": runSimplePath, "cyclicPath": runSimplePath,

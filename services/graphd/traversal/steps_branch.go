@@ -109,23 +109,38 @@ func runLocal(ec *execCtx, s *step, in []*trav) ([]*trav, error) {
 	return out, nil
 }
 
-func runChoose(ec *execCtx, s *step, in []*trav) ([]*trav, error) {
-	var out []*trav
-	branch := func(b any, t *trav) error {
-		switch x := b.(type) {
-		case *Traversal:
-			r, err := ec.runChild(x, t)
-			if err != nil {
-				return err
-			}
-			out = append(out, r...)
-		case nil:
-			out = append(out, t)
-		default:
-			return evalErr("choose() branches must be traversals")
-		}
-		return nil
+// globalSteps make a branch see every traverser routed to it at once (their
+// state spans traversers in TinkerPop: one option traversal serves them all).
+var globalSteps = map[string]bool{"count": true, "fold": true, "sum": true, "min": true, "max": true, "mean": true,
+	"group": true, "groupCount": true, "order": true, "dedup": true, "range": true, "limit": true, "tail": true,
+	"skip": true, "barrier": true, "sample": true, "cap": true}
+
+func isGlobalBranch(b any) bool {
+	c, ok := b.(*Traversal)
+	if !ok {
+		return false
 	}
+	for _, st := range c.steps {
+		if _, local := scopeLocal(st.args); globalSteps[st.op] && !local {
+			return true
+		}
+	}
+	return false
+}
+
+// runChoose implements choose() and branch(): each traverser goes to the
+// branch its condition or key picks (branch(): every matching option;
+// choose(): the first); Pick.any options take every traverser, Pick.none
+// those no option matched; with no match and no Pick.none the traverser is
+// filtered. A branch with a barrier or a stateful filter gets all its
+// traversers at once.
+func runChoose(ec *execCtx, s *step, in []*trav) ([]*trav, error) {
+	type route struct {
+		t  *trav
+		b  any
+		id int
+	}
+	var routes []route
 	arg := func(i int) any {
 		if i < len(s.args) {
 			return s.args[i]
@@ -151,72 +166,122 @@ func runChoose(ec *execCtx, s *step, in []*trav) ([]*trav, error) {
 			default:
 				return nil, evalErr("choose() condition must be a traversal or predicate")
 			}
-			var err error
 			if cond {
-				err = branch(arg(1), t)
+				routes = append(routes, route{t, arg(1), 1})
 			} else {
-				err = branch(arg(2), t)
-			}
-			if err != nil {
-				return nil, err
+				routes = append(routes, route{t, arg(2), 2})
 			}
 			continue
 		}
 		if len(s.args) != 1 {
-			return nil, evalErr("choose() takes 1 to 3 arguments")
+			return nil, evalErr("%s() takes 1 to 3 arguments", s.op)
 		}
 		c, ok := s.args[0].(*Traversal)
 		if !ok {
-			return nil, evalErr("choose() takes a traversal")
+			return nil, evalErr("%s() takes a traversal", s.op)
 		}
 		key, has, err := ec.first(c, t)
 		if err != nil {
 			return nil, err
 		}
 		matched := false
-		var none any
-		hasNone := false
-		for _, opt := range s.options {
+		noneAt := -1
+		for i, opt := range s.options {
 			if len(opt) != 2 {
 				return nil, evalErr("option() takes a key and a traversal")
 			}
 			if e, ok := opt[0].(gb.Enum); ok && e.Type == gb.TypePick {
 				if e.Name == "none" {
-					none, hasNone = opt[1], true
+					noneAt = i
 				} else if e.Name == "any" {
-					if err := branch(opt[1], t); err != nil {
-						return nil, err
-					}
+					routes = append(routes, route{t, opt[1], 10 + i})
 				}
 				continue
 			}
-			if !has || matched {
+			// branch() takes every matching option, choose() the first.
+			if !has || (matched && s.op != "branch") {
 				continue
 			}
 			hit := false
-			if p, ok := opt[0].(*gb.P); ok {
-				pp, err := buildP(p)
+			switch k := opt[0].(type) {
+			case *gb.P:
+				pp, err := buildP(k)
 				if err != nil {
 					return nil, err
 				}
 				hit = pp(key)
-			} else {
+			case *Traversal:
+				r, err := ec.runChild(k, t.split(key))
+				if err != nil {
+					return nil, err
+				}
+				hit = len(r) > 0
+			default:
 				hit = equal(key, opt[0])
 			}
 			if hit {
 				matched = true
-				if err := branch(opt[1], t); err != nil {
-					return nil, err
-				}
+				routes = append(routes, route{t, opt[1], 10 + i})
 			}
 		}
-		if !matched {
-			if hasNone {
-				if err := branch(none, t); err != nil {
-					return nil, err
-				}
+		if !matched && noneAt >= 0 {
+			routes = append(routes, route{t, s.options[noneAt][1], 10 + noneAt})
+		}
+	}
+	for _, r := range routes {
+		switch r.b.(type) {
+		case *Traversal, nil:
+		default:
+			return nil, evalErr("%s() branches must be traversals", s.op)
+		}
+	}
+	global := false
+	for _, r := range routes {
+		global = global || isGlobalBranch(r.b)
+	}
+	var out []*trav
+	if !global {
+		for _, r := range routes {
+			if r.b == nil {
+				out = append(out, r.t)
+				continue
 			}
-			// No matching option and no Pick.none: the traverser is filtered.
+			res, err := ec.runChild(r.b.(*Traversal), r.t)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, res...)
+			if err := ec.checkSize(len(out)); err != nil {
+				return nil, err
+			}
+		}
+		return out, nil
+	}
+	var order []int
+	groups := map[int][]route{}
+	for _, r := range routes {
+		if _, ok := groups[r.id]; !ok {
+			order = append(order, r.id)
+		}
+		groups[r.id] = append(groups[r.id], r)
+	}
+	for _, id := range order {
+		g := groups[id]
+		travs := make([]*trav, len(g))
+		for i, r := range g {
+			travs[i] = r.t
+		}
+		if g[0].b == nil {
+			out = append(out, travs...)
+			continue
+		}
+		res, err := ec.run(g[0].b.(*Traversal), travs)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, res...)
+		if err := ec.checkSize(len(out)); err != nil {
+			return nil, err
 		}
 	}
 	return out, nil

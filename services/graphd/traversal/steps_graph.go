@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	"github.com/worldgate/worldgate/services/graphd/graph"
+	gb "github.com/worldgate/worldgate/services/graphd/graphbinary"
 )
 
 // Start and adjacency steps: V, E, inject, out/in/both(E), outV/inV/otherV/bothV.
@@ -142,9 +143,21 @@ func runE(ec *execCtx, s *step, in []*trav) ([]*trav, error) {
 	return out, nil
 }
 
-func runInject(_ *execCtx, s *step, in []*trav) ([]*trav, error) {
+func runInject(ec *execCtx, s *step, in []*trav) ([]*trav, error) {
 	var out []*trav
 	for _, a := range s.args {
+		// A vertex or edge sent by the client is the graph's element (when
+		// it exists), so it can be traversed from.
+		switch x := a.(type) {
+		case *gb.Vertex:
+			if v := ec.g.Vertex(x.ID); v != nil {
+				a = v
+			}
+		case *gb.Edge:
+			if e := ec.g.Edge(x.ID); e != nil {
+				a = e
+			}
+		}
 		out = append(out, fresh(a))
 	}
 	// At the start of a traversal the input is the single empty root traverser.

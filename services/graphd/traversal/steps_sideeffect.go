@@ -209,6 +209,9 @@ func runAggregate(ec *execCtx, s *step, in []*trav) ([]*trav, error) {
 	if !ok {
 		return nil, evalErr("%s() takes a side-effect key", s.op)
 	}
+	if op, ok := ec.sideEffectOps[key]; ok {
+		return ec.aggregateWithOp(s, key, op, in)
+	}
 	var set *gb.Set
 	var l []any
 	switch x := ec.sideEffects[key].(type) {
@@ -289,4 +292,84 @@ func runFail(_ *execCtx, s *step, in []*trav) ([]*trav, error) {
 		}
 	}
 	return nil, &Error{Code: gb.StatusFailStep, Msg: msg}
+}
+
+// sideEffectOps are the Operator values withSideEffect(key, value, operator)
+// accepts.
+var sideEffectOps = map[string]bool{"sum": true, "minus": true, "mult": true, "div": true, "min": true,
+	"max": true, "and": true, "or": true, "addAll": true, "assign": true}
+
+// aggregateWithOp is aggregate()/store() into a side effect declared with an
+// operator: each value is folded into the side effect with the operator;
+// addAll appends, and assign replaces the side effect with the collected
+// values (global scope) or with each value in turn (local scope).
+func (ec *execCtx) aggregateWithOp(s *step, key, op string, in []*trav) ([]*trav, error) {
+	_, local := scopeLocal(s.args)
+	var vals []any
+	for _, t := range in {
+		v, ok, err := ec.applyBy(s, 0, t.obj, t)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			for j := int64(0); j < t.n(); j++ {
+				vals = append(vals, v)
+			}
+		}
+	}
+	cur := ec.sideEffects[key]
+	switch op {
+	case "assign":
+		if local {
+			if len(vals) > 0 {
+				cur = vals[len(vals)-1]
+			}
+		} else {
+			cur = append([]any{}, vals...)
+		}
+	case "addAll":
+		l, ok := asList(cur)
+		if !ok && cur != nil {
+			return nil, evalErr("%s('%s'): Operator.addAll needs a list side effect, got %s", s.op, key, describe(cur))
+		}
+		cur = append(append([]any{}, l...), vals...)
+	default:
+		for _, v := range vals {
+			r, err := applyOperator(op, cur, v)
+			if err != nil {
+				return nil, evalErr("%s('%s'): %v", s.op, key, err)
+			}
+			cur = r
+		}
+	}
+	ec.sideEffects[key] = cur
+	return in, nil
+}
+
+func applyOperator(op string, a, b any) (any, error) {
+	switch op {
+	case "and", "or":
+		x, ok1 := a.(bool)
+		y, ok2 := b.(bool)
+		if !ok1 || !ok2 {
+			return nil, evalErr("Operator.%s takes booleans", op)
+		}
+		if op == "and" {
+			return x && y, nil
+		}
+		return x || y, nil
+	case "min", "max":
+		c, ok := compare(b, a)
+		if !ok {
+			return nil, evalErr("Operator.%s cannot compare %s and %s", op, describe(a), describe(b))
+		}
+		if (op == "min" && c < 0) || (op == "max" && c > 0) {
+			return b, nil
+		}
+		return a, nil
+	}
+	if !isNumber(a) || !isNumber(b) {
+		return nil, evalErr("Operator.%s takes numbers", op)
+	}
+	return arith(op, a, b)
 }

@@ -91,6 +91,8 @@ type Traversal struct {
 	bulking    bool
 	labelsOnly bool
 	declared   map[string]bool
+	// sideEffectOps: withSideEffect(key, value, operator) operators.
+	sideEffectOps map[string]string
 	// declaredMaps: keys of group(key)/groupCount(key) side effects.
 	declaredMaps map[string]bool
 	sub          *subgraph
@@ -218,15 +220,22 @@ func Compile(bc *gb.Bytecode) (*Traversal, error) {
 			if len(src.Args) < 2 {
 				return nil, evalErr("withSideEffect requires a key and a value")
 			}
+			k, _ := src.Args[0].(string)
 			if len(src.Args) > 2 {
-				// addAll is what aggregate()/store() do with a list already; every
-				// other reducing operator is refused rather than ignored.
+				// The operator reduces what aggregate()/store() add; any
+				// other step writing the key is refused below.
 				op, _ := src.Args[2].(gb.Enum)
-				if _, isList := src.Args[1].([]any); op.Name != "addAll" || !isList {
-					return nil, evalErr("withSideEffect(key, value, operator) is not supported by graphd (operator %v)", describe(src.Args[2]))
+				if op.Type != gb.TypeOperator || !sideEffectOps[op.Name] {
+					return nil, evalErr("withSideEffect(key, value, operator) is not supported by graphd with operator %v", describe(src.Args[2]))
+				}
+				if t.sideEffectOps == nil {
+					t.sideEffectOps = map[string]string{}
+				}
+				t.sideEffectOps[k] = op.Name
+				if t.declaredMaps[k] {
+					return nil, evalErr("withSideEffect('%s', value, %s) with group()/groupCount() writing the key is not supported by graphd", k, op.Name)
 				}
 			}
-			k, _ := src.Args[0].(string)
 			t.sideEffects = append(t.sideEffects, gb.MapEntry{Key: k, Value: src.Args[1]})
 		default:
 			return nil, evalErr("source step %s is not supported by graphd", src.Op)
@@ -441,7 +450,7 @@ func compile(bc *gb.Bytecode, depth int) (*Traversal, error) {
 		prev = s
 	}
 	if pendingUntil != nil || pendingEmitSet || pendingTimesSet {
-		return nil, evalErr("until()/emit()/times() must be used with repeat()")
+		return nil, evalErr("The repeat()-traversal was not defined: until()/emit()/times() must be used with repeat()")
 	}
 	for _, s := range t.steps {
 		if err := validateModulators(s); err != nil {
@@ -659,6 +668,8 @@ type execCtx struct {
 	sub *subgraph
 	// groupMembers: the traversers each group(key) step has seen.
 	groupMembers map[*step][]*trav
+	// sideEffectOps: operators of withSideEffect(key, value, operator).
+	sideEffectOps map[string]string
 	// declaredMaps: side-effect keys of group(key)/groupCount(key) steps.
 	declaredMaps map[string]bool
 	// typeErrs counts comparisons that were errors (see comparisonError).
@@ -711,7 +722,7 @@ func (t *Traversal) Execute(ctx context.Context, g *graph.Graph, tx *graph.Tx, l
 // ExecuteBulk is Execute with the traversers' bulks: vals[i] stands for
 // bulks[i] results (GraphBinary Traverser bulk; clients expand it).
 func (t *Traversal) ExecuteBulk(ctx context.Context, g *graph.Graph, tx *graph.Tx, lim Limits, includeProperties bool) (vals []any, bulks []int64, err error) {
-	ec := &execCtx{ctx: ctx, g: g, tx: tx, sideEffects: map[string]any{}, maxResults: lim.MaxResults, productiveBy: t.productiveBy, bulking: t.bulking, labelsOnly: t.labelsOnly, declared: t.declared, declaredMaps: t.declaredMaps, sub: t.sub}
+	ec := &execCtx{ctx: ctx, g: g, tx: tx, sideEffects: map[string]any{}, maxResults: lim.MaxResults, productiveBy: t.productiveBy, bulking: t.bulking, labelsOnly: t.labelsOnly, declared: t.declared, declaredMaps: t.declaredMaps, sideEffectOps: t.sideEffectOps, sub: t.sub}
 	for _, se := range t.sideEffects {
 		if k, ok := se.Key.(string); ok {
 			ec.sideEffects[k] = se.Value
@@ -721,7 +732,7 @@ func (t *Traversal) ExecuteBulk(ctx context.Context, g *graph.Graph, tx *graph.T
 		return nil, nil, nil
 	}
 	if !startSteps[t.steps[0].op] {
-		return nil, nil, evalErr("a traversal must start with V(), E(), addV(), addE(), mergeV(), mergeE() or inject(), not %s()", t.steps[0].op)
+		return nil, nil, evalErr("a traversal must start with V(), E(), addV(), addE(), mergeV(), mergeE(), inject() or union(), not %s()", t.steps[0].op)
 	}
 	out, err := ec.run(t, []*trav{{}})
 	if err != nil {
@@ -743,7 +754,7 @@ func (t *Traversal) ExecuteBulk(ctx context.Context, g *graph.Graph, tx *graph.T
 	return vals, bulks, nil
 }
 
-var startSteps = map[string]bool{"V": true, "E": true, "addV": true, "addE": true, "mergeV": true, "mergeE": true, "inject": true}
+var startSteps = map[string]bool{"V": true, "E": true, "addV": true, "addE": true, "mergeV": true, "mergeE": true, "inject": true, "union": true}
 
 func (ec *execCtx) run(t *Traversal, in []*trav) ([]*trav, error) {
 	cur := in

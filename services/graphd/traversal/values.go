@@ -872,3 +872,51 @@ func wireVP(vp *graph.VertexProperty, o wireOpts) *gb.VertexProperty {
 	}
 	return w
 }
+
+// arith is sum/minus/mult/div on two numbers with Java's widening: int op
+// int stays an int (a long when it overflows), integer division truncates,
+// anything with a floating-point operand is a double.
+func arith(op string, a, b any) (any, error) {
+	if op == "sum" {
+		return add(a, b), nil
+	}
+	la, oka := toInt64(a)
+	lb, okb := toInt64(b)
+	_, fa := a.(float64)
+	_, fb := b.(float64)
+	_, fa32 := a.(float32)
+	_, fb32 := b.(float32)
+	if oka && okb && !fa && !fb && !fa32 && !fb32 {
+		var r int64
+		switch op {
+		case "minus":
+			r = la - lb
+		case "mult":
+			r = la * lb
+		case "div":
+			if lb == 0 {
+				return nil, evalErr("division by zero")
+			}
+			r = la / lb
+		default:
+			return nil, evalErr("unknown operator %s", op)
+		}
+		_, ia := a.(int32)
+		_, ib := b.(int32)
+		if ia && ib && r >= math.MinInt32 && r <= math.MaxInt32 {
+			return int32(r), nil
+		}
+		return r, nil
+	}
+	x, _ := toFloat(a)
+	y, _ := toFloat(b)
+	switch op {
+	case "minus":
+		return x - y, nil
+	case "mult":
+		return x * y, nil
+	case "div":
+		return x / y, nil
+	}
+	return nil, evalErr("unknown operator %s", op)
+}
