@@ -21,6 +21,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"path/filepath"
 	"runtime/debug"
 	"strings"
 	"sync"
@@ -52,6 +53,12 @@ type Config struct {
 	Logger           *slog.Logger
 	// CompactBytes is the WAL size that triggers snapshot compaction (default 64 MiB).
 	CompactBytes int64
+	// Sources are traversal sources served besides g, each its own graph
+	// (a client picks one with the request's aliases, {g: name}, e.g.
+	// gremlin-go's DriverRemoteConnectionSettings.TraversalSource). With a
+	// DataDir, source NAME keeps its graph in DataDir/sources/NAME; g stays
+	// in DataDir itself.
+	Sources []string
 }
 
 // Defaults.
@@ -68,7 +75,9 @@ type Server struct {
 	cfg   Config
 	log   *slog.Logger
 	store *store.Store
-	users map[string]User
+	// sources are the stores of the traversal sources, g included.
+	sources map[string]*store.Store
+	users   map[string]User
 
 	mu       sync.Mutex
 	ln       net.Listener
@@ -113,7 +122,33 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("graphd: open data directory: %w", err)
 	}
-	return &Server{cfg: cfg, log: cfg.Logger, store: st, users: users, conns: map[*conn]struct{}{}}, nil
+	sources := map[string]*store.Store{"g": st}
+	closeAll := func() {
+		for _, s := range sources {
+			_ = s.Close()
+		}
+	}
+	for _, name := range cfg.Sources {
+		if !validSourceName(name) {
+			closeAll()
+			return nil, fmt.Errorf("graphd: traversal source name %q: use letters, digits and _ (starting with a letter)", name)
+		}
+		if _, dup := sources[name]; dup {
+			closeAll()
+			return nil, fmt.Errorf("graphd: traversal source %q given twice", name)
+		}
+		dir := ""
+		if cfg.DataDir != "" {
+			dir = filepath.Join(cfg.DataDir, "sources", name)
+		}
+		ss, err := store.Open(dir, store.Options{Logger: cfg.Logger.With("source", name), CompactBytes: cfg.CompactBytes})
+		if err != nil {
+			closeAll()
+			return nil, fmt.Errorf("graphd: open data directory of traversal source %s: %w", name, err)
+		}
+		sources[name] = ss
+	}
+	return &Server{cfg: cfg, log: cfg.Logger, store: st, sources: sources, users: users, conns: map[*conn]struct{}{}}, nil
 }
 
 // Start listens and serves in the background; it returns once the listener
@@ -200,8 +235,10 @@ func (s *Server) Close(ctx context.Context) error {
 	case <-cdone:
 	case <-ctx.Done():
 	}
-	if err := s.store.Close(); err != nil {
-		errs = append(errs, err)
+	for _, name := range s.sourceNames() {
+		if err := s.sources[name].Close(); err != nil {
+			errs = append(errs, fmt.Errorf("traversal source %s: %w", name, err))
+		}
 	}
 	s.mu.Lock()
 	s.closed = true
@@ -481,15 +518,19 @@ func (c *conn) process(req *gb.Request) {
 		c.sendError(req.ID, gb.StatusInvalidArguments, "bytecode op requires a gremlin argument of type Bytecode")
 		return
 	}
+	st := c.s.store
 	if al, ok := req.Arg("aliases"); ok {
 		m, ok := al.(*gb.Map)
 		if !ok {
 			c.sendError(req.ID, gb.StatusInvalidArguments, "aliases must be a map")
 			return
 		}
-		if src, ok := m.Get("g"); ok && src != "g" {
-			c.sendError(req.ID, gb.StatusInvalidArguments, fmt.Sprintf("the traversal source [%v] for alias [g] is not configured on the server (graphd serves only g)", src))
-			return
+		if src, ok := m.Get("g"); ok {
+			name, _ := src.(string)
+			if st = c.s.sources[name]; st == nil {
+				c.sendError(req.ID, gb.StatusInvalidArguments, fmt.Sprintf("the traversal source [%v] for alias [g] is not configured on the server (graphd serves %s)", src, strings.Join(c.s.sourceNames(), ", ")))
+				return
+			}
 		}
 	}
 	batch := c.s.cfg.BatchSize
@@ -508,7 +549,7 @@ func (c *conn) process(req *gb.Request) {
 	}
 
 	start := time.Now()
-	results, err := c.s.execute(bc, c.currentUser(), timeout, includeProps)
+	results, err := c.s.execute(st, bc, c.currentUser(), timeout, includeProps)
 	if err != nil {
 		code := gb.StatusEvaluation
 		var te *traversal.Error
@@ -549,7 +590,7 @@ type results struct {
 }
 
 // execute compiles and runs one traversal atomically.
-func (s *Server) execute(bc *gb.Bytecode, user *User, timeout time.Duration, includeProps bool) (results, error) {
+func (s *Server) execute(st *store.Store, bc *gb.Bytecode, user *User, timeout time.Duration, includeProps bool) (results, error) {
 	t, err := traversal.Compile(bc)
 	if err != nil {
 		return results{}, err
@@ -566,13 +607,13 @@ func (s *Server) execute(bc *gb.Bytecode, user *User, timeout time.Duration, inc
 	lim := traversal.Limits{MaxResults: s.cfg.MaxResults}
 	var res results
 	if !mutating {
-		err = s.store.Read(func(g *graph.Graph) error {
+		err = st.Read(func(g *graph.Graph) error {
 			var err error
 			res.vals, res.bulks, err = t.ExecuteBulk(ctx, g, nil, lim, includeProps)
 			return err
 		})
 	} else {
-		err = s.store.Write(ctx, func(g *graph.Graph, tx *graph.Tx) error {
+		err = st.Write(ctx, func(g *graph.Graph, tx *graph.Tx) error {
 			var err error
 			res.vals, res.bulks, err = t.ExecuteBulk(ctx, g, tx, lim, includeProps)
 			return err
@@ -632,6 +673,26 @@ func (c *conn) write(buf []byte) bool {
 	if err := c.ws.WriteMessage(websocket.BinaryMessage, buf); err != nil {
 		c.s.log.Debug("graphd: write failed", "err", err)
 		return false
+	}
+	return true
+}
+
+// sourceNames lists the traversal sources, g first.
+func (s *Server) sourceNames() []string {
+	return append([]string{"g"}, s.cfg.Sources...)
+}
+
+func validSourceName(n string) bool {
+	if n == "" || n == "g" || len(n) > 64 {
+		return false
+	}
+	for i, r := range n {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z':
+		case i > 0 && (r >= '0' && r <= '9' || r == '_'):
+		default:
+			return false
+		}
 	}
 	return true
 }

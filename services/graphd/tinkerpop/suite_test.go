@@ -100,9 +100,11 @@ type graphEnv struct {
 	err   error // the graph could not be loaded
 }
 
-func connect(t testing.TB, srv *server.Server) *gremlingo.DriverRemoteConnection {
+// connect opens a connection to one traversal source of srv.
+func connect(t testing.TB, srv *server.Server, source string) *gremlingo.DriverRemoteConnection {
 	conn, err := gremlingo.NewDriverRemoteConnection(srv.URL(), func(s *gremlingo.DriverRemoteConnectionSettings) {
 		s.LogVerbosity = gremlingo.Off
+		s.TraversalSource = source
 	})
 	if err != nil {
 		t.Fatalf("connect: %v", err)
@@ -111,11 +113,23 @@ func connect(t testing.TB, srv *server.Server) *gremlingo.DriverRemoteConnection
 	return conn
 }
 
+// sources are the traversal sources of the test graphs (TinkerPop's own
+// Gremlin Server test configuration binds the same names); the empty graph
+// is g.
+var sources = map[string]string{"modern": "gmodern", "classic": "gclassic", "crew": "gcrew",
+	"grateful": "ggrateful", "sink": "gsink", "empty": "g"}
+
+// startGraph starts a graphd of its own for one test graph (as g).
 func startGraph(t testing.TB, dataDir, name string) *graphEnv {
 	srv := graphdtest.Start(t, graphdtest.InMemory(), graphdtest.WithoutAuth(), graphdtest.WithConfig(func(c *server.Config) {
 		c.TraversalTimeout = 20 * time.Second
 	}))
-	conn := connect(t, srv)
+	return loadGraph(t, srv, "g", dataDir, name)
+}
+
+// loadGraph loads a test graph into a traversal source of srv.
+func loadGraph(t testing.TB, srv *server.Server, source, dataDir, name string) *graphEnv {
+	conn := connect(t, srv, source)
 	env := &graphEnv{srv: srv, conn: conn, g: gremlingo.Traversal_().WithRemote(conn)}
 	if name == "empty" {
 		return env
@@ -611,10 +625,23 @@ func runSuite(t *testing.T, dir string, graphs map[string]*graphEnv, opt runOpti
 	return out
 }
 
+// startGraphs loads every test graph into one graphd, each under its own
+// traversal source.
 func startGraphs(t *testing.T, dir string) map[string]*graphEnv {
+	names := []string{"modern", "classic", "crew", "grateful", "sink", "empty"}
+	var extra []string
+	for _, n := range names {
+		if sources[n] != "g" {
+			extra = append(extra, sources[n])
+		}
+	}
+	srv := graphdtest.Start(t, graphdtest.InMemory(), graphdtest.WithoutAuth(), graphdtest.WithConfig(func(c *server.Config) {
+		c.TraversalTimeout = 20 * time.Second
+		c.Sources = extra
+	}))
 	graphs := map[string]*graphEnv{}
-	for _, name := range []string{"modern", "classic", "crew", "grateful", "sink", "empty"} {
-		graphs[name] = startGraph(t, filepath.Join(dir, "data"), name)
+	for _, name := range names {
+		graphs[name] = loadGraph(t, srv, sources[name], filepath.Join(dir, "data"), name)
 	}
 	return graphs
 }
