@@ -87,6 +87,9 @@ func runAddV(ec *execCtx, s *step, in []*trav) ([]*trav, error) {
 		if err != nil {
 			return nil, evalErr("%v", err)
 		}
+		if err := ec.stamp(tx, v); err != nil {
+			return nil, err
+		}
 		nt := t.split(v)
 		for _, p := range rest {
 			// Properties folded into addV() attach with list cardinality, as
@@ -182,6 +185,9 @@ func runAddE(ec *execCtx, s *step, in []*trav) ([]*trav, error) {
 		e, err := ec.g.AddEdge(tx, id, label, from, to)
 		if err != nil {
 			return nil, evalErr("%v", err)
+		}
+		if err := ec.stamp(tx, e); err != nil {
+			return nil, err
 		}
 		nt := t.split(e)
 		for _, p := range rest {
@@ -615,6 +621,7 @@ func runMergeV(ec *execCtx, s *step, in []*trav) ([]*trav, error) {
 		if search == nil {
 			search = &gb.Map{}
 		}
+		search = ec.inWritePartition(search)
 		if err := validateMergeKeys(search, false, "mergeV()"); err != nil {
 			return nil, err
 		}
@@ -809,6 +816,7 @@ func runMergeE(ec *execCtx, s *step, in []*trav) ([]*trav, error) {
 		if search == nil {
 			search = &gb.Map{}
 		}
+		search = ec.inWritePartition(search)
 		if err := validateMergeKeys(search, true, "mergeE()"); err != nil {
 			return nil, err
 		}

@@ -196,7 +196,7 @@ func runAdj(ec *execCtx, s *step, in []*trav) ([]*trav, error) {
 		if !labelOK(e) {
 			return false
 		}
-		if ec.sub == nil || serr != nil {
+		if !ec.filtering() || serr != nil {
 			return serr == nil
 		}
 		ok, err := ec.edgeOK(e)
@@ -245,7 +245,7 @@ func runAdj(ec *execCtx, s *step, in []*trav) ([]*trav, error) {
 			return nil, err
 		}
 	}
-	if ec.sub != nil && !edges {
+	if ec.filtering() && !edges {
 		return filterTravs(out, func(t *trav) (bool, error) { return ec.vertexOK(t.obj.(*graph.Vertex)) })
 	}
 	return out, nil
@@ -279,7 +279,7 @@ func runEdgeV(ec *execCtx, s *step, in []*trav) ([]*trav, error) {
 			}
 		}
 	}
-	if ec.sub != nil {
+	if ec.filtering() {
 		return filterTravs(out, func(t *trav) (bool, error) { return ec.edgeVertexOK(t.obj.(*graph.Vertex)) })
 	}
 	return out, nil

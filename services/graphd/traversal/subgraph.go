@@ -69,6 +69,9 @@ func (ec *execCtx) accepts(c *Traversal, obj any) (bool, error) {
 }
 
 func (ec *execCtx) vertexOK(v *graph.Vertex) (bool, error) {
+	if ec.part != nil && !ec.part.readable(v) {
+		return false, nil
+	}
 	if ec.sub == nil {
 		return true, nil
 	}
@@ -76,6 +79,9 @@ func (ec *execCtx) vertexOK(v *graph.Vertex) (bool, error) {
 }
 
 func (ec *execCtx) edgeOK(e *graph.Edge) (bool, error) {
+	if ec.part != nil && !ec.part.readable(e) {
+		return false, nil
+	}
 	if ec.sub == nil {
 		return true, nil
 	}
@@ -97,14 +103,21 @@ func (ec *execCtx) edgeVertexOK(v *graph.Vertex) (bool, error) {
 // vertexProps returns the values of key on v that the strategy lets through.
 func (ec *execCtx) vertexProps(v *graph.Vertex, key string) ([]*graph.VertexProperty, error) {
 	vps := v.Properties(key)
-	if ec.sub == nil || ec.sub.vertexProps == nil {
+	metas := ec.part != nil && ec.part.includeMetas
+	if !metas && (ec.sub == nil || ec.sub.vertexProps == nil) {
 		return vps, nil
 	}
 	out := make([]*graph.VertexProperty, 0, len(vps))
 	for _, vp := range vps {
-		ok, err := ec.accepts(ec.sub.vertexProps, vp)
-		if err != nil {
-			return nil, err
+		if metas && !ec.part.readable(vp) {
+			continue
+		}
+		ok := true
+		if ec.sub != nil {
+			var err error
+			if ok, err = ec.accepts(ec.sub.vertexProps, vp); err != nil {
+				return nil, err
+			}
 		}
 		if ok {
 			out = append(out, vp)
@@ -131,7 +144,8 @@ func filterTravs(in []*trav, ok func(t *trav) (bool, error)) ([]*trav, error) {
 // propValues is propValues under SubgraphStrategy's vertex-property filter.
 func (ec *execCtx) propValues(o any, key string) ([]any, error) {
 	v, ok := o.(*graph.Vertex)
-	if !ok || ec.sub == nil || ec.sub.vertexProps == nil {
+	metas := ec.part != nil && ec.part.includeMetas
+	if !ok || (!metas && (ec.sub == nil || ec.sub.vertexProps == nil)) {
 		return propValues(o, key), nil
 	}
 	vps, err := ec.vertexProps(v, key)

@@ -96,6 +96,7 @@ type Traversal struct {
 	// declaredMaps: keys of group(key)/groupCount(key) side effects.
 	declaredMaps map[string]bool
 	sub          *subgraph
+	part         *partition
 }
 
 type stepFn func(ec *execCtx, s *step, in []*trav) ([]*trav, error)
@@ -211,6 +212,12 @@ func Compile(bc *gb.Bytecode) (*Traversal, error) {
 						return nil, err
 					}
 					t.sub = sg
+				case "PartitionStrategy":
+					p, err := newPartition(st.Config)
+					if err != nil {
+						return nil, err
+					}
+					t.part = p
 				default:
 					return nil, evalErr("strategy %s is not supported by graphd", name)
 				}
@@ -666,6 +673,8 @@ type execCtx struct {
 	declared map[string]bool
 	// sub is SubgraphStrategy (nil without it).
 	sub *subgraph
+	// part is PartitionStrategy (nil without it).
+	part *partition
 	// groupMembers: the traversers each group(key) step has seen.
 	groupMembers map[*step][]*trav
 	// sideEffectOps: operators of withSideEffect(key, value, operator).
@@ -722,7 +731,7 @@ func (t *Traversal) Execute(ctx context.Context, g *graph.Graph, tx *graph.Tx, l
 // ExecuteBulk is Execute with the traversers' bulks: vals[i] stands for
 // bulks[i] results (GraphBinary Traverser bulk; clients expand it).
 func (t *Traversal) ExecuteBulk(ctx context.Context, g *graph.Graph, tx *graph.Tx, lim Limits, includeProperties bool) (vals []any, bulks []int64, err error) {
-	ec := &execCtx{ctx: ctx, g: g, tx: tx, sideEffects: map[string]any{}, maxResults: lim.MaxResults, productiveBy: t.productiveBy, bulking: t.bulking, labelsOnly: t.labelsOnly, declared: t.declared, declaredMaps: t.declaredMaps, sideEffectOps: t.sideEffectOps, sub: t.sub}
+	ec := &execCtx{ctx: ctx, g: g, tx: tx, sideEffects: map[string]any{}, maxResults: lim.MaxResults, productiveBy: t.productiveBy, bulking: t.bulking, labelsOnly: t.labelsOnly, declared: t.declared, declaredMaps: t.declaredMaps, sideEffectOps: t.sideEffectOps, sub: t.sub, part: t.part}
 	for _, se := range t.sideEffects {
 		if k, ok := se.Key.(string); ok {
 			ec.sideEffects[k] = se.Value
