@@ -228,7 +228,7 @@ func TestUnsupportedStepNamed(t *testing.T) {
 	}{
 		{g.V().Math("_ + 1"), "math"},
 		{g.V().Profile(), "profile"},
-		{g.WithStrategies(gremlingo.PartitionStrategy(gremlingo.PartitionStrategyConfig{PartitionKey: "p", WritePartition: "a", ReadPartitions: gremlingo.NewSimpleSet("a")})).V(), "PartitionStrategy"},
+		{g.WithStrategies(gremlingo.SeedStrategy(gremlingo.SeedStrategyConfig{Seed: 1})).V(), "SeedStrategy"},
 	} {
 		_, err := c.tr.ToList()
 		if err == nil || !strings.Contains(err.Error(), c.want) {
