@@ -5,17 +5,27 @@ import (
 	"time"
 )
 
-// ProposalSchemaVersion is the proposal format version this module writes, and the only one the
-// gates and the event-processor accept. Version 2 added the attestation of each hop (keyId,
-// sig, emitter, approver): a version 1 proposal still in flight after an upgrade carries no
-// attestations, so it is refused with a reason that says so (see OldSchemaVersionReason) and
-// its emitter proposes it again.
-const ProposalSchemaVersion = "2"
+// ProposalSchemaVersion is the proposal format version this module writes. Version 2 added the
+// attestation of each hop (keyId, sig, emitter, approver): a version 1 proposal still in flight
+// after an upgrade carries no attestations, so it is refused with a reason that says so (see
+// OldSchemaVersionReason) and its emitter proposes it again. Version 3 added
+// provenance.narrator (an outside narrator's proposal, which carries no model fields): a
+// version 2 proposal in flight is still accepted (it cannot carry the field).
+const ProposalSchemaVersion = "3"
+
+// attestedSchemaVersion is the first version with attested hops.
+const attestedSchemaVersion = "2"
+
+// ProposalSchemaAccepted reports whether the gates and the event-processor accept proposals of
+// schema version v: ProposalSchemaVersion and the versions since the attested hops.
+func ProposalSchemaAccepted(v string) bool {
+	return v == ProposalSchemaVersion || v == attestedSchemaVersion
+}
 
 // OldSchemaVersionReason is why a proposal of an older schema version is refused.
 func OldSchemaVersionReason(got string) string {
 	return "The proposal has schemaVersion " + got + ", which predates attested gate decisions (schemaVersion " +
-		ProposalSchemaVersion + "): a proposal in flight across the upgrade cannot prove the gates it passed; propose it again."
+		attestedSchemaVersion + "): a proposal in flight across the upgrade cannot prove the gates it passed; propose it again."
 }
 
 // Proposal is a suggested change to the world. Agents emit it; gates check it along its route;
@@ -37,22 +47,26 @@ type Proposal struct {
 	OriginUTC        *time.Time      `json:"originUtc,omitempty"`
 }
 
-// Provenance records everything needed to explain and regenerate an AI decision.
+// Provenance records everything needed to explain and regenerate an AI decision, or, for an
+// outside narrator's proposal, who wrote it (Narrator, and none of the model fields).
 type Provenance struct {
-	Provider       string       `json:"provider"`
-	Model          string       `json:"model"`
+	Provider       string       `json:"provider,omitempty"`
+	Model          string       `json:"model,omitempty"`
 	PromptTemplate *TemplateRef `json:"promptTemplate,omitempty"`
 	ContextHash    string       `json:"contextHash,omitempty"`
 	ToolCalls      []ToolCall   `json:"toolCalls,omitempty"`
-	Tokens         Tokens       `json:"tokens"`
-	CostUSD        float64      `json:"costUsd"`
-	Temperature    float64      `json:"temperature"`
-	Seed           int64        `json:"seed"`
-	LatencyMs      float64      `json:"latencyMs"`
+	Tokens         Tokens       `json:"tokens,omitzero"`
+	CostUSD        float64      `json:"costUsd,omitzero"`
+	Temperature    float64      `json:"temperature,omitzero"`
+	Seed           int64        `json:"seed,omitzero"`
+	LatencyMs      float64      `json:"latencyMs,omitzero"`
 	CacheHit       bool         `json:"cacheHit,omitempty"`
 	Fallback       string       `json:"fallback,omitempty"`
 	// InputRail is what the input rail did with the player's words (schemaVersion 2).
 	InputRail *InputRail `json:"inputRail,omitempty"`
+	// Narrator is the outside narrator who wrote the proposal through mcp-propose
+	// (schemaVersion 3); a narrated proposal has no model fields.
+	Narrator *Narration `json:"narrator,omitempty"`
 }
 
 // TemplateRef names the exact prompt template text an AI decision used.

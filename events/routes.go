@@ -109,10 +109,10 @@ func (r Routes) Uses(gate string) bool {
 
 // NextHops are the subjects gate forwards a passed proposal to: the gate after it on each route
 // that names it, or proposals.validated where it is the last.
+// A narrator's route (NarratorRoute) counts too.
 func (r Routes) NextHops(gate string) []string {
 	var out []string
-	for _, k := range r.Kinds() {
-		gates := r.byKind[k]
+	for _, gates := range r.emitterRoutes() {
 		i := slices.Index(gates, gate)
 		switch {
 		case i < 0:
@@ -122,7 +122,8 @@ func (r Routes) NextHops(gate string) []string {
 			out = append(out, GateSubject(gates[i+1]))
 		}
 	}
-	return out
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // FirstGates are the subjects of the first gate of the routes of kinds (of every kind when none

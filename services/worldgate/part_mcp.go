@@ -13,6 +13,7 @@ import (
 
 	"github.com/worldgate/worldgate/services/mcp-classify/classifytools"
 	"github.com/worldgate/worldgate/services/mcp-lore/loretools"
+	"github.com/worldgate/worldgate/services/mcp-propose/proposetools"
 	"github.com/worldgate/worldgate/services/mcp-world/worldtools"
 	"github.com/worldgate/worldgate/shared/graphx"
 	"github.com/worldgate/worldgate/shared/mcpx"
@@ -23,7 +24,8 @@ import (
 func init() { parts = append(parts, part{"mcp servers", startMCP}) }
 
 // startMCP serves the three read-only MCP servers on one port, at /mcp/world, /mcp/lore and
-// /mcp/classify, with the dev token issuer beside them (OAuth authorization server metadata,
+// /mcp/classify, and the narrators' proposal server at /mcp/propose (scope propose, granted
+// only to its own dev client), with the dev token issuer beside them (OAuth authorization server metadata,
 // client_credentials token endpoint, JWKS): each server publishes its protected-resource
 // metadata and accepts the issuer's ES256 tokens naming it as audience, and the static dev key
 // (HS256 tokens signed with a secret kept in the data directory).
@@ -40,19 +42,25 @@ func startMCP(ctx context.Context, st *stack) error {
 	if err != nil {
 		return err
 	}
+	narratorSecret, err := devClientSecret(filepath.Join(st.f.dataDir, "mcp-narrator.secret"))
+	if err != nil {
+		return err
+	}
 	ln, err := net.Listen("tcp", net.JoinHostPort(st.f.host, strconv.Itoa(st.f.mcpPort)))
 	if err != nil {
 		return portHint(err, "mcp-port", st.f.mcpPort)
 	}
 	base := "http://" + ln.Addr().String()
-	st.mcpURLs = map[string]string{"world": base + "/mcp/world", "lore": base + "/mcp/lore", "classify": base + "/mcp/classify"}
+	st.mcpURLs = map[string]string{"world": base + "/mcp/world", "lore": base + "/mcp/lore", "classify": base + "/mcp/classify", "propose": base + "/mcp/propose"}
 	readScopes := []string{mcpx.ScopeWorldRead, mcpx.ScopeLoreRead, mcpx.ScopeClassifyRead}
 	iss, err := issuer.New(issuer.Config{URL: base, Key: key, TTL: time.Hour,
-		Clients: []issuer.Client{{ID: devClientID, Secret: clientSecret, Scopes: readScopes}},
+		Clients: []issuer.Client{{ID: devClientID, Secret: clientSecret, Scopes: readScopes},
+			{ID: devNarratorID, Secret: narratorSecret, Scopes: []string{mcpx.ScopePropose}}},
 		Resources: []issuer.Resource{
 			{URL: st.mcpURLs["world"], Scope: mcpx.ScopeWorldRead},
 			{URL: st.mcpURLs["lore"], Scope: mcpx.ScopeLoreRead},
 			{URL: st.mcpURLs["classify"], Scope: mcpx.ScopeClassifyRead},
+			{URL: st.mcpURLs["propose"], Scope: mcpx.ScopePropose},
 		}})
 	if err != nil {
 		_ = ln.Close()
@@ -97,6 +105,16 @@ func startMCP(ctx context.Context, st *stack) error {
 		_ = ln.Close()
 		return err
 	}
+	_, pjs, err := st.connectAs(natsauth.MCPPropose)
+	if err != nil {
+		_ = ln.Close()
+		return err
+	}
+	propose, err := proposetools.New(proposetools.Options{Options: opts("propose"), JetStream: pjs})
+	if err != nil {
+		_ = ln.Close()
+		return err
+	}
 	st.lore = lore
 	st.goRun("mcp-lore refresh", func(ctx context.Context) error { lore.Run(ctx); return nil })
 
@@ -104,6 +122,7 @@ func startMCP(ctx context.Context, st *stack) error {
 	mcpx.Mount(mux, "/mcp/world", world.Handler(), opts("world").Auth, mcpx.ScopeWorldRead)
 	mcpx.Mount(mux, "/mcp/lore", lore.Handler(), opts("lore").Auth, mcpx.ScopeLoreRead)
 	mcpx.Mount(mux, "/mcp/classify", classify.Handler(), opts("classify").Auth, mcpx.ScopeClassifyRead)
+	mcpx.Mount(mux, "/mcp/propose", propose.Handler(), opts("propose").Auth, mcpx.ScopePropose)
 	ih := iss.Handler()
 	for _, p := range []string{issuer.MetadataPath, issuer.TokenPath, issuer.JWKSPath} {
 		mux.Handle(p, ih)
@@ -123,6 +142,9 @@ func startMCP(ctx context.Context, st *stack) error {
 	st.endpoints["mcp.world.url"] = st.mcpURLs["world"]
 	st.endpoints["mcp.lore.url"] = st.mcpURLs["lore"]
 	st.endpoints["mcp.classify.url"] = st.mcpURLs["classify"]
+	st.endpoints["mcp.propose.url"] = st.mcpURLs["propose"]
+	st.endpoints["mcp.narrator.client.id"] = devNarratorID
+	st.endpoints["mcp.narrator.client.secret"] = narratorSecret
 	st.endpoints["mcp.token"] = token
 	st.endpoints["mcp.issuer"] = iss.URL()
 	st.endpoints["mcp.client.id"] = devClientID
@@ -133,6 +155,10 @@ func startMCP(ctx context.Context, st *stack) error {
 // devClientID is the dev issuer's client for outside MCP clients (the MCP Inspector, an
 // editor): client_credentials with the read scopes.
 const devClientID = "worldgate-dev-client"
+
+// devNarratorID is the dev issuer's client for outside narrators: client_credentials with
+// scope propose only (mcp-propose), none of the read scopes.
+const devNarratorID = "worldgate-dev-narrator"
 
 // devClientSecret reads the dev client's secret, creating it on first start.
 func devClientSecret(path string) (string, error) {

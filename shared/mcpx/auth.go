@@ -35,7 +35,13 @@ type Principal struct {
 	Expires time.Time
 	// Audience is the token's aud claim (empty for static tokens).
 	Audience []string
+	// Issuer is the token's iss claim (empty for static tokens).
+	Issuer string
 }
+
+// TokenExtraIssuer is the key of the token's issuer in the SDK's TokenInfo.Extra (tool
+// handlers read the caller from RequestExtra.TokenInfo: UserID is the subject).
+const TokenExtraIssuer = "issuer"
 
 // HasScope reports whether p holds scope.
 func (p *Principal) HasScope(scope string) bool { return p != nil && slices.Contains(p.Scopes, scope) }
@@ -194,7 +200,7 @@ func RequireScope(a AuthConfig, scope string, next http.Handler) http.Handler {
 		if p == nil {
 			return nil, auth.ErrInvalidToken
 		}
-		return &auth.TokenInfo{Scopes: p.Scopes, Expiration: p.Expires, UserID: p.Subject}, nil
+		return &auth.TokenInfo{Scopes: p.Scopes, Expiration: p.Expires, UserID: p.Subject, Extra: map[string]any{TokenExtraIssuer: p.Issuer}}, nil
 	}, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true, ClockSkew: ClockSkew})(next)
 
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -99,7 +99,7 @@ func principalFrom(std jwt.Claims, extra accessClaims, want jwt.Expected) (*Prin
 	if sub == "" {
 		return nil, fmt.Errorf("%w: sub is required", ErrInvalidToken)
 	}
-	return &Principal{Subject: sub, Scopes: extra.scopes(), Expires: std.Expiry.Time(), Audience: []string(std.Audience)}, nil
+	return &Principal{Subject: sub, Scopes: extra.scopes(), Expires: std.Expiry.Time(), Audience: []string(std.Audience), Issuer: std.Issuer}, nil
 }
 
 // verifyJWKS validates an access token against the authorization server's

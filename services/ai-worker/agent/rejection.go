@@ -37,6 +37,14 @@ func (a *Agent) Rejected(ctx context.Context, rej *events.Rejection, mine []role
 	if p != nil {
 		roleName = p.AgentRole
 	}
+	if roleName == events.EmitterNarrator && p != nil {
+		// An outside narrator's proposal is neither regenerated nor retried here (a person
+		// wrote it): its refusal is final, and the narrator reads it from the outcome (a
+		// transient one says when to try again).
+		a.logger(ctx).Info(telemetry.PromptAbandoned, "proposalId", rej.ProposalID, "correlationId", rej.CorrelationID,
+			"gate", rej.Gate, "code", string(rej.Code), "reason", "a narrator's proposal refused: "+rej.Reason)
+		return &Result{Note: "narrator proposal refused", Outcome: events.RefusedOutcome(p, rej, rej.Code, rej.Reason, a.cfg.Now())}, nil
+	}
 	i := slices.IndexFunc(mine, func(r roles.Role) bool { return r.Name == roleName })
 	if i < 0 {
 		return &Result{Note: "not one of this worker's roles"}, nil

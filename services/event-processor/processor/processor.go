@@ -196,7 +196,7 @@ func (p *Processor) Handle(msg *message.Message) ([]*message.Message, error) {
 		p.m.rejected.WithLabelValues(prop.Kind, string(events.CodeRouteInvalid)).Inc()
 		return []*message.Message{rej}, nil
 	}
-	if prop.SchemaVersion != events.ProposalSchemaVersion {
+	if !events.ProposalSchemaAccepted(prop.SchemaVersion) {
 		p.m.rejected.WithLabelValues(prop.Kind, string(events.CodeSchemaInvalid)).Inc()
 		return []*message.Message{p.rejection(prop, events.CodeSchemaInvalid, events.OldSchemaVersionReason(prop.SchemaVersion),
 			map[string]any{"schemaVersion": prop.SchemaVersion, "want": events.ProposalSchemaVersion})}, nil
@@ -284,9 +284,18 @@ func (p *Processor) Handle(msg *message.Message) ([]*message.Message, error) {
 	return out, nil
 }
 
-// verify checks the proposal's attested trail against its kind's configured route.
+// verify checks the proposal's attested trail against its kind's configured route (for the
+// narrator emitter, as the schema gate attested it, the narrator's route of it: safety, no
+// replay; a forged emitter fails the schema hop's signature).
 func (p *Processor) verify(prop *events.Proposal) *attest.Refusal {
-	want, err := p.d.Routes.For(prop.Kind)
+	emitter := ""
+	for _, h := range prop.Route.Trail {
+		if h.Gate == route.Schema && h.Outcome == events.OutcomePassed {
+			emitter = h.Emitter
+			break
+		}
+	}
+	want, err := p.d.Routes.ForEmitter(emitter, prop.Kind)
 	if err != nil {
 		return &attest.Refusal{Reason: err.Error()}
 	}

@@ -87,7 +87,7 @@ func (c *chain) handler(g Gate) message.HandlerFunc {
 			}
 		}
 		switch {
-		case p.SchemaVersion != events.ProposalSchemaVersion && p.SchemaVersion != "":
+		case !events.ProposalSchemaAccepted(p.SchemaVersion) && p.SchemaVersion != "":
 			d = Reject(events.CodeSchemaInvalid, events.OldSchemaVersionReason(p.SchemaVersion), map[string]any{"schemaVersion": p.SchemaVersion, "want": events.ProposalSchemaVersion})
 		case len(p.Route.Pending) == 0 || p.Route.Pending[0] != name:
 			next := "none"

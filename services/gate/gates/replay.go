@@ -28,6 +28,11 @@ func newReplay(d Deps) (Gate, error) {
 func (*replay) Name() string { return route.Replay }
 
 func (g *replay) Check(_ context.Context, p *events.Proposal) (Decision, error) {
+	if narrated(p) {
+		return Reject(events.CodeRouteInvalid,
+			"A narrator's proposal was routed to the replay gate: a person or an outside agent wrote it, there is nothing to regenerate, so its route leaves replay out.",
+			map[string]any{"emitter": events.EmitterNarrator}), nil
+	}
 	missing := replayProblems(p, g.templates)
 	if len(missing) == 0 {
 		return Pass(), nil
@@ -96,4 +101,15 @@ func replayProblems(p *events.Proposal, templates TemplateLookup) []string {
 		out = append(out, "provenance.tokens are not recorded")
 	}
 	return out
+}
+
+// narrated reports whether the narrator emitter proposed p: the schema gate's hop says so (it
+// read the emitter from the subject), or the proposal's provenance does.
+func narrated(p *events.Proposal) bool {
+	for _, h := range p.Route.Trail {
+		if h.Gate == route.Schema && h.Emitter != "" {
+			return h.Emitter == events.EmitterNarrator
+		}
+	}
+	return p.AgentRole == events.EmitterNarrator || (p.Provenance != nil && p.Provenance.Narrator != nil)
 }

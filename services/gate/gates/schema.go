@@ -47,7 +47,8 @@ func (s *schema) CheckRaw(ctx context.Context, data []byte, p *events.Proposal) 
 	if probs := proposalRules(p); len(probs) > 0 {
 		return schemaRejection(&events.InvalidError{What: "proposal", Problems: probs}), nil
 	}
-	return routeRule(s.routes, p), nil
+	emitter, _ := events.EmitterOf(Subject(ctx))
+	return routeRule(s.routes, emitter, p), nil
 }
 
 // proposalRules are the rules beyond JSON Schema: the payload's struct rules, and that a
@@ -90,13 +91,25 @@ func emitterRule(subject string, p *events.Proposal) (Decision, bool) {
 	return Decision{}, true
 }
 
-// routeRule checks that the proposal, at the schema gate, carries its kind's configured route.
-func routeRule(routes *events.Routes, p *events.Proposal) Decision {
-	want, err := routes.For(p.Kind)
+// routeRule checks that the proposal, at the schema gate, carries its kind's configured route
+// (the narrator's route of it when the narrator emitter proposed it: safety, no replay), and
+// that a narrator's proposal says so in its provenance and carries no model fields, while no
+// other emitter's does.
+func routeRule(routes *events.Routes, emitter string, p *events.Proposal) Decision {
+	if d, ok := narrationRule(emitter, p); !ok {
+		return d
+	}
+	want, err := routes.ForEmitter(emitter, p.Kind)
 	if err != nil {
 		return Reject(events.CodeRouteInvalid, fmt.Sprintf("No route is configured for proposal kind %s.", p.Kind), nil)
 	}
 	if !slices.Equal(p.Route.Pending, want) {
+		if emitter == events.EmitterNarrator {
+			return Reject(events.CodeRouteInvalid,
+				fmt.Sprintf("A narrator's %s proposal must pass %s (its kind's route with safety and without replay: a person wrote it, there is nothing to regenerate), but its route lists %s.",
+					p.Kind, strings.Join(want, " → "), strings.Join(p.Route.Pending, " → ")),
+				map[string]any{"want": want, "got": p.Route.Pending, "emitter": emitter})
+		}
 		return Reject(events.CodeRouteInvalid,
 			fmt.Sprintf("A %s proposal must pass %s, but its route lists %s: fill Route.Pending from the configured route (route.Default().For(kind)).",
 				p.Kind, strings.Join(want, " → "), strings.Join(p.Route.Pending, " → ")),
@@ -196,3 +209,38 @@ var validate = sync.OnceValue(func() *validator.Validate {
 	})
 	return v
 })
+
+// narrationRule: a proposal from the narrator emitter carries provenance.narrator (the client
+// mcp-propose authenticated) and no model fields; no other emitter's carries provenance.narrator.
+func narrationRule(emitter string, p *events.Proposal) (Decision, bool) {
+	pv := p.Provenance
+	if emitter != events.EmitterNarrator {
+		if pv != nil && pv.Narrator != nil {
+			return Reject(events.CodeRouteInvalid, fmt.Sprintf("Only the narrator emitter's proposals carry provenance.narrator; this one came from the %s emitter.", emitter),
+				map[string]any{"emitter": emitter}), false
+		}
+		return Decision{}, true
+	}
+	if pv == nil || pv.Narrator == nil || strings.TrimSpace(pv.Narrator.Client) == "" {
+		return Reject(events.CodeRouteInvalid, "A narrator's proposal must say who wrote it: provenance.narrator with the client mcp-propose authenticated.", nil), false
+	}
+	var model []string
+	for _, f := range []struct {
+		name string
+		set  bool
+	}{
+		{"provider", pv.Provider != ""}, {"model", pv.Model != ""}, {"promptTemplate", pv.PromptTemplate != nil},
+		{"contextHash", pv.ContextHash != ""}, {"toolCalls", len(pv.ToolCalls) > 0}, {"tokens", pv.Tokens != (events.Tokens{})},
+		{"costUsd", pv.CostUSD != 0}, {"temperature", pv.Temperature != 0}, {"seed", pv.Seed != 0}, {"latencyMs", pv.LatencyMs != 0},
+		{"cacheHit", pv.CacheHit}, {"fallback", pv.Fallback != ""}, {"inputRail", pv.InputRail != nil},
+	} {
+		if f.set {
+			model = append(model, f.name)
+		}
+	}
+	if len(model) > 0 {
+		return Reject(events.CodeRouteInvalid, "A narrator's proposal carries no model fields (a person or an outside agent wrote it), but its provenance has "+strings.Join(model, ", ")+".",
+			map[string]any{"fields": model}), false
+	}
+	return Decision{}, true
+}

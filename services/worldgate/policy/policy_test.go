@@ -218,12 +218,21 @@ func TestAIWorkerProposesOnlyOnItsRolesEmitterSubjects(t *testing.T) {
 }
 
 // hops computes, independently of the package, where gate g may forward: the next gate on
-// every route that names it, or proposals.validated after the last.
+// every route that names it (each kind's, and the narrator's for the kinds a narrator may
+// propose), or proposals.validated after the last.
 func hops(g string) []string {
 	r := route.Default()
 	var out []string
+	var routes [][]string
 	for _, k := range r.Kinds() {
 		gates, _ := r.For(k)
+		routes = append(routes, gates)
+		if events.EmitterMay(events.EmitterNarrator, k) {
+			n, _ := r.ForEmitter(events.EmitterNarrator, k)
+			routes = append(routes, n)
+		}
+	}
+	for _, gates := range routes {
 		for i := range gates {
 			if gates[i] != g {
 				continue
@@ -515,4 +524,39 @@ func TestWorkersCannotChangeTheTopology(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "may not change the topology") || !strings.Contains(err.Error(), "$JS.API.STREAM.UPDATE.") {
 		t.Fatalf("gates user changing the topology: %v; want a refusal that names the API and the admin user", err)
 	}
+}
+
+// mcp-propose's user proposes only as the narrator and enqueues only the content-request world
+// events; it reads outcomes; it cannot publish anywhere else: another emitter's subject, a
+// gate's, the validated or committed subjects, an outcome, a move.
+func TestMCPProposePublishesOnlyAsTheNarrator(t *testing.T) {
+	s := startServer(t)
+	nc, js := s.connect(natsauth.MCPPropose)
+	stored(t, js, natsauth.MCPPropose, events.EmitSubject(events.EmitterNarrator), events.StreamProposals)
+	for _, typ := range events.NarratorEventTypes() {
+		stored(t, js, natsauth.MCPPropose, events.Subject(typ), events.StreamWorld)
+	}
+	var others []string
+	for _, e := range events.Emitters() {
+		if e != events.EmitterNarrator {
+			others = append(others, events.EmitSubject(e))
+		}
+	}
+	for _, g := range route.KnownGates() {
+		others = append(others, events.GateSubject(g), events.RejectedSubject(g), events.RetrySubject(g))
+	}
+	refused(t, nc, natsauth.MCPPropose, others...)
+	refused(t, nc, natsauth.MCPPropose, events.SubjectValidated, events.SubjectApproval, events.DecisionsSubject(natsauth.Operator),
+		events.CommittedSubject("NPCDialogueAccepted"), events.SubjectAuditProposals,
+		events.Subject(events.PlayerMoved), events.Subject(events.PlayerMoveRequested),
+		events.OutcomeSubject(events.OutcomeCommitted, "agent:x"), events.OutcomeSubject(events.OutcomeRefused, "agent:x"),
+		"$KV."+natsx.BucketRate+".k", "$KV."+natsx.BucketAICache+".k", "$JS.API.STREAM.PURGE."+events.StreamProposals)
+	// It reads outcomes (its status tool).
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	w, err := events.Watch(ctx, js, events.WatchOptions{FromStart: true})
+	if err != nil {
+		t.Fatalf("mcp-propose watching outcomes: %v", err)
+	}
+	w.Close()
 }

@@ -28,6 +28,8 @@ const (
 	AIWorker       = "ai-worker"
 	EventProcessor = "event-processor"
 	MCPWorld       = "mcp-world"
+	// MCPPropose is mcp-propose, the outside narrators' proposal server (the narrator emitter).
+	MCPPropose = "mcp-propose"
 	// WorldLoader is a process that loads world files (the world-loader emitter).
 	WorldLoader = "world-loader"
 	Edge        = "edge"
@@ -89,7 +91,7 @@ type Role struct {
 }
 
 // Roles returns every role with its permissions: the admin, publisher and operator, then p's
-// workers in order, then mcp-world and edge.
+// workers in order, then mcp-world, edge and mcp-propose.
 func Roles(p Policy) []Role {
 	out := []Role{
 		{Name: Admin, Summary: "provisioning (`worldgate provision`, and `worldgate dev` itself): creates and updates streams, consumers and buckets; everything"},
@@ -101,7 +103,21 @@ func Roles(p Policy) []Role {
 		out = append(out, Role{Name: w.User, Summary: w.Summary, Permissions: w.permissions()})
 	}
 	return append(out, Role{Name: MCPWorld, Summary: "mcp-world: reads the committed log (list-recent-events)", Permissions: mcpWorld()},
-		Role{Name: Edge, Summary: "edge, the HTTP API: publishes world events, reads outcomes", Permissions: edgePerms()})
+		Role{Name: Edge, Summary: "edge, the HTTP API: publishes world events, reads outcomes", Permissions: edgePerms()},
+		Role{Name: MCPPropose, Summary: "mcp-propose, outside narrators' proposals: proposals.emit.narrator, the content-request world events, reads outcomes", Permissions: mcpPropose()})
+}
+
+// mcpPropose: the narrator emitter's proposals, the world events a narrator may enqueue
+// (events.NarratorEventTypes), and outcomes for its status tool (its own ordered consumers on
+// OUTCOMES).
+func mcpPropose() *natsx.Permissions {
+	p := &perms{pub: []string{events.EmitSubject(events.EmitterNarrator)}}
+	for _, t := range events.NarratorEventTypes() {
+		p.pub = append(p.pub, events.Subject(t))
+	}
+	p.inbox(MCPPropose)
+	p.outcomeReader()
+	return p.build()
 }
 
 // Lookup returns the role named name.
