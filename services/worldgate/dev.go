@@ -24,6 +24,7 @@ type devFlags struct {
 	graphPort   int
 	adminPort   int
 	mcpPort     int
+	mcpNoAuth   bool
 	edgePort    int
 	demoOnly    bool
 	jsonOut     bool
@@ -47,7 +48,8 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.IntVar(&f.natsPort, "nats-port", 4222, "NATS port (0 picks a free one)")
 	fs.IntVar(&f.graphPort, "graph-port", 8182, "graphd (Gremlin) port (0 picks a free one)")
 	fs.IntVar(&f.adminPort, "admin-port", 9090, "port of /metrics, /healthz and /readyz for every in-process worker (0 picks a free one)")
-	fs.IntVar(&f.mcpPort, "mcp-port", 8090, "port of the MCP servers (/mcp/world, /mcp/lore, /mcp/classify; 0 picks a free one)")
+	fs.IntVar(&f.mcpPort, "mcp-port", 8090, "port of the MCP servers (/mcp/world, /mcp/lore, /mcp/classify, /mcp/propose; 0 picks a free one)")
+	fs.BoolVar(&f.mcpNoAuth, "mcp-no-auth", false, "serve the MCP servers without tokens, for clients that cannot send one (the conformance suite, scripts/mcp-conformance.sh); local development only")
 	fs.IntVar(&f.edgePort, "edge-port", 8088, "port of edge, the HTTP API and the /play console (0 picks a free one)")
 	fs.BoolVar(&f.demoOnly, "demo-only", false, "run the demo scenario, wait until the pipeline is idle, print a summary and exit")
 	fs.BoolVar(&f.jsonOut, "json", false, "print the demo summary as one JSON line (with -demo-only)")

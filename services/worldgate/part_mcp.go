@@ -71,7 +71,10 @@ func startMCP(ctx context.Context, st *stack) error {
 		_ = ln.Close()
 		return err
 	}
-	auth := mcpx.AuthConfig{JWTSecret: secret, JWKS: mcpx.StaticKeySet{Set: iss.JWKS()}, Issuer: iss.URL()}
+	auth := mcpx.AuthConfig{JWTSecret: secret, JWKS: mcpx.StaticKeySet{Set: iss.JWKS()}, Issuer: iss.URL(), Disabled: st.f.mcpNoAuth}
+	if st.f.mcpNoAuth {
+		st.log.Warn("MCP servers without authentication (-mcp-no-auth): local development only")
+	}
 	common := mcpx.Options{Logger: st.log.With("component", "mcp"), Registerer: st.reg, RateLimit: mcpx.RateLimit{PerSecond: 50, Burst: 100}}
 	opts := func(name string) mcpx.Options {
 		o := common

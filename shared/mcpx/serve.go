@@ -29,14 +29,24 @@ type HTTPOptions struct {
 	Origins *OriginPolicy
 }
 
+// EventStoreBytes bounds the SSE events an HTTP server keeps for resumption (the oldest are
+// dropped first).
+const EventStoreBytes = 4 << 20
+
 // HTTPHandler serves s over Streamable HTTP behind bearer authentication.
 func HTTPHandler(s *mcp.Server, o HTTPOptions) http.Handler {
 	if o.SessionTimeout == 0 {
 		o.SessionTimeout = 10 * time.Minute
 	}
+	// Resumable SSE streams (2025-11-25 transport, SEP-1699): each POST stream starts with a
+	// priming event carrying an event id, and a client that lost the stream resumes it with
+	// Last-Event-ID from the events kept in memory (at most EventStoreBytes per server).
+	events := mcp.NewMemoryEventStore(nil)
+	events.SetMaxBytes(EventStoreBytes)
 	var h http.Handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{
 		SessionTimeout: o.SessionTimeout,
 		Logger:         o.Logger,
+		EventStore:     events,
 	})
 	// Outermost first: Origin (403), then the bearer token (401/403), then
 	// malformed JSON and unknown methods (JSON-RPC errors), then the SDK,

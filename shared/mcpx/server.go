@@ -39,10 +39,14 @@ func NewServer(label, version, instructions string, o Options) (*mcp.Server, err
 	if err != nil {
 		return nil, err
 	}
+	complete := o.Completion
+	if complete == nil {
+		complete = noCompletions
+	}
 	s := mcp.NewServer(&mcp.Implementation{Name: "worldgate-" + label, Version: version}, &mcp.ServerOptions{
 		Instructions:      instructions,
-		Capabilities:      &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}, Logging: &mcp.LoggingCapabilities{}},
-		CompletionHandler: o.Completion,
+		Capabilities:      &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}, Logging: &mcp.LoggingCapabilities{}, Completions: &mcp.CompletionCapabilities{}},
+		CompletionHandler: complete,
 	})
 	Instrument(s, InstrumentOptions{Server: label, Logger: logger, Metrics: m, Limiter: NewRateLimiter(o.RateLimit)})
 	return s, nil
@@ -52,4 +56,11 @@ func NewServer(label, version, instructions string, o Options) (*mcp.Server, err
 func ReadOnly(title string) *mcp.ToolAnnotations {
 	f := false
 	return &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: &f, Title: title}
+}
+
+// noCompletions answers completion/complete on a server without prompts or resource templates
+// (the only things the specification completes): no suggestions, rather than -32601, so every
+// Worldgate server answers the method the same way.
+func noCompletions(context.Context, *mcp.CompleteRequest) (*mcp.CompleteResult, error) {
+	return &mcp.CompleteResult{Completion: mcp.CompletionResultDetails{Values: []string{}}}, nil
 }
