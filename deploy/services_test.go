@@ -49,6 +49,8 @@ var programs = []program{
 		about: "The HTTP API for game servers and browsers: publish envelopes, receive outcomes over SSE or long poll, the /play console. Variables `WORLDGATE_*`; the image listens on `0.0.0.0:8080` and `0.0.0.0:9430` (admin)."},
 	{name: "mcp-classify", envPrefix: "WORLDGATE_MCP_", adminPort: 9403, listenPort: 7403,
 		about: "MCP server of classification and moderation. Variables `WORLDGATE_MCP_*`; the image listens on `0.0.0.0:7403` and `0.0.0.0:9403` (admin)."},
+	{name: "mcp-propose", envPrefix: "WORLDGATE_MCP_", adminPort: 9404, listenPort: 7404,
+		about: "MCP server of outside narrators' proposals (scope `propose`), publishing as NATS user `mcp-propose` ([mcp-propose.md](mcp-propose.md)). Variables `WORLDGATE_MCP_*`; the image listens on `0.0.0.0:7404` and `0.0.0.0:9404` (admin)."},
 }
 
 func programNamed(name string) (program, bool) {
