@@ -69,10 +69,9 @@ fi
 
 applicable=(server-initialize logging-set-level ping completion-complete tools-list server-sse-polling
   server-sse-multiple-streams resources-list dns-rebinding-protection)
-status=0
-for server in world lore classify propose; do
-  url="$base/mcp/$server"
-  passed=0 failed=0 bad=()
+# One server per background job (each scenario is a short node run); results printed in order.
+check_server() { # server
+  local server="$1" url="$base/mcp/$1" passed=0 failed=0 bad=() out total
   for sc in "${applicable[@]}"; do
     out="$("$node_bin" "$suite" server --url "$url" --scenario "$sc" 2>&1 || true)"
     # "Passed: 1/1, 0 failed, 0 warnings"; warnings (recommendations) do not fail a scenario.
@@ -80,14 +79,25 @@ for server in world lore classify propose; do
       passed=$((passed + 1))
     else
       failed=$((failed + 1)); bad+=("$sc")
-      [[ -n "${VERBOSE:-}" ]] && printf '%s\n' "$out" >&2
+      if [[ -n "${VERBOSE:-}" ]]; then printf '%s\n' "$out" >&2; fi
     fi
   done
   printf 'mcp-%-9s applicable scenarios: %d passed, %d failed %s\n' "$server" "$passed" "$failed" "${bad[*]:+(${bad[*]})}"
-  [[ $failed -eq 0 ]] || status=1
   if [[ $all -eq 1 ]]; then
     total="$("$node_bin" "$suite" server --url "$url" --suite all 2>&1 | grep -E '^Total:' || true)"
     printf 'mcp-%-9s whole suite (checks, fixture scenarios included): %s\n' "$server" "${total#Total: }"
   fi
+  [[ $failed -eq 0 ]]
+}
+servers=(world lore classify propose)
+pids=()
+for server in "${servers[@]}"; do
+  check_server "$server" >"$work/$server.result" 2>&1 &
+  pids+=($!)
+done
+status=0
+for i in "${!servers[@]}"; do
+  wait "${pids[$i]}" || status=1
+  cat "$work/${servers[$i]}.result"
 done
 exit $status
