@@ -172,6 +172,44 @@ func TestNarratorProposesThroughMCPPropose(t *testing.T) {
 	if res := call("proposal-status", map[string]any{"id": "not-an-id"}, nil); !res.IsError {
 		t.Error("proposal-status accepted a malformed id")
 	}
+	// A dialogue line and a quest seed, committed through the same gates; a line for an NPC
+	// who is elsewhere is refused by the invariant gate.
+	for _, c := range []struct {
+		tool  string
+		args  map[string]any
+		event string
+	}{
+		{"propose-dialogue-line", map[string]any{"npcId": "npc:brannoch", "playerId": "player:ana", "locationId": "loc:forge-row", "line": "Mind the glass, it remembers heat.", "intent": "greet"}, "NPCDialogueAccepted"},
+		{"propose-quest-seed", map[string]any{"locationId": "loc:forge-row", "title": "The Cracked Kiln", "hook": "A kiln in Forge Row cracked overnight and the guild blames the deep vents.", "objectives": []string{"Inspect the kiln", "Ask Master Brannoch about the vents"}}, "QuestSeeded"},
+	} {
+		var sub submitted
+		if res := call(c.tool, c.args, &sub); res.IsError {
+			t.Fatalf("%s: %v", c.tool, res.GetError())
+		}
+		if st := await(sub.ID); st.Status != "committed" || st.Outcomes[0].EventType != c.event {
+			t.Errorf("%s: %+v", c.tool, st)
+		}
+	}
+	var elsewhere submitted
+	call("propose-dialogue-line", map[string]any{"npcId": "npc:brannoch", "playerId": "player:ana", "locationId": "loc:tavern", "line": "I am not even here."}, &elsewhere)
+	if st := await(elsewhere.ID); st.Status != "refused" || st.Outcomes[0].Gate != "invariant" {
+		t.Errorf("a line for an NPC elsewhere: %+v", st)
+	}
+
+	// An enqueued content request: the quest planner answers it, and the status tool finds
+	// the agent's outcome by the event id.
+	var ev submitted
+	if res := call("enqueue-world-event", map[string]any{"type": "Quest.SeedRequested", "payload": map[string]any{"locationId": "loc:forge-row", "theme": "a missing shipment of glass"}}, &ev); res.IsError || ev.ID == "" {
+		t.Fatalf("enqueue-world-event: %+v %+v", res.GetError(), ev)
+	}
+	st = await(ev.ID)
+	if (st.Status != "committed" && st.Status != "fallback") || len(st.Outcomes) != 1 || st.Outcomes[0].EventType != "QuestSeeded" {
+		t.Fatalf("status of the enqueued quest request: %+v", st)
+	}
+	t.Logf("enqueued: %+v", st)
+	if res := call("enqueue-world-event", map[string]any{"type": "Quest.SeedRequested", "payload": map[string]any{"theme": "no location"}}, nil); !res.IsError {
+		t.Error("a Quest.SeedRequested without locationId was enqueued")
+	}
 	// A world-building or destructive kind has no tool; a world event that moves a player is
 	// refused by the tool (and by the NATS server: TestMCPProposePublishesOnlyAsTheNarrator).
 	res := call("enqueue-world-event", map[string]any{"type": "Player.MoveRequested", "payload": map[string]any{"playerId": "player:ada", "direction": "north"}}, nil)
