@@ -143,8 +143,12 @@ func TestNarratorProposesThroughMCPPropose(t *testing.T) {
 
 	var ok submitted
 	call("propose-ambience", map[string]any{"locationId": "loc:forge-row", "text": "Sparks drift over the anvils as the evening shift begins.", "mood": "busy"}, &ok)
-	if ok.ID == "" || slices.Contains(ok.Route, "replay") || !slices.Contains(ok.Route, "safety") || !strings.HasPrefix(ok.Watch.Actor, "narrator:") {
+	// The narrator is who the token says (its client), never what the arguments say.
+	if ok.ID == "" || slices.Contains(ok.Route, "replay") || !slices.Contains(ok.Route, "safety") || ok.Watch.Actor != "narrator:"+narratorID {
 		t.Fatalf("submitted: %+v", ok)
+	}
+	if res := call("propose-ambience", map[string]any{"locationId": "loc:forge-row", "text": "Quiet.", "mood": "calm", "client": "someone-else"}, nil); !res.IsError {
+		t.Error("a proposal naming its own client in the arguments was accepted")
 	}
 	st := await(ok.ID)
 	if st.Status != "committed" || len(st.Outcomes) != 1 || st.Outcomes[0].EventType != "AmbienceGenerated" || !strings.Contains(st.Outcomes[0].Text, "Sparks drift") {
