@@ -165,6 +165,16 @@ func TestNarratorProposesThroughMCPPropose(t *testing.T) {
 		t.Errorf("gates passed %v, want the narrator's route %v", passed, ok.Route)
 	}
 
+	// worldgate trace shows who wrote it, and no model call.
+	opUser := ep["nats.operator"].(map[string]any)
+	var trOut, trErr bytes.Buffer
+	if err := runTrace(ctx, []string{ok.ID, "-nats-url", ep["nats.url"].(string), "-nats-user", opUser["user"].(string), "-nats-password", opUser["password"].(string)}, &trOut, &trErr); err != nil {
+		t.Fatalf("trace: %v\n%s%s", err, trOut.String(), trErr.String())
+	}
+	if out := trOut.String(); !strings.Contains(out, "written by narrator "+narratorID+" (mcp-propose propose-ambience)") || strings.Contains(out, " · template ") {
+		t.Errorf("trace of the narrator's proposal:\n%s", out)
+	}
+
 	var bad submitted
 	call("propose-ambience", map[string]any{"locationId": "loc:forge-row", "text": `The smiths hum <script>alert(1)</script> as they work.`, "mood": "busy"}, &bad)
 	st = await(bad.ID)

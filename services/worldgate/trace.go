@@ -67,6 +67,8 @@ type TraceProposal struct {
 	Downgraded string `json:"downgraded,omitempty"`
 	// InputRail is what the input rail did with the player's words before any model call.
 	InputRail *events.InputRail `json:"inputRail,omitempty"`
+	// Narrator is the outside narrator who wrote the proposal (mcp-propose; no model call).
+	Narrator *events.Narration `json:"narrator,omitempty"`
 
 	Provider  string        `json:"provider,omitempty"`
 	Model     string        `json:"model,omitempty"`
@@ -424,7 +426,7 @@ func buildJourney(id string, msgs []found) *Journey {
 		tp.OffsetMs = ms(tp.Issued)
 		if pv := p.Provenance; pv != nil {
 			tp.Provider, tp.Model, tp.Tokens, tp.CostUSD, tp.LatencyMs = pv.Provider, pv.Model, pv.Tokens, pv.CostUSD, pv.LatencyMs
-			tp.ToolCalls, tp.CacheHit, tp.Fallback, tp.InputRail = len(pv.ToolCalls), pv.CacheHit, pv.Fallback, pv.InputRail
+			tp.ToolCalls, tp.CacheHit, tp.Fallback, tp.InputRail, tp.Narrator = len(pv.ToolCalls), pv.CacheHit, pv.Fallback, pv.InputRail, pv.Narrator
 			if pv.PromptTemplate != nil {
 				tp.Template = pv.PromptTemplate.ID + "@" + pv.PromptTemplate.Version
 			}
@@ -565,6 +567,9 @@ func printJourney(w io.Writer, j *Journey) error {
 				desc += fmt.Sprintf("; %d %s redacted from %s", rd.Count, rd.Kind, rd.Field)
 			}
 			line(tp.OffsetMs, "", "  input rail: "+desc+" · policy "+r.PolicyVersion)
+		}
+		if n := tp.Narrator; n != nil {
+			line(tp.OffsetMs, "", fmt.Sprintf("  written by narrator %s (%s %s)", n.Client, n.Server, n.Tool))
 		}
 		if tp.Model != "" {
 			cache := ""
