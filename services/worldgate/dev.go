@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -65,6 +66,10 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
 		}
+		return exitError{2}
+	}
+	if f.mcpNoAuth && !isLoopback(f.host) {
+		fmt.Fprintf(stderr, "dev: -mcp-no-auth serves the MCP servers to anyone who can reach them: only with a loopback -host (not %q)\n", f.host)
 		return exitError{2}
 	}
 	// The lock comes before anything in the data directory is opened, the log included.
@@ -177,4 +182,14 @@ func printSummary(w io.Writer, s *Summary, asJSON bool) error {
 	fmt.Fprintf(w, "events %d · proposals %d %v · committed %d · rejected %v · dead letters %d · tokens %d · cost $%.6f · cache hits %d · input rail blocked %d\n",
 		s.Events, s.Proposals, s.ProposalsByKind, s.Committed, s.Rejected, s.DeadLetters, s.Tokens, s.CostUSD, s.CacheHits, s.InputRailBlocked)
 	return nil
+}
+
+// isLoopback reports whether host (an IP address or a name) can be reached from this machine
+// only.
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

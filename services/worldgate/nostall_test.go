@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -288,5 +289,19 @@ func TestStartUpErrorIsAnError(t *testing.T) {
 	_, err = startStack(context.Background(), devFlags{dataDir: t.TempDir(), host: "127.0.0.1", noDemo: true, graphPort: port}, logx.Discard())
 	if err == nil || !strings.Contains(err.Error(), strconv.Itoa(port)) {
 		t.Fatalf("start with the graph port taken: got %v, want an error naming port %d", err, port)
+	}
+}
+
+// MCP servers without tokens are for this machine only.
+func TestMCPNoAuthOnlyOnLoopback(t *testing.T) {
+	var out bytes.Buffer
+	err := runDev(context.Background(), []string{"-data-dir", t.TempDir(), "-host", "0.0.0.0", "-mcp-no-auth"}, &out, &out)
+	if err == nil || !strings.Contains(out.String(), "loopback") {
+		t.Fatalf("-mcp-no-auth on 0.0.0.0: %v\n%s", err, out.String())
+	}
+	for host, want := range map[string]bool{"127.0.0.1": true, "::1": true, "localhost": true, "0.0.0.0": false, "10.0.0.5": false, "example.org": false} {
+		if isLoopback(host) != want {
+			t.Errorf("isLoopback(%q) = %v", host, !want)
+		}
 	}
 }
