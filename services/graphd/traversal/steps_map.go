@@ -629,8 +629,26 @@ func runOrder(ec *execCtx, s *step, in []*trav) ([]*trav, error) {
 }
 
 func runFold(ec *execCtx, s *step, in []*trav) ([]*trav, error) {
+	if len(s.args) == 2 {
+		// fold(seed, operator): reduce the values into the seed.
+		op, ok := s.args[1].(gb.Enum)
+		if !ok || op.Type != gb.TypeOperator || !sideEffectOps[op.Name] {
+			return nil, evalErr("fold(seed, operator) takes an Operator, got %s", describe(s.args[1]))
+		}
+		acc := s.args[0]
+		for _, t := range in {
+			for j := int64(0); j < t.n(); j++ {
+				r, err := foldOperator(op.Name, acc, t.obj)
+				if err != nil {
+					return nil, err
+				}
+				acc = r
+			}
+		}
+		return []*trav{fresh(acc)}, nil
+	}
 	if len(s.args) != 0 {
-		return nil, evalErr("fold(seed, operator) is not supported by graphd")
+		return nil, evalErr("fold() takes no argument or a seed and an operator")
 	}
 	l := make([]any, len(in))
 	for i, t := range in {

@@ -373,3 +373,46 @@ func applyOperator(op string, a, b any) (any, error) {
 	}
 	return arith(op, a, b)
 }
+
+// foldOperator applies an Operator for fold(seed, operator): addAll adds a
+// list's items to a list or a map's entries to a map, assign takes the new
+// value, the others as applyOperator.
+func foldOperator(op string, acc, v any) (any, error) {
+	switch op {
+	case "assign":
+		return v, nil
+	case "addAll":
+		switch a := acc.(type) {
+		case *gb.Map:
+			m, ok := v.(*gb.Map)
+			if !ok {
+				return nil, evalErr("fold(map, Operator.addAll) takes maps, got %s", describe(v))
+			}
+			out := &gb.Map{Entries: append([]gb.MapEntry(nil), a.Entries...)}
+			for _, e := range m.Entries {
+				replaced := false
+				for i := range out.Entries {
+					if equal(out.Entries[i].Key, e.Key) {
+						out.Entries[i].Value, replaced = e.Value, true
+						break
+					}
+				}
+				if !replaced {
+					out.Entries = append(out.Entries, e)
+				}
+			}
+			return out, nil
+		default:
+			l, ok := asList(acc)
+			if !ok {
+				return nil, evalErr("fold(seed, Operator.addAll) needs a list or map seed, got %s", describe(acc))
+			}
+			add, ok := asList(v)
+			if !ok {
+				add = []any{v}
+			}
+			return append(append([]any{}, l...), add...), nil
+		}
+	}
+	return applyOperator(op, acc, v)
+}
