@@ -36,7 +36,8 @@ func NewRoutes(byKind map[string][]string) Routes {
 
 // Validate checks that every kind of the contract has a route, every route names only known
 // gates (each once), starts with the schema gate and ends with the audit gate, and that a
-// destructive kind's route passes the approval gate.
+// destructive kind's route passes the approval gate. With known nil, gate names are not
+// checked: the gate registry (services/gate/gates) checks them where gates run.
 func (r Routes) Validate(known []string) error {
 	var probs []string
 	for _, k := range Kinds() {
@@ -58,7 +59,7 @@ func (r Routes) Validate(known []string) error {
 		seen := map[string]bool{}
 		for _, g := range gates {
 			switch {
-			case !slices.Contains(known, g):
+			case known != nil && !slices.Contains(known, g):
 				probs = append(probs, fmt.Sprintf("kind %s: route names unknown gate %q (known: %s)", kind, g, strings.Join(known, ", ")))
 			case seen[g]:
 				probs = append(probs, fmt.Sprintf("kind %s: route names gate %s twice", kind, g))

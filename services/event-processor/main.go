@@ -23,6 +23,7 @@ import (
 	"github.com/worldgate/worldgate/events"
 	"github.com/worldgate/worldgate/services/event-processor/processor"
 	"github.com/worldgate/worldgate/services/gate/attest"
+	"github.com/worldgate/worldgate/services/gate/gates"
 	"github.com/worldgate/worldgate/services/gate/route"
 	"github.com/worldgate/worldgate/shared/admin"
 	"github.com/worldgate/worldgate/shared/config"
@@ -75,7 +76,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	routes, err := route.Load(*routesFile)
+	routes, err := route.Load(*routesFile, gates.Known()...)
 	if err != nil {
 		return err
 	}

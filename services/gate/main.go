@@ -63,7 +63,7 @@ type flags struct {
 func parse(args []string) (flags, error) {
 	var f flags
 	fs := flag.NewFlagSet("gate", flag.ContinueOnError)
-	fs.StringVar(&f.gates, "gate", "all", "gates to run: comma-separated names ("+strings.Join(route.KnownGates(), ",")+") or all")
+	fs.StringVar(&f.gates, "gate", "all", "gates to run: comma-separated names ("+strings.Join(gates.Known(), ",")+") or all")
 	fs.StringVar(&f.natsURL, "nats-url", "nats://127.0.0.1:4222", "NATS server URL")
 	fs.StringVar(&f.natsUser, "nats-user", "", "NATS user (deploy/nats: gate-<name> for one gate, gates for -gate all)")
 	fs.StringVar(&f.natsPassword, "nats-password", "", "NATS password")
@@ -107,7 +107,7 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
-	routes, err := route.Load(f.routes)
+	routes, err := route.Load(f.routes, gates.Known()...)
 	if err != nil {
 		return err
 	}
@@ -156,7 +156,7 @@ func run(args []string) error {
 		return err
 	}
 	deps := gates.Deps{JetStream: js, Routes: &routes, Signers: signers, Config: cfg, Registerer: reg, Logger: log}
-	if slices.Contains(names, route.Safety) {
+	if slices.Contains(names, gates.Safety) {
 		mc, err := client.New(ctx, client.Config{Servers: []client.ServerConfig{{Name: "classify", URL: f.classifyURL, Token: f.classifyToken}},
 			AllowList: []string{gates.ModerateTool}, Logger: log})
 		if err != nil {
@@ -173,7 +173,7 @@ func run(args []string) error {
 			return nil
 		})
 	}
-	if slices.Contains(names, route.Invariant) {
+	if slices.Contains(names, gates.Invariant) {
 		g, err := graphx.Open(graphx.Settings{ReadOnly: true, URL: f.graphURL, Username: f.graphUser, Password: f.graphPassword})
 		if err != nil {
 			return fmt.Errorf("the invariant gate needs the graph: %w", err)
@@ -182,7 +182,7 @@ func run(args []string) error {
 		deps.Graph = g
 		adm.AddCheck("graph", g.Ping)
 	}
-	if slices.Contains(names, route.Replay) {
+	if slices.Contains(names, gates.Replay) {
 		if f.templates == "" {
 			return errors.New("the replay gate needs -templates: a JSON file mapping \"id@version\" to each prompt template's sha256")
 		}
@@ -213,7 +213,7 @@ func run(args []string) error {
 		defer cancel()
 		_ = adm.Close(sctx)
 	}()
-	if f.approvalExpiry > 0 && slices.Contains(names, route.Approval) {
+	if f.approvalExpiry > 0 && slices.Contains(names, gates.Approval) {
 		go sweepExpired(ctx, js, log)
 	}
 	log.Info("gate starting", "gates", names, "admin", adm.Addr())

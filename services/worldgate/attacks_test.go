@@ -16,6 +16,7 @@ import (
 	"github.com/worldgate/worldgate/events"
 	"github.com/worldgate/worldgate/services/gate/approval"
 	"github.com/worldgate/worldgate/services/gate/attest"
+	"github.com/worldgate/worldgate/services/gate/gates"
 	"github.com/worldgate/worldgate/services/gate/route"
 	"github.com/worldgate/worldgate/shared/logx"
 	"github.com/worldgate/worldgate/shared/natsx"
@@ -223,12 +224,12 @@ func TestAttacksOnTheDevStackAreRefused(t *testing.T) {
 		}
 		for _, id := range []string{p.ProposalID, loc.ProposalID} {
 			r := a.rejectionOf(id, 30*time.Second)
-			if r.Gate != route.Schema || r.Code != events.CodeRouteInvalid || !strings.Contains(r.Reason, "may not propose") {
+			if r.Gate != gates.Schema || r.Code != events.CodeRouteInvalid || !strings.Contains(r.Reason, "may not propose") {
 				t.Errorf("%s: refused by %s %s %q; want the schema gate refusing the emitter", id, r.Gate, r.Code, r.Reason)
 			}
 		}
 		// As the world loader or an operator, or straight to the first gate: the NATS server refuses.
-		for _, subject := range []string{events.EmitSubject(events.EmitterWorldLoader), events.EmitSubject(events.EmitterOperator), events.GateSubject(route.Schema), events.GateSubject(route.Invariant)} {
+		for _, subject := range []string{events.EmitSubject(events.EmitterWorldLoader), events.EmitSubject(events.EmitterOperator), events.GateSubject(gates.Schema), events.GateSubject(gates.Invariant)} {
 			q := proposalOf(t, "attack-lore-"+strings.ReplaceAll(subject, ".", "-"), events.KindLoreFactAdded, "world-loader", op, fmt.Sprintf(hostile, "a2"))
 			if err := publishAs(aiJS, subject, q.ProposalID, mustJSON(t, q)); err == nil {
 				t.Errorf("the ai-worker published a world-building proposal on %s", subject)
@@ -241,7 +242,7 @@ func TestAttacksOnTheDevStackAreRefused(t *testing.T) {
 			t.Fatal(err)
 		}
 		r := a.rejectionOf(honest.ProposalID, 30*time.Second)
-		if r.Gate != route.Safety || r.Code != events.CodeSafetyFlagged || !strings.Contains(r.Reason, "markup") {
+		if r.Gate != gates.Safety || r.Code != events.CodeSafetyFlagged || !strings.Contains(r.Reason, "markup") {
 			t.Errorf("operator's hostile lore: refused by %s %s %q; want safety refusing the markup", r.Gate, r.Code, r.Reason)
 		}
 	})
@@ -263,7 +264,7 @@ func TestAttacksOnTheDevStackAreRefused(t *testing.T) {
 		// The invariant gate's copy, as it arrived there (schema hop signed), forwarded with its
 		// own signed hop straight to audit: the invariant gate holds its own key.
 		var arrived *events.Proposal
-		a.each(events.StreamProposals, events.GateSubject(route.Invariant), func(m jetstream.Msg) {
+		a.each(events.StreamProposals, events.GateSubject(gates.Invariant), func(m jetstream.Msg) {
 			var q events.Proposal
 			if json.Unmarshal(m.Data(), &q) == nil && q.ProposalID == p.ProposalID {
 				arrived = &q
@@ -272,21 +273,21 @@ func TestAttacksOnTheDevStackAreRefused(t *testing.T) {
 		if arrived == nil {
 			t.Fatal("the removal never reached the invariant gate")
 		}
-		signer, err := attest.LoadSigner(filepath.Join(dir, "keys"), route.Invariant)
+		signer, err := attest.LoadSigner(filepath.Join(dir, "keys"), gates.Invariant)
 		if err != nil {
 			t.Fatal(err)
 		}
-		arrived.Route.Trail = append(arrived.Route.Trail, events.Hop{Gate: route.Invariant, Outcome: events.OutcomePassed, At: time.Now().UTC()})
+		arrived.Route.Trail = append(arrived.Route.Trail, events.Hop{Gate: gates.Invariant, Outcome: events.OutcomePassed, At: time.Now().UTC()})
 		if err := signer.SignLast(arrived); err != nil {
 			t.Fatal(err)
 		}
-		arrived.Route.Pending = []string{route.Audit}
-		_, invJS := a.as(natsauth.GateRole(route.Invariant))
-		if err := publishAs(invJS, events.GateSubject(route.Audit), "forged-"+p.ProposalID, mustJSON(t, arrived)); err != nil {
+		arrived.Route.Pending = []string{gates.Audit}
+		_, invJS := a.as(natsauth.GateRole(gates.Invariant))
+		if err := publishAs(invJS, events.GateSubject(gates.Audit), "forged-"+p.ProposalID, mustJSON(t, arrived)); err != nil {
 			t.Fatalf("the invariant gate may publish to audit (world-building routes): %v", err)
 		}
 		r := a.rejectionOf(p.ProposalID, 30*time.Second)
-		if r.Gate != "processor" || r.Code != events.CodeAttestationInvalid || r.Details["hop"] != route.Approval {
+		if r.Gate != "processor" || r.Code != events.CodeAttestationInvalid || r.Details["hop"] != gates.Approval {
 			t.Fatalf("forged removal: %s %s hop=%v %q; want the event-processor naming the approval hop", r.Gate, r.Code, r.Details["hop"], r.Reason)
 		}
 		for _, e := range a.committed() {
@@ -299,21 +300,21 @@ func TestAttacksOnTheDevStackAreRefused(t *testing.T) {
 	t.Run("a compromised schema gate skips safety", func(t *testing.T) {
 		p := proposalOf(t, "attack-ambience-skip", events.KindAmbience, "ambience", events.Actor{Kind: "player", ID: "player:ana"},
 			`{"locationId":"loc:ash-gate","text":"<script>alert('pwned')</script> Ash falls.","mood":"grim"}`)
-		signer, err := attest.LoadSigner(filepath.Join(dir, "keys"), route.Schema)
+		signer, err := attest.LoadSigner(filepath.Join(dir, "keys"), gates.Schema)
 		if err != nil {
 			t.Fatal(err)
 		}
-		p.Route.Trail = []events.Hop{{Gate: route.Schema, Outcome: events.OutcomePassed, At: time.Now().UTC(), Emitter: events.EmitterAmbience}}
+		p.Route.Trail = []events.Hop{{Gate: gates.Schema, Outcome: events.OutcomePassed, At: time.Now().UTC(), Emitter: events.EmitterAmbience}}
 		if err := signer.SignLast(p); err != nil {
 			t.Fatal(err)
 		}
-		p.Route.Pending = []string{route.Invariant, route.Audit}
-		_, schemaJS := a.as(natsauth.GateRole(route.Schema))
-		if err := publishAs(schemaJS, events.GateSubject(route.Invariant), "forged-"+p.ProposalID, mustJSON(t, p)); err != nil {
+		p.Route.Pending = []string{gates.Invariant, gates.Audit}
+		_, schemaJS := a.as(natsauth.GateRole(gates.Schema))
+		if err := publishAs(schemaJS, events.GateSubject(gates.Invariant), "forged-"+p.ProposalID, mustJSON(t, p)); err != nil {
 			t.Fatalf("the schema gate may publish to invariant (player_moved's route): %v", err)
 		}
 		r := a.rejectionOf(p.ProposalID, 30*time.Second)
-		if r.Gate != "processor" || r.Code != events.CodeAttestationInvalid || r.Details["hop"] != route.Safety {
+		if r.Gate != "processor" || r.Code != events.CodeAttestationInvalid || r.Details["hop"] != gates.Safety {
 			t.Fatalf("unmoderated ambience: %s %s hop=%v %q; want the event-processor naming the safety hop", r.Gate, r.Code, r.Details["hop"], r.Reason)
 		}
 	})
@@ -368,7 +369,7 @@ func TestAttacksOnTheDevStackAreRefused(t *testing.T) {
 		publishEnv(t, away, away.IdempotencyKey)
 		natstest.WaitFor(t, 60*time.Second, "the invariant gate refusing the dialogue", func() bool {
 			return len(a.rejections(func(r *events.Rejection) bool {
-				return r.CorrelationID == away.CorrelationID && r.Gate == route.Invariant && strings.Contains(r.Reason, "npc:oren is at loc:tavern, not at loc:ash-gate")
+				return r.CorrelationID == away.CorrelationID && r.Gate == gates.Invariant && strings.Contains(r.Reason, "npc:oren is at loc:tavern, not at loc:ash-gate")
 			})) > 0
 		})
 	})
@@ -387,7 +388,7 @@ func TestAttacksOnTheDevStackAreRefused(t *testing.T) {
 		deadline := time.Now().Add(60 * time.Second)
 		for {
 			limited := a.rejections(func(r *events.Rejection) bool {
-				return slices.Contains(corr, r.CorrelationID) && r.Gate == route.Rate && r.Code == events.CodeRateLimited && strings.Contains(strings.ToLower(r.Reason), "player:cass")
+				return slices.Contains(corr, r.CorrelationID) && r.Gate == gates.Rate && r.Code == events.CodeRateLimited && strings.Contains(strings.ToLower(r.Reason), "player:cass")
 			})
 			if len(limited) > 0 {
 				break
@@ -444,14 +445,14 @@ func TestAttacksOnTheDevStackAreRefused(t *testing.T) {
 		for _, o := range ends {
 			t.Logf("conversation %s: %s %s %+v", o.CorrelationID, o.Kind, o.FallbackReason, o.Refusal)
 			stopped := o.Kind == events.OutcomeFallback ||
-				(o.Kind == events.OutcomeRefused && o.Refusal != nil && (o.Refusal.Gate == route.Safety || o.Refusal.Gate == route.Dedup))
+				(o.Kind == events.OutcomeRefused && o.Refusal != nil && (o.Refusal.Gate == gates.Safety || o.Refusal.Gate == gates.Dedup))
 			if !stopped {
 				t.Errorf("conversation %s ended %s with nothing refusing the hostile line: %+v", o.CorrelationID, o.Kind, o)
 			}
 		}
 		if !slices.ContainsFunc(ends, func(o *events.Outcome) bool {
 			return (o.Kind == events.OutcomeFallback && strings.Contains(o.FallbackReason, "markup_injection")) ||
-				(o.Kind == events.OutcomeRefused && o.Refusal != nil && o.Refusal.Gate == route.Safety && strings.Contains(o.Refusal.Reason, "markup"))
+				(o.Kind == events.OutcomeRefused && o.Refusal != nil && o.Refusal.Gate == gates.Safety && strings.Contains(o.Refusal.Reason, "markup"))
 		}) {
 			t.Errorf("neither the input rail nor the safety gate named the markup in any of these conversations")
 		}

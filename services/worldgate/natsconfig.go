@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/worldgate/worldgate/services/gate/gates"
 	"github.com/worldgate/worldgate/services/gate/route"
 	"github.com/worldgate/worldgate/services/worldgate/policy"
 	"github.com/worldgate/worldgate/shared/logx"
@@ -32,7 +33,7 @@ func runNATSConfig(_ context.Context, args []string, stdout, stderr io.Writer) e
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	routes, err := route.Load(*routesFile)
+	routes, err := route.Load(*routesFile, gates.Known()...)
 	if err != nil {
 		return err
 	}

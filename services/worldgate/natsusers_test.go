@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/worldgate/worldgate/events"
+	"github.com/worldgate/worldgate/services/gate/gates"
 	"github.com/worldgate/worldgate/services/gate/route"
 	"github.com/worldgate/worldgate/services/worldgate/policy"
 	"github.com/worldgate/worldgate/shared/logx"
@@ -57,7 +58,7 @@ func TestDevPipelineRunsUnderPerRoleNATSUsers(t *testing.T) {
 		users = append(users, c.AuthorizedUser)
 	}
 	want := []string{natsauth.Admin, natsauth.Operator, natsauth.AIWorker, natsauth.EventProcessor, natsauth.MCPWorld}
-	for _, g := range route.KnownGates() {
+	for _, g := range gates.Known() {
 		want = append(want, natsauth.GateRole(g)) // each gate its own user
 	}
 	for _, role := range want {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -108,7 +109,7 @@ func (templateLookup) Lookup(id, version string) (string, bool) {
 // gateKeys are the gates' signing keys and the keyring that accepts them, kept in
 // <data-dir>/keys (generated on first start; docs/attestation.md).
 func (st *stack) gateKeys() (map[string]*attest.Signer, *attest.Keyring, error) {
-	return attest.Ensure(filepath.Join(st.f.dataDir, "keys"), route.KnownGates())
+	return attest.Ensure(filepath.Join(st.f.dataDir, "keys"), gates.Known())
 }
 
 // startGates runs each gate as its own worker on its own NATS user (gate-<name>), with its own
@@ -128,25 +129,27 @@ func startGates(ctx context.Context, st *stack) error {
 	cfg := gates.DefaultConfig()
 	cfg.Rate.Window = 10 * time.Second
 	cfg.Rate.Budgets[events.KindNPCDialogue] = gates.Budget{ActorCount: 4, ActorCostUSD: 0.05, GlobalCount: 600, GlobalCostUSD: 5}
-	for _, g := range route.KnownGates() {
-		nc, js, err := st.connectAs(natsauth.GateRole(g))
+	// Production's layout: each gate its own process, NATS user and signing key.
+	for _, proc := range gates.OneProcessPerGate() {
+		name := proc.User()
+		nc, js, err := st.connectAs(name)
 		if err != nil {
 			return err
 		}
-		app, err := runtime.New(runtime.Options{Name: "gate", Description: "the " + g + " gate", Conn: nc, JetStream: js,
-			Registerer: st.reg, Logger: st.log.With("worker", "gate-"+g)})
+		app, err := runtime.New(runtime.Options{Name: "gate", Description: "gates " + strings.Join(proc.Gates, ", "), Conn: nc, JetStream: js,
+			Registerer: st.reg, Logger: st.log.With("worker", name)})
 		if err != nil {
 			return err
 		}
-		st.admin.AddCheck("gate-"+g, app.Ready)
+		st.admin.AddCheck(name, app.Ready)
 		err = gates.Register(app, gates.Deps{
 			JetStream: js, Classify: classify, Graph: st.graphRO, Templates: templateLookup{}, Config: cfg,
-			Signers: signers, Registerer: st.reg, Logger: st.log.With("worker", "gate-"+g),
-		}, []string{g})
+			Signers: signers, Registerer: st.reg, Logger: st.log.With("worker", name),
+		}, proc.Gates)
 		if err != nil {
 			return err
 		}
-		st.goRun("gate-"+g, app.Run)
+		st.goRun(name, app.Run)
 	}
 	return nil
 }

@@ -20,6 +20,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/worldgate/worldgate/events"
+	"github.com/worldgate/worldgate/services/gate/gates"
 	"github.com/worldgate/worldgate/services/gate/route"
 	"github.com/worldgate/worldgate/shared/logx"
 	"github.com/worldgate/worldgate/shared/natsx/natsauth"
@@ -158,10 +159,10 @@ func TestTraceRebuildsCommittedAndRejectedJourneys(t *testing.T) {
 				t.Fatalf("proposal %d %+v: want attempt %d, refused", i, p, i)
 			}
 			r := p.Rejections[len(p.Rejections)-1]
-			if r.Gate != route.Invariant || r.Code != string(events.CodeInvariantViolation) || !strings.Contains(r.Reason, "npc:ghost") {
+			if r.Gate != gates.Invariant || r.Code != string(events.CodeInvariantViolation) || !strings.Contains(r.Reason, "npc:ghost") {
 				t.Errorf("proposal %d refused by %+v: want the invariant gate naming npc:ghost", i, r)
 			}
-			if d := p.Decisions[len(p.Decisions)-1]; d.Gate != route.Invariant || d.Outcome != events.OutcomeRejected || d.Code != r.Code {
+			if d := p.Decisions[len(p.Decisions)-1]; d.Gate != gates.Invariant || d.Outcome != events.OutcomeRejected || d.Code != r.Code {
 				t.Errorf("proposal %d's last decision %+v: want the invariant gate's refusal", i, d)
 			}
 			if i > 0 && (p.FollowsUp != j.Proposals[i-1].ProposalID || p.OffsetMs < j.Proposals[i-1].Rejections[0].OffsetMs) {
@@ -317,17 +318,17 @@ func TestBuildJourneyReadsRetriesCommitConflictsAndHolds(t *testing.T) {
 		}
 		return found{stream: stream, subject: subject, at: at(ms), data: b}
 	}
-	rateRefusal := hop(route.Rate, events.OutcomeRejected, string(events.CodeRateLimited), 20)
-	retried := prop("p-retry", hop(route.Schema, events.OutcomePassed, "", 10), rateRefusal,
-		hop(route.Rate, events.OutcomePassed, "", 1020), hop(route.Audit, events.OutcomePassed, "", 1030))
-	conflict := prop("p-conflict", hop(route.Schema, events.OutcomePassed, "", 12), hop(route.Audit, events.OutcomePassed, "", 14))
-	held := prop("p-held", hop(route.Approval, events.OutcomeHeld, "", 16))
+	rateRefusal := hop(gates.Rate, events.OutcomeRejected, string(events.CodeRateLimited), 20)
+	retried := prop("p-retry", hop(gates.Schema, events.OutcomePassed, "", 10), rateRefusal,
+		hop(gates.Rate, events.OutcomePassed, "", 1020), hop(gates.Audit, events.OutcomePassed, "", 1030))
+	conflict := prop("p-conflict", hop(gates.Schema, events.OutcomePassed, "", 12), hop(gates.Audit, events.OutcomePassed, "", 14))
+	held := prop("p-held", hop(gates.Approval, events.OutcomeHeld, "", 16))
 	j := buildJourney("c", []found{
 		msg(events.StreamWorld, "world.events.player.moved", 0, events.Envelope{EventID: "e", Type: events.PlayerMoved, CorrelationID: "c"}),
-		msg(events.StreamProposals, events.GateSubject(route.Schema), 5, prop("p-retry")),
-		msg(events.StreamProposals, events.RejectedSubject(route.Rate), 21, events.Rejection{ProposalID: "p-retry", Gate: route.Rate,
+		msg(events.StreamProposals, events.GateSubject(gates.Schema), 5, prop("p-retry")),
+		msg(events.StreamProposals, events.RejectedSubject(gates.Rate), 21, events.Rejection{ProposalID: "p-retry", Gate: gates.Rate,
 			Code: events.CodeRateLimited, Reason: "over budget", Transient: true, RetryAfter: 1, RejectedUTC: at(20),
-			Proposal: prop("p-retry", hop(route.Schema, events.OutcomePassed, "", 10), rateRefusal)}),
+			Proposal: prop("p-retry", hop(gates.Schema, events.OutcomePassed, "", 10), rateRefusal)}),
 		msg(events.StreamProposals, events.SubjectValidated, 1031, retried),
 		msg(events.StreamCommitted, "world.committed.ambiencegenerated", 1040, events.DomainEvent{EventID: "d", Type: "AmbienceGenerated",
 			ProposalID: "p-retry", CommittedUTC: at(1040)}),

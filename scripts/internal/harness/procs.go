@@ -23,7 +23,7 @@ import (
 
 	"github.com/worldgate/worldgate/services/ai-worker/templates"
 	"github.com/worldgate/worldgate/services/gate/attest"
-	"github.com/worldgate/worldgate/services/gate/route"
+	"github.com/worldgate/worldgate/services/gate/gates"
 	"github.com/worldgate/worldgate/shared/mcpx"
 	"github.com/worldgate/worldgate/shared/natsx"
 )
@@ -262,7 +262,7 @@ func StartProcs(ctx context.Context, o ProcsOptions) (ps *Procs, err error) {
 		return nil, err
 	}
 	keysDir := filepath.Join(o.DataDir, "keys") // the gates' signing keys and the processor's keyring
-	if _, _, err := attest.Ensure(keysDir, route.KnownGates()); err != nil {
+	if _, _, err := attest.Ensure(keysDir, gates.Known()); err != nil {
 		return nil, err
 	}
 	tmplFile := filepath.Join(o.DataDir, "templates.json")
@@ -301,8 +301,8 @@ func StartProcs(ctx context.Context, o ProcsOptions) (ps *Procs, err error) {
 	gateSets := [][]string{{"all"}}
 	if o.Split {
 		gateSets = nil
-		for _, g := range route.KnownGates() {
-			gateSets = append(gateSets, []string{g})
+		for _, proc := range gates.OneProcessPerGate() {
+			gateSets = append(gateSets, proc.Gates)
 		}
 	}
 	for _, set := range gateSets {

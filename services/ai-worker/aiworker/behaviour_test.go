@@ -10,7 +10,7 @@ import (
 	"github.com/worldgate/worldgate/services/ai-worker/agent"
 	"github.com/worldgate/worldgate/services/ai-worker/roles"
 	"github.com/worldgate/worldgate/services/ai-worker/scripted"
-	"github.com/worldgate/worldgate/services/gate/route"
+	"github.com/worldgate/worldgate/services/gate/gates"
 	"github.com/worldgate/worldgate/shared/llm"
 )
 
@@ -145,7 +145,7 @@ func TestRejectionsRepromptThenFallBackAndTransientRetries(t *testing.T) {
 	env := s.publish(events.PlayerSpokeToNPC, spoke)
 	p0 := s.waitProposals(schemaSubject, 1)[0].p
 
-	s.reject(p0, route.Safety, events.CodeSafetyFlagged, false, 0)
+	s.reject(p0, gates.Safety, events.CodeSafetyFlagged, false, 0)
 	p1 := s.waitProposals(schemaSubject, 2)[1].p
 	if p1.Attempt != 1 || p1.ProposalID != agent.ProposalID(roles.NPCDialogue, env.EventID, 1) || p1.Provenance.Fallback != "" || p1.CausationID != env.EventID {
 		t.Fatalf("first reprompt: attempt %d id %s fallback %q", p1.Attempt, p1.ProposalID, p1.Provenance.Fallback)
@@ -155,13 +155,13 @@ func TestRejectionsRepromptThenFallBackAndTransientRetries(t *testing.T) {
 		t.Fatal("the reprompt was served the refused answer from the cache")
 	}
 
-	s.reject(p1, route.Invariant, events.CodeInvariantViolation, false, 0)
+	s.reject(p1, gates.Invariant, events.CodeInvariantViolation, false, 0)
 	p2 := s.waitProposals(schemaSubject, 3)[2].p
 	if p2.Attempt != 2 || p2.ProposalID != agent.ProposalID(roles.NPCDialogue, env.EventID, 2) || p2.Provenance.Fallback != "" {
 		t.Fatalf("second reprompt: attempt %d id %s fallback %q", p2.Attempt, p2.ProposalID, p2.Provenance.Fallback)
 	}
 
-	s.reject(p2, route.Dedup, events.CodeDuplicate, false, 0)
+	s.reject(p2, gates.Dedup, events.CodeDuplicate, false, 0)
 	p3 := s.waitProposals(schemaSubject, 4)[3].p
 	if p3.Attempt != 3 || p3.Provenance.Provider != "fallback" || !strings.Contains(p3.Provenance.Fallback, "refused after 2 reprompts") {
 		t.Fatalf("after two reprompts: attempt %d provenance %+v", p3.Attempt, p3.Provenance)
@@ -175,7 +175,7 @@ func TestRejectionsRepromptThenFallBackAndTransientRetries(t *testing.T) {
 	}
 
 	// The fallback refused as well: abandoned, nothing more proposed.
-	s.reject(p3, route.Safety, events.CodeSafetyFlagged, false, 0)
+	s.reject(p3, gates.Safety, events.CodeSafetyFlagged, false, 0)
 	natstest_WaitSettledOn(t, s, events.StreamProposals, "ai-rejections")
 	if n := len(s.proposals(schemaSubject)); n != 4 {
 		t.Fatalf("%d proposals after the fallback was refused, want 4", n)
@@ -183,13 +183,13 @@ func TestRejectionsRepromptThenFallBackAndTransientRetries(t *testing.T) {
 
 	// Transient: the rate gate asks to come back in one second; the proposal goes back on the
 	// gate's retry subject.
-	rateSubject := events.RetrySubject(route.Rate)
-	rej := s.reject(p0, route.Rate, events.CodeRateLimited, true, 1)
+	rateSubject := events.RetrySubject(gates.Rate)
+	rej := s.reject(p0, gates.Rate, events.CodeRateLimited, true, 1)
 	again := s.waitProposals(rateSubject, 1)[0]
 	if again.p.ProposalID != p0.ProposalID || string(again.p.Payload) != string(p0.Payload) || again.p.Attempt != 0 {
 		t.Fatalf("transient retry sent %s attempt %d", again.p.ProposalID, again.p.Attempt)
 	}
-	if want := []string{route.Rate, route.Audit}; strings.Join(again.p.Route.Pending, ",") != strings.Join(want, ",") {
+	if want := []string{gates.Rate, gates.Audit}; strings.Join(again.p.Route.Pending, ",") != strings.Join(want, ",") {
 		t.Fatalf("retry route %v, want to resume at the rate gate %v", again.p.Route.Pending, want)
 	}
 	if early := rej.RejectedUTC.Add(time.Second).Sub(again.stored); early > 5*time.Millisecond {

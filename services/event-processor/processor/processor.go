@@ -29,6 +29,7 @@ import (
 	"github.com/worldgate/worldgate/events"
 	"github.com/worldgate/worldgate/services/event-processor/apply"
 	"github.com/worldgate/worldgate/services/gate/attest"
+	"github.com/worldgate/worldgate/services/gate/gates"
 	"github.com/worldgate/worldgate/services/gate/route"
 	"github.com/worldgate/worldgate/shared/graphx"
 	"github.com/worldgate/worldgate/shared/logx"
@@ -109,7 +110,7 @@ func New(d Deps) (*Processor, error) {
 	if d.Routes == nil {
 		r := route.Default()
 		d.Routes = &r
-	} else if err := d.Routes.Validate(route.KnownGates()); err != nil {
+	} else if err := d.Routes.Validate(gates.Known()); err != nil {
 		return nil, err
 	}
 	if d.MaxInFlight <= 0 {
@@ -290,7 +291,7 @@ func (p *Processor) Handle(msg *message.Message) ([]*message.Message, error) {
 func (p *Processor) verify(prop *events.Proposal) *attest.Refusal {
 	emitter := ""
 	for _, h := range prop.Route.Trail {
-		if h.Gate == route.Schema && h.Outcome == events.OutcomePassed {
+		if h.Gate == gates.Schema && h.Outcome == events.OutcomePassed {
 			emitter = h.Emitter
 			break
 		}
@@ -299,7 +300,7 @@ func (p *Processor) verify(prop *events.Proposal) *attest.Refusal {
 	if err != nil {
 		return &attest.Refusal{Reason: err.Error()}
 	}
-	err = p.d.Keyring.Verify(prop, want, route.Approval, route.Schema)
+	err = p.d.Keyring.Verify(prop, want, gates.Approval, gates.Schema)
 	if err == nil {
 		return nil
 	}

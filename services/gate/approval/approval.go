@@ -417,14 +417,14 @@ func (s *Store) publish(ctx context.Context, r Record) error {
 	var err error
 	switch r.Status {
 	case StatusApproved:
-		slip.Record(&p, Gate, events.OutcomeApproved, "", at, waited, true)
+		slip.Record(&p, slip.Hop{Gate: Gate, Outcome: events.OutcomeApproved, At: at, Took: waited})
 		p.Route.Trail[len(p.Route.Trail)-1].Approver = r.DecidedBy
 		if err := s.sign(&p); err != nil {
 			return err
 		}
 		m, err = slip.Forward(&p, Gate)
 	case StatusRejected:
-		slip.Record(&p, Gate, events.OutcomeRejected, events.CodeApprovalDenied, at, waited, true)
+		slip.Record(&p, slip.Hop{Gate: Gate, Outcome: events.OutcomeRejected, Code: events.CodeApprovalDenied, At: at, Took: waited})
 		p.Route.Trail[len(p.Route.Trail)-1].Approver = r.DecidedBy
 		if err := s.sign(&p); err != nil {
 			return err
@@ -433,7 +433,7 @@ func (s *Store) publish(ctx context.Context, r Record) error {
 			Reason:  fmt.Sprintf("%s rejected this %s proposal: %s", r.DecidedBy, p.Kind, r.Reason),
 			Details: map[string]any{"decidedBy": r.DecidedBy, "reason": r.Reason}}, at))
 	case StatusExpired:
-		slip.Record(&p, Gate, events.OutcomeRejected, events.CodeApprovalExpired, at, waited, true)
+		slip.Record(&p, slip.Hop{Gate: Gate, Outcome: events.OutcomeRejected, Code: events.CodeApprovalExpired, At: at, Took: waited})
 		if err := s.sign(&p); err != nil {
 			return err
 		}

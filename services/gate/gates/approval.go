@@ -12,8 +12,9 @@ import (
 
 	"github.com/worldgate/worldgate/events"
 	"github.com/worldgate/worldgate/services/gate/approval"
-	"github.com/worldgate/worldgate/services/gate/route"
 	"github.com/worldgate/worldgate/shared/logx"
+	"github.com/worldgate/worldgate/shared/natsx"
+	"github.com/worldgate/worldgate/shared/natsx/natsauth"
 	"github.com/worldgate/worldgate/shared/runtime"
 )
 
@@ -21,13 +22,35 @@ import (
 // (events.SubjectDecisions), and the stage of their dead letters.
 const DecisionsDurable = "gate-approval-decisions"
 
-// approvalGate holds destructive proposals (requiresApproval) in the approvals bucket until a
+// approvals holds destructive proposals (requiresApproval) in the approvals bucket until a
 // person decides with `worldgate proposals approve|reject` (package approval); the input is
 // acknowledged once the proposal is stored, and a notice goes to proposals.approval. A proposal
 // that does not require approval passes.
-type approvalGate struct {
+type approvals struct {
 	store  *approval.Store
 	expiry time.Duration
+}
+
+// Approval is the approval gate's name.
+const Approval = events.GateApproval
+
+// approvalGate declares the approval gate (see Spec).
+var approvalGate = Spec{
+	Name: Approval, New: newApproval,
+	Summary: "destructive kinds wait for a person (`worldgate proposals approve|reject`)",
+	// Held proposals; the expiry lists them (Watch).
+	Buckets: []natsauth.Bucket{{Name: natsx.BucketApprovals, Watch: true}},
+	// The notice that a proposal waits.
+	Publish: []string{events.SubjectApproval},
+	// People's decisions, published by operators on proposals.decisions.<operator>.
+	Consumers: []Consumer{{
+		Durable: DecisionsDurable, Subjects: []string{events.SubjectDecisionsAll, events.SubjectDecisions},
+		Handler: func(g Gate, d Deps) (message.HandlerFunc, error) {
+			a := g.(*approvals)
+			a.store = a.store.WithSigner(d.Signers[Approval])
+			return a.decisions(d.Logger), nil
+		},
+	}},
 }
 
 func newApproval(d Deps) (Gate, error) {
@@ -40,12 +63,12 @@ func newApproval(d Deps) (Gate, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &approvalGate{store: store.WithClock(d.Now), expiry: d.Config.Approval.Expiry}, nil
+	return &approvals{store: store.WithClock(d.Now), expiry: d.Config.Approval.Expiry}, nil
 }
 
-func (*approvalGate) Name() string { return route.Approval }
+func (*approvals) Name() string { return Approval }
 
-func (g *approvalGate) Check(_ context.Context, p *events.Proposal) (Decision, error) {
+func (g *approvals) Check(_ context.Context, p *events.Proposal) (Decision, error) {
 	info, _ := events.LookupKind(p.Kind)
 	if !p.RequiresApproval && !info.Destructive {
 		return Pass(), nil
@@ -54,7 +77,7 @@ func (g *approvalGate) Check(_ context.Context, p *events.Proposal) (Decision, e
 }
 
 // Hold implements Holder.
-func (g *approvalGate) Hold(ctx context.Context, p *events.Proposal) error {
+func (g *approvals) Hold(ctx context.Context, p *events.Proposal) error {
 	if err := g.store.Hold(ctx, p, g.expiry); err != nil {
 		return fmt.Errorf("approvals store unavailable: %w", err)
 	}
@@ -64,7 +87,7 @@ func (g *approvalGate) Hold(ctx context.Context, p *events.Proposal) error {
 // decisions applies the decisions people publish (approval.Store.Request): the only way a held
 // proposal moves on. A decision that comes too late changes nothing; one that cannot be read,
 // or names no held proposal, is dead-lettered with the reason.
-func (g *approvalGate) decisions(log *slog.Logger) message.HandlerFunc {
+func (g *approvals) decisions(log *slog.Logger) message.HandlerFunc {
 	return func(m *message.Message) ([]*message.Message, error) {
 		var d approval.Decision
 		if err := json.Unmarshal(m.Payload, &d); err != nil {

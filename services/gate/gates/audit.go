@@ -13,7 +13,6 @@ import (
 
 	"github.com/worldgate/worldgate/events"
 	"github.com/worldgate/worldgate/events/provenance"
-	"github.com/worldgate/worldgate/services/gate/route"
 	"github.com/worldgate/worldgate/shared/tracing"
 )
 
@@ -30,6 +29,16 @@ type audit struct {
 	now func() time.Time
 }
 
+// Audit is the audit gate's name.
+const Audit = events.GateAudit
+
+// auditGate declares the audit gate (see Spec).
+var auditGate = Spec{
+	Name: Audit, New: newAudit,
+	Summary: "writes the audit record and waits for its acknowledgement",
+	Publish: []string{events.SubjectAuditProposals},
+}
+
 func newAudit(d Deps) (Gate, error) {
 	if d.JetStream == nil {
 		return nil, errors.New("the audit gate needs JetStream (stream " + events.StreamAudit + ")")
@@ -37,7 +46,7 @@ func newAudit(d Deps) (Gate, error) {
 	return &audit{js: d.JetStream, now: d.Now}, nil
 }
 
-func (*audit) Name() string { return route.Audit }
+func (*audit) Name() string { return Audit }
 
 // AuditRecord is what audit.proposals carries per proposal attempt.
 type AuditRecord struct {

@@ -13,7 +13,6 @@ import (
 
 	"github.com/worldgate/worldgate/events"
 	"github.com/worldgate/worldgate/services/gate/attest"
-	"github.com/worldgate/worldgate/services/gate/route"
 	"github.com/worldgate/worldgate/services/gate/slip"
 	"github.com/worldgate/worldgate/shared/logx"
 	"github.com/worldgate/worldgate/shared/metrics"
@@ -120,7 +119,7 @@ func (c *chain) handler(g Gate) message.HandlerFunc {
 		took := now.Sub(start)
 		var out slip.Message
 		sign := func() error {
-			if name == route.Schema {
+			if name == Schema {
 				p.Route.Trail[len(p.Route.Trail)-1].Emitter, _ = events.EmitterOf(subject)
 			}
 			if err := c.signers[name].SignLast(&p); err != nil {
@@ -130,7 +129,7 @@ func (c *chain) handler(g Gate) message.HandlerFunc {
 		}
 		switch d.Outcome {
 		case Passed:
-			slip.Record(&p, name, events.OutcomePassed, "", now, took, true)
+			slip.Record(&p, slip.Hop{Gate: name, Outcome: events.OutcomePassed, At: now, Took: took})
 			if err := sign(); err != nil {
 				return nil, err
 			}
@@ -140,7 +139,7 @@ func (c *chain) handler(g Gate) message.HandlerFunc {
 			if !ok {
 				return nil, runtime.Permanentf("gate %s held a proposal but cannot hold (a defect in the gate)", name)
 			}
-			slip.Record(&p, name, events.OutcomeHeld, "", now, took, false)
+			slip.Record(&p, slip.Hop{Gate: name, Outcome: events.OutcomeHeld, At: now, Took: took})
 			if err := sign(); err != nil {
 				return nil, err
 			}
@@ -152,7 +151,7 @@ func (c *chain) handler(g Gate) message.HandlerFunc {
 			// mistaken for a duplicate of it.
 			out.Subject, out.ID = events.SubjectApproval, out.ID+":held"
 		default:
-			slip.Record(&p, name, events.OutcomeRejected, d.Code, now, took, true)
+			slip.Record(&p, slip.Hop{Gate: name, Outcome: events.OutcomeRejected, Code: d.Code, At: now, Took: took})
 			if err := sign(); err != nil {
 				return nil, err
 			}

@@ -13,8 +13,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/worldgate/worldgate/events"
-	"github.com/worldgate/worldgate/services/gate/route"
 	"github.com/worldgate/worldgate/shared/natsx"
+	"github.com/worldgate/worldgate/shared/natsx/natsauth"
 )
 
 // dedup rejects content that is a near-duplicate of content recently accepted for the same kind
@@ -30,6 +30,16 @@ type dedup struct {
 	now   func() time.Time
 }
 
+// Dedup is the dedup gate's name.
+const Dedup = "dedup"
+
+// dedupGate declares the dedup gate (see Spec).
+var dedupGate = Spec{
+	Name: Dedup, New: newDedup,
+	Summary: "near-duplicates of recently accepted content (SimHash fingerprints in KV)",
+	Buckets: []natsauth.Bucket{{Name: natsx.BucketDedup}},
+}
+
 func newDedup(d Deps) (Gate, error) {
 	if d.JetStream == nil {
 		return nil, errors.New("the dedup gate needs JetStream (KV bucket " + natsx.BucketDedup + ")")
@@ -43,7 +53,7 @@ func newDedup(d Deps) (Gate, error) {
 	return &dedup{kv: kv, cfg: d.Config.Dedup, now: d.Now}, nil
 }
 
-func (*dedup) Name() string { return route.Dedup }
+func (*dedup) Name() string { return Dedup }
 
 // fingerprint is one accepted text.
 type fingerprint struct {

@@ -11,8 +11,10 @@
 // message is then redelivered with backoff and dead-lettered past the limit. A proposal that is
 // wrong is never an error: it is a rejection.
 //
-// Adding a gate: write <name>.go with a constructor func(Deps) (Gate, error), add one line to
-// constructors in register.go, and add the name to route.KnownGates.
+// Adding a gate: write <name>.go with the gate, its name and its Spec (constructor, KV buckets,
+// extra consumers, what it publishes), add the Spec to builtin in registry.go (or call Define
+// from outside this package), and give the gate its place in routes.yaml. Routes' known gates,
+// NATS users and permissions, signing keys and the dev stack derive from the registry.
 package gates
 
 import (

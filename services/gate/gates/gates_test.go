@@ -14,7 +14,6 @@ import (
 	"github.com/worldgate/worldgate/events"
 	"github.com/worldgate/worldgate/services/gate/approval"
 	"github.com/worldgate/worldgate/services/gate/gates"
-	"github.com/worldgate/worldgate/services/gate/route"
 	"github.com/worldgate/worldgate/shared/natsx"
 	"github.com/worldgate/worldgate/shared/natsx/natstest"
 )
@@ -465,7 +464,7 @@ func TestApprovalGate(t *testing.T) {
 	if _, err := store.Apply(ctx, approval.Decision{ProposalID: toApprove.ProposalID, Status: approval.StatusRejected, By: "ops:bo", Reason: "late"}); !errors.Is(err, approval.ErrAlreadyDecided) {
 		t.Fatalf("applying a rejection after the approval: %v", err)
 	}
-	if n, err := store.WithSigner(s.keys.Signers[route.Approval]).WithClock(func() time.Time { return time.Now().Add(2 * time.Hour) }).ExpireDue(ctx); err != nil || n != 1 {
+	if n, err := store.WithSigner(s.keys.Signers[gates.Approval]).WithClock(func() time.Time { return time.Now().Add(2 * time.Hour) }).ExpireDue(ctx); err != nil || n != 1 {
 		t.Fatalf("expired %d (%v)", n, err)
 	}
 	natstest.WaitFor(t, 10*time.Second, "decisions published", func() bool {
@@ -571,24 +570,24 @@ func TestRetrySubjectTakesOnlyWhatTheGateRefused(t *testing.T) {
 		refused = append(refused, r.Proposal)
 	}
 	retry := func(p events.Proposal, id string) {
-		p.Route = events.Route{Pending: []string{route.Rate, route.Audit}, Trail: p.Route.Trail} // as the ai-worker does
+		p.Route = events.Route{Pending: []string{gates.Rate, gates.Audit}, Trail: p.Route.Trail} // as the ai-worker does
 		data, err := json.Marshal(&p)
 		if err != nil {
 			t.Fatal(err)
 		}
-		s.publishRaw(t, events.RetrySubject(route.Rate), id, data)
+		s.publishRaw(t, events.RetrySubject(gates.Rate), id, data)
 	}
 	retry(*refused[0], "retry")
 	altered := *refused[1]
 	altered.Payload = json.RawMessage(`{"playerId":"player:ada","fromLocationId":"loc:square","toLocationId":"loc:vault","direction":"north"}`)
 	retry(altered, "altered")
 	forged := move()
-	forged.Route.Pending = []string{route.Audit}
+	forged.Route.Pending = []string{gates.Audit}
 	retry(*forged, "forged")
 
 	outcomes := func() map[string][]events.Code {
 		out := map[string][]events.Code{}
-		for _, m := range s.messages(t, events.StreamProposals, events.RejectedSubject(route.Rate)) {
+		for _, m := range s.messages(t, events.StreamProposals, events.RejectedSubject(gates.Rate)) {
 			var r events.Rejection
 			if err := json.Unmarshal(m.Data(), &r); err != nil {
 				t.Fatal(err)

@@ -10,7 +10,6 @@ import (
 	gremlingo "github.com/apache/tinkerpop/gremlin-go/v3/driver"
 
 	"github.com/worldgate/worldgate/events"
-	"github.com/worldgate/worldgate/services/gate/route"
 	"github.com/worldgate/worldgate/shared/graphx"
 )
 
@@ -31,6 +30,15 @@ type invariant struct {
 	cfg   InvariantConfig
 }
 
+// Invariant is the invariant gate's name.
+const Invariant = "invariant"
+
+// invariantGate declares the invariant gate (see Spec).
+var invariantGate = Spec{
+	Name: Invariant, New: newInvariant,
+	Summary: "domain rules against the graph, read-only: referenced entities exist, exits unique",
+}
+
 func newInvariant(d Deps) (Gate, error) {
 	if d.Graph == nil {
 		return nil, errors.New("the invariant gate needs a read-only graph connection")
@@ -38,7 +46,7 @@ func newInvariant(d Deps) (Gate, error) {
 	return &invariant{graph: d.Graph, cfg: d.Config.Invariant}, nil
 }
 
-func (*invariant) Name() string { return route.Invariant }
+func (*invariant) Name() string { return Invariant }
 
 // facts are what the graph says about the entities a proposal touches.
 type facts struct {

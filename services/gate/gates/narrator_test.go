@@ -39,10 +39,10 @@ func TestNarratorProposals(t *testing.T) {
 	for _, kind := range events.EmitterKinds(events.EmitterNarrator) {
 		n, _ := r.ForEmitter(events.EmitterNarrator, kind)
 		k, _ := r.For(kind)
-		if slices.Contains(n, route.Replay) || !slices.Contains(n, route.Safety) || n[0] != route.Schema || n[len(n)-1] != route.Audit {
+		if slices.Contains(n, Replay) || !slices.Contains(n, Safety) || n[0] != Schema || n[len(n)-1] != Audit {
 			t.Errorf("narrator route of %s: %v (kind's: %v)", kind, n, k)
 		}
-		if !slices.Contains(k, route.Replay) {
+		if !slices.Contains(k, Replay) {
 			t.Errorf("the default %s route has no replay gate: the test's premise is gone", kind)
 		}
 	}
@@ -100,7 +100,7 @@ func TestNarratorProposals(t *testing.T) {
 	// The replay gate refuses a narrator's proposal routed to it.
 	g := &replay{templates: TemplateMap{}}
 	p = narratedProposal(t, events.KindAmbience)
-	p.Route.Trail = []events.Hop{{Gate: route.Schema, Outcome: events.OutcomePassed, Emitter: events.EmitterNarrator}}
+	p.Route.Trail = []events.Hop{{Gate: Schema, Outcome: events.OutcomePassed, Emitter: events.EmitterNarrator}}
 	d, err := g.Check(context.Background(), p)
 	if err != nil {
 		t.Fatal(err)

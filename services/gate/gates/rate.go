@@ -16,8 +16,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/worldgate/worldgate/events"
-	"github.com/worldgate/worldgate/services/gate/route"
 	"github.com/worldgate/worldgate/shared/natsx"
+	"github.com/worldgate/worldgate/shared/natsx/natsauth"
 )
 
 // rate enforces budgets per proposal kind in fixed windows: per actor and global, each a count
@@ -36,6 +36,16 @@ type rate struct {
 	now    func() time.Time
 }
 
+// Rate is the rate gate's name.
+const Rate = "rate"
+
+// rateGate declares the rate gate (see Spec).
+var rateGate = Spec{
+	Name: Rate, New: newRate,
+	Summary: "per-actor and global budgets in windows, shared across replicas (KV)",
+	Buckets: []natsauth.Bucket{{Name: natsx.BucketRate}},
+}
+
 func newRate(d Deps) (Gate, error) {
 	if d.JetStream == nil {
 		return nil, errors.New("the rate gate needs JetStream (KV bucket " + natsx.BucketRate + ")")
@@ -49,7 +59,7 @@ func newRate(d Deps) (Gate, error) {
 	return &rate{kv: kv, cfg: d.Config.Rate, now: d.Now}, nil
 }
 
-func (*rate) Name() string { return route.Rate }
+func (*rate) Name() string { return Rate }
 
 // usage is one window's consumption; cost in micro-USD so sums are exact.
 type usage struct {

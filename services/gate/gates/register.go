@@ -22,18 +22,6 @@ import (
 	"github.com/worldgate/worldgate/shared/runtime"
 )
 
-// constructors is the gate registry: one line per gate.
-var constructors = map[string]func(Deps) (Gate, error){
-	route.Schema:    newSchema,
-	route.Safety:    newSafety,
-	route.Invariant: newInvariant,
-	route.Dedup:     newDedup,
-	route.Replay:    newReplay,
-	route.Rate:      newRate,
-	route.Approval:  newApproval,
-	route.Audit:     newAudit,
-}
-
 // ToolCaller calls an MCP tool; *client.Client (shared/mcpx/client) is one.
 type ToolCaller interface {
 	Call(ctx context.Context, tool string, args any) (*client.Result, error)
@@ -190,13 +178,13 @@ func Names(list []string) ([]string, error) {
 		case n == "":
 			continue
 		case n == "all":
-			for _, k := range route.KnownGates() {
+			for _, k := range Known() {
 				if !slices.Contains(out, k) {
 					out = append(out, k)
 				}
 			}
-		case constructors[n] == nil:
-			known := route.KnownGates()
+		case !slices.Contains(Known(), n):
+			known := Known()
 			return nil, fmt.Errorf("unknown gate %q: use one of %s, or all", n, strings.Join(known, ", "))
 		case !slices.Contains(out, n):
 			out = append(out, n)
@@ -220,9 +208,13 @@ func Build(deps Deps, names []string) ([]Gate, error) {
 	}
 	out := make([]Gate, 0, len(names))
 	for _, n := range names {
-		g, err := constructors[n](deps)
+		spec, _ := Lookup(n)
+		g, err := spec.New(deps)
 		if err != nil {
 			return nil, fmt.Errorf("gate %s: %w", n, err)
+		}
+		if g.Name() != n {
+			return nil, fmt.Errorf("gate %s: its constructor built a gate named %q", n, g.Name())
 		}
 		out = append(out, g)
 	}
@@ -242,7 +234,7 @@ func (d Deps) complete() (Deps, error) {
 	if d.Routes == nil {
 		r := route.Default()
 		d.Routes = &r
-	} else if err := d.Routes.Validate(route.KnownGates()); err != nil {
+	} else if err := d.Routes.Validate(Known()); err != nil {
 		return d, err
 	}
 	d.Config = d.Config.withDefaults()
@@ -285,30 +277,19 @@ func Register(app *runtime.App, deps Deps, names []string) error {
 			Stream: events.StreamProposals, Durable: durable, Subjects: InputSubjects(g.Name()),
 			MaxDeliver: deps.Config.MaxDeliver, Backoff: deps.Config.Backoff,
 		}, c.handler(g))
-		if a, ok := g.(*approvalGate); ok {
-			a.store = a.store.WithSigner(deps.Signers[g.Name()])
-			app.Handle(DecisionsDurable, runtime.Consumer{
-				Stream: events.StreamProposals, Durable: DecisionsDurable, Subjects: []string{events.SubjectDecisionsAll, events.SubjectDecisions},
+		spec, _ := Lookup(g.Name())
+		for _, extra := range spec.Consumers {
+			h, err := extra.Handler(g, deps)
+			if err != nil {
+				return fmt.Errorf("gate %s: consumer %s: %w", g.Name(), extra.Durable, err)
+			}
+			app.Handle(extra.Durable, runtime.Consumer{
+				Stream: events.StreamProposals, Durable: extra.Durable, Subjects: extra.Subjects,
 				MaxDeliver: deps.Config.MaxDeliver, Backoff: deps.Config.Backoff,
-			}, a.decisions(deps.Logger))
+			}, h)
 		}
 	}
 	return nil
-}
-
-// Durable is the name of gate g's durable consumer on stream PROPOSALS, and its dead-letter stage.
-func Durable(g string) string { return "gate-" + g }
-
-// InputSubjects are the subjects gate consumes: its gate subject and its retry subject; the
-// schema gate also takes new proposals from every emitter's subject (proposals.emit.>). Its
-// own gate subject, where proposals entered before emitter subjects, stays an input so that
-// what was in flight there is refused with a reason rather than left unread.
-func InputSubjects(gate string) []string {
-	subjects := []string{events.GateSubject(gate), events.RetrySubject(gate)}
-	if gate == route.Schema {
-		subjects = append([]string{events.SubjectEmitAll}, subjects...)
-	}
-	return subjects
 }
 
 // sortedKeys returns m's keys sorted.

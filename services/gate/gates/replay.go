@@ -7,7 +7,6 @@ import (
 
 	"github.com/worldgate/worldgate/events"
 	"github.com/worldgate/worldgate/events/provenance"
-	"github.com/worldgate/worldgate/services/gate/route"
 )
 
 // replay checks that the proposal records everything needed to regenerate it: provider and
@@ -18,6 +17,15 @@ type replay struct {
 	templates TemplateLookup
 }
 
+// Replay is the replay gate's name.
+const Replay = "replay"
+
+// replayGate declares the replay gate (see Spec).
+var replayGate = Spec{
+	Name: Replay, New: newReplay,
+	Summary: "provenance complete: the template is known and the context hash recomputes",
+}
+
 func newReplay(d Deps) (Gate, error) {
 	if d.Templates == nil {
 		return nil, errors.New("the replay gate needs a prompt template lookup")
@@ -25,7 +33,7 @@ func newReplay(d Deps) (Gate, error) {
 	return &replay{templates: d.Templates}, nil
 }
 
-func (*replay) Name() string { return route.Replay }
+func (*replay) Name() string { return Replay }
 
 func (g *replay) Check(_ context.Context, p *events.Proposal) (Decision, error) {
 	if narrated(p) {
@@ -107,7 +115,7 @@ func replayProblems(p *events.Proposal, templates TemplateLookup) []string {
 // read the emitter from the subject), or the proposal's provenance does.
 func narrated(p *events.Proposal) bool {
 	for _, h := range p.Route.Trail {
-		if h.Gate == route.Schema && h.Emitter != "" {
+		if h.Gate == Schema && h.Emitter != "" {
 			return h.Emitter == events.EmitterNarrator
 		}
 	}

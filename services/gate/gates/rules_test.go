@@ -2,6 +2,7 @@ package gates
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -172,16 +173,70 @@ func TestNames(t *testing.T) {
 	if err != nil || strings.Join(got, ",") != "schema,safety" {
 		t.Fatalf("%v %v", got, err)
 	}
-	if got, _ := Names([]string{"all"}); strings.Join(got, ",") != strings.Join(route.KnownGates(), ",") {
+	if got, _ := Names([]string{"all"}); strings.Join(got, ",") != strings.Join(Known(), ",") {
 		t.Fatalf("all = %v", got)
 	}
 	if _, err := Names([]string{"vibes"}); err == nil || !strings.Contains(err.Error(), `"vibes"`) {
 		t.Fatalf("unknown gate: %v", err)
 	}
-	for _, g := range route.KnownGates() {
-		if constructors[g] == nil {
-			t.Errorf("known gate %s has no constructor", g)
+}
+
+// Every gate is defined once, with a constructor whose gate carries its name, and the
+// embedded routes name only defined gates.
+func TestRegistryShape(t *testing.T) {
+	seen := map[string]bool{}
+	for _, s := range Specs() {
+		if seen[s.Name] {
+			t.Errorf("gate %s defined twice", s.Name)
 		}
+		seen[s.Name] = true
+		if s.New == nil || s.Summary == "" {
+			t.Errorf("gate %s: constructor or summary missing", s.Name)
+		}
+		if err := s.validate(); err != nil {
+			t.Errorf("gate %s: %v", s.Name, err)
+		}
+	}
+	if err := route.Default().Validate(Known()); err != nil {
+		t.Fatalf("embedded routes against the registry: %v", err)
+	}
+	for _, g := range Known() {
+		if !route.Default().Uses(g) {
+			t.Errorf("gate %s is defined but no route names it", g)
+		}
+	}
+	if err := OneProcessPerGate().Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if err := OneProcess().Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if err := (Layout{{Gates: []string{Schema}}, {Gates: []string{Schema, "vibes"}}}).Validate(); err == nil ||
+		!strings.Contains(err.Error(), "schema runs in two processes") || !strings.Contains(err.Error(), `unknown gate "vibes"`) ||
+		!strings.Contains(err.Error(), "audit runs in no process") {
+		t.Fatalf("bad layout: %v", err)
+	}
+}
+
+func TestDefineRefusesBadSpecs(t *testing.T) {
+	ok := func(Deps) (Gate, error) { return nil, nil }
+	for _, tc := range []struct {
+		spec Spec
+		want string
+	}{
+		{Spec{Name: "Bad Name", New: ok}, "lower-case"},
+		{Spec{Name: "all", New: ok}, "lower-case"},
+		{Spec{Name: "nothing"}, "no constructor"},
+		{Spec{Name: Schema, New: ok}, "already defined"},
+		{Spec{Name: "x", New: ok, Consumers: []Consumer{{Durable: "gate-x-more"}}}, "needs a durable name, subjects and a handler"},
+		{Spec{Name: "y", New: ok, Consumers: []Consumer{{Durable: DecisionsDurable, Subjects: []string{"a"}, Handler: approvalGate.Consumers[0].Handler}}}, "is gate approval's"},
+	} {
+		if err := Define(tc.spec); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Define(%q) = %v, want an error naming %q", tc.spec.Name, err, tc.want)
+		}
+	}
+	if slices.Contains(Known(), "nothing") || slices.Contains(Known(), "x") {
+		t.Fatal("a refused spec was registered")
 	}
 }
 

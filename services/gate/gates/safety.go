@@ -11,7 +11,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/worldgate/worldgate/events"
-	"github.com/worldgate/worldgate/services/gate/route"
 	"github.com/worldgate/worldgate/shared/mcpx"
 	"github.com/worldgate/worldgate/shared/metrics"
 )
@@ -27,6 +26,15 @@ type safety struct {
 	flagged  *prometheus.CounterVec
 }
 
+// Safety is the safety gate's name.
+const Safety = events.GateSafety
+
+// safetyGate declares the safety gate (see Spec).
+var safetyGate = Spec{
+	Name: Safety, New: newSafety,
+	Summary: "the moderation verdict (mcp-classify) on the text that reaches players",
+}
+
 func newSafety(d Deps) (Gate, error) {
 	if d.Classify == nil {
 		return nil, errors.New("the safety gate needs an MCP client for mcp-classify")
@@ -37,7 +45,7 @@ func newSafety(d Deps) (Gate, error) {
 	}, []string{"category"}))}, nil
 }
 
-func (*safety) Name() string { return route.Safety }
+func (*safety) Name() string { return Safety }
 
 // verdict is moderate-content's structured output.
 type verdict struct {

@@ -12,7 +12,6 @@ import (
 	"github.com/go-playground/validator/v10"
 
 	"github.com/worldgate/worldgate/events"
-	"github.com/worldgate/worldgate/services/gate/route"
 )
 
 // schema checks the proposal and its payload against the versioned JSON Schema (strict: unknown
@@ -22,9 +21,18 @@ type schema struct {
 	routes *events.Routes
 }
 
+// Schema is the schema gate's name.
+const Schema = events.GateSchema
+
+// schemaGate declares the schema gate (see Spec).
+var schemaGate = Spec{
+	Name: Schema, New: newSchema,
+	Summary: "the proposal and its payload against the versioned JSON Schemas; the emitter may propose the kind",
+}
+
 func newSchema(d Deps) (Gate, error) { return &schema{routes: d.Routes}, nil }
 
-func (*schema) Name() string { return route.Schema }
+func (*schema) Name() string { return Schema }
 
 // Check is CheckRaw on the re-encoded proposal (the runtime calls CheckRaw).
 func (s *schema) Check(ctx context.Context, p *events.Proposal) (Decision, error) {

@@ -233,7 +233,7 @@ func (s *stack) publish(t testing.TB, p *events.Proposal) {
 		t.Fatal(err)
 	}
 	subject := p.Route.Next()
-	if len(p.Route.Pending) > 0 && p.Route.Pending[0] == route.Schema {
+	if len(p.Route.Pending) > 0 && p.Route.Pending[0] == gates.Schema {
 		subject = events.EmitSubject(p.AgentRole) // new proposals enter on their emitter's subject
 	}
 	s.publishRaw(t, subject, p.ProposalID+":emit", data)

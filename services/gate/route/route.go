@@ -20,23 +20,6 @@ import (
 	"github.com/worldgate/worldgate/events"
 )
 
-// Gate names, in the order the architecture lists them.
-const (
-	Schema    = events.GateSchema
-	Safety    = "safety"
-	Invariant = "invariant"
-	Dedup     = "dedup"
-	Replay    = "replay"
-	Rate      = "rate"
-	Approval  = events.GateApproval
-	Audit     = events.GateAudit
-)
-
-// KnownGates lists every gate a route may name.
-func KnownGates() []string {
-	return []string{Schema, Safety, Invariant, Dedup, Replay, Rate, Approval, Audit}
-}
-
 //go:embed routes.yaml
 var defaultYAML []byte
 
@@ -58,23 +41,31 @@ func Default() events.Routes {
 }
 
 // Load reads routes from the YAML file at path, or returns the default when path is empty.
-func Load(path string) (events.Routes, error) {
+// known are the gate names a route may use (the gate registry's, gates.Known()); without
+// them names are checked where the gates run.
+func Load(path string, known ...string) (events.Routes, error) {
 	if path == "" {
-		return defaultRoutes()
+		r, err := defaultRoutes()
+		if err == nil && known != nil {
+			err = r.Validate(known)
+		}
+		return r, err
 	}
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return events.Routes{}, fmt.Errorf("read routes file: %w", err)
 	}
-	r, err := Parse(data)
+	r, err := Parse(data, known...)
 	if err != nil {
 		return events.Routes{}, fmt.Errorf("routes file %s: %w", path, err)
 	}
 	return r, nil
 }
 
-// Parse parses and validates a routes document (the shape of routes.yaml).
-func Parse(data []byte) (events.Routes, error) {
+// Parse parses and validates a routes document (the shape of routes.yaml). known are the gate
+// names a route may use (gates.Known()); without them names are checked where the gate
+// registry is known (services/gate/gates.Deps, the event-processor, the NATS policy).
+func Parse(data []byte, known ...string) (events.Routes, error) {
 	var f file
 	dec := yaml.NewDecoder(strings.NewReader(string(data)))
 	dec.KnownFields(true)
@@ -82,7 +73,7 @@ func Parse(data []byte) (events.Routes, error) {
 		return events.Routes{}, fmt.Errorf("not a valid routes document: %w", err)
 	}
 	r := events.NewRoutes(f.Routes)
-	if err := r.Validate(KnownGates()); err != nil {
+	if err := r.Validate(known); err != nil {
 		return events.Routes{}, err
 	}
 	if err := CheckSafety(r); err != nil {
@@ -107,8 +98,8 @@ func CheckSafety(r events.Routes) error {
 	var probs []string
 	for _, kind := range r.Kinds() {
 		gates, _ := r.For(kind)
-		if PlayerText(kind) && !slices.Contains(gates, Safety) {
-			probs = append(probs, fmt.Sprintf("kind %s carries text that reaches players: its route must include %s", kind, Safety))
+		if PlayerText(kind) && !slices.Contains(gates, events.GateSafety) {
+			probs = append(probs, fmt.Sprintf("kind %s carries text that reaches players: its route must include %s", kind, events.GateSafety))
 		}
 	}
 	if len(probs) > 0 {

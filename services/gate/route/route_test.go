@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/worldgate/worldgate/events"
+	"github.com/worldgate/worldgate/services/gate/gates"
 	"github.com/worldgate/worldgate/services/gate/route"
 )
 
@@ -83,7 +84,7 @@ func TestStartupValidationNamesTheProblem(t *testing.T) {
 		{"unknown field", "routes: {}\nextra: 1\n", []string{"extra"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := route.Parse([]byte(c.doc))
+			_, err := route.Parse([]byte(c.doc), gates.Known()...)
 			if err == nil {
 				t.Fatal("accepted")
 			}

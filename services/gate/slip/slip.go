@@ -50,14 +50,24 @@ func round(p *events.Proposal, gate string) int {
 	return max(n, 0)
 }
 
-// Record appends gate's hop to the trail and, when pop is true and gate is the pending head,
-// removes it from Pending.
-func Record(p *events.Proposal, gate, outcome string, code events.Code, at time.Time, took time.Duration, pop bool) {
+// Hop is a gate's decision about a proposal, as Record writes it into the trail.
+type Hop struct {
+	Gate    string
+	Outcome string      // events.OutcomePassed, OutcomeRejected, OutcomeHeld, OutcomeApproved
+	Code    events.Code // a rejection's code
+	At      time.Time
+	Took    time.Duration // how long the decision took (a person's: how long the proposal waited)
+}
+
+// Record appends h to p's trail. A decision (every outcome but held) also removes the gate
+// from Pending when it is the head; a held proposal keeps the gate pending until a person
+// decides.
+func Record(p *events.Proposal, h Hop) {
 	p.Route.Trail = append(p.Route.Trail, events.Hop{
-		Gate: gate, Outcome: outcome, Code: string(code), At: at.UTC(),
-		DurationMs: float64(took.Microseconds()) / 1000,
+		Gate: h.Gate, Outcome: h.Outcome, Code: string(h.Code), At: h.At.UTC(),
+		DurationMs: float64(h.Took.Microseconds()) / 1000,
 	})
-	if pop && len(p.Route.Pending) > 0 && p.Route.Pending[0] == gate {
+	if h.Outcome != events.OutcomeHeld && len(p.Route.Pending) > 0 && p.Route.Pending[0] == h.Gate {
 		p.Route.Pending = append(make([]string, 0, len(p.Route.Pending)-1), p.Route.Pending[1:]...)
 	}
 }

@@ -9,7 +9,6 @@ package policy
 import (
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/worldgate/worldgate/events"
@@ -17,7 +16,6 @@ import (
 	"github.com/worldgate/worldgate/services/ai-worker/roles"
 	"github.com/worldgate/worldgate/services/event-processor/processor"
 	"github.com/worldgate/worldgate/services/gate/gates"
-	"github.com/worldgate/worldgate/services/gate/route"
 	"github.com/worldgate/worldgate/shared/natsx"
 	"github.com/worldgate/worldgate/shared/natsx/natsauth"
 )
@@ -28,18 +26,37 @@ const (
 	serviceGate     = "gate"
 )
 
-// Policy describes every worker user for routes: the ai-worker, one user per gate, the union
-// of the gates, the event-processor.
+// Policy describes every worker user for routes: the ai-worker, the gate processes of both
+// standard layouts (one process per gate, and every gate in one process), the event-processor.
 func Policy(routes events.Routes) (natsauth.Policy, error) {
-	if err := routes.Validate(route.KnownGates()); err != nil {
+	return ForLayouts(routes, gates.OneProcessPerGate(), gates.OneProcess())
+}
+
+// ForLayouts is Policy with the gate processes of the given layouts (a user per process; a
+// process that appears in several layouts once).
+func ForLayouts(routes events.Routes, layouts ...gates.Layout) (natsauth.Policy, error) {
+	if err := routes.Validate(gates.Known()); err != nil {
 		return natsauth.Policy{}, err
 	}
 	ws := []natsauth.Worker{aiWorker(routes)}
-	for _, g := range route.KnownGates() {
-		ws = append(ws, gateWorker(routes, natsauth.GateRole(g), fmt.Sprintf("`gate -gate %s`: the %s gate", g, g), g))
+	seen := map[string]bool{}
+	for _, l := range layouts {
+		if err := l.Validate(); err != nil {
+			return natsauth.Policy{}, err
+		}
+		for _, proc := range l {
+			if seen[proc.User()] {
+				continue
+			}
+			seen[proc.User()] = true
+			w, err := gateWorker(routes, proc)
+			if err != nil {
+				return natsauth.Policy{}, err
+			}
+			ws = append(ws, w)
+		}
 	}
 	ws = append(ws,
-		gateWorker(routes, natsauth.Gates, "`gate -gate all` and the gates of `worldgate dev`: every gate's permissions together", route.KnownGates()...),
 		natsauth.Worker{User: natsauth.EventProcessor, Summary: "the event-processor: the only publisher of committed events", Service: processor.Name,
 			Grants: []natsauth.Grant{{
 				Consumers: []natsauth.Consumer{{Stream: events.StreamProposals, Durable: processor.Name}},
@@ -60,20 +77,17 @@ func Roles(routes events.Routes) ([]natsauth.Role, error) {
 }
 
 // GateSet is the role of a process running several gates (gate -gate schema,safety): the union
-// of their permissions, named gates-<g1>-<g2>….
+// of their permissions, named by gates.Process.User.
 func GateSet(routes events.Routes, gs []string) (natsauth.Role, error) {
 	if len(gs) == 0 {
 		return natsauth.Role{}, errors.New("a gate set needs at least one gate")
 	}
-	for _, g := range gs {
-		if !slices.Contains(route.KnownGates(), g) {
-			return natsauth.Role{}, fmt.Errorf("unknown gate %q in a gate set: use %s", g, strings.Join(route.KnownGates(), ", "))
-		}
+	proc := gates.Process{Gates: gs}
+	w, err := gateWorker(routes, proc)
+	if err != nil {
+		return natsauth.Role{}, fmt.Errorf("gate set: %w", err)
 	}
-	name := "gates-" + strings.Join(gs, "-")
-	w := gateWorker(routes, name, fmt.Sprintf("`gate -gate %s`: those gates' permissions together", strings.Join(gs, ",")), gs...)
-	p := natsauth.Roles(natsauth.Policy{Workers: []natsauth.Worker{w}})
-	r, _ := natsauth.Lookup(p, name)
+	r, _ := natsauth.Lookup(natsauth.Roles(natsauth.Policy{Workers: []natsauth.Worker{w}}), proc.User())
 	return r, nil
 }
 
@@ -101,28 +115,24 @@ func aiWorker(routes events.Routes) natsauth.Worker {
 		Summary: "the ai-worker: agent roles consuming world events and rejections, proposing on its roles' emitter subjects", Grants: []natsauth.Grant{g}}
 }
 
-// gateWorker is the user of a process running gates gs.
-func gateWorker(routes events.Routes, user, summary string, gs ...string) natsauth.Worker {
-	w := natsauth.Worker{User: user, Summary: summary, Service: serviceGate}
-	for _, g := range gs {
-		gr := natsauth.Grant{
-			Consumers: []natsauth.Consumer{{Stream: events.StreamProposals, Durable: gates.Durable(g)}},
-			Buckets:   []natsauth.Bucket{{Name: natsx.BucketRetries, Keys: g + ".>"}}, // its own retry tickets only
-			Publish:   append(routes.NextHops(g), events.RejectedSubject(g)),
-		}
-		switch g {
-		case route.Dedup:
-			gr.Buckets = append(gr.Buckets, natsauth.Bucket{Name: natsx.BucketDedup})
-		case route.Rate:
-			gr.Buckets = append(gr.Buckets, natsauth.Bucket{Name: natsx.BucketRate})
-		case route.Approval:
-			gr.Buckets = append(gr.Buckets, natsauth.Bucket{Name: natsx.BucketApprovals, Watch: true}) // expiry lists the held proposals
-			gr.Publish = append(gr.Publish, events.SubjectApproval)
-			gr.Consumers = append(gr.Consumers, natsauth.Consumer{Stream: events.StreamProposals, Durable: gates.DecisionsDurable}) // people's decisions
-		case route.Audit:
-			gr.Publish = append(gr.Publish, events.SubjectAuditProposals)
+// gateWorker is the user of a gate process: the union of its gates' grants (gates.Grant,
+// from each gate's Spec and the routes).
+func gateWorker(routes events.Routes, proc gates.Process) (natsauth.Worker, error) {
+	summary := fmt.Sprintf("`gate -gate %s`: those gates' permissions together", strings.Join(proc.Gates, ","))
+	switch proc.User() {
+	case natsauth.Gates:
+		summary = "`gate -gate all` and the gates of `worldgate dev`: every gate's permissions together"
+	case natsauth.GateRole(proc.Gates[0]):
+		s, _ := gates.Lookup(proc.Gates[0])
+		summary = fmt.Sprintf("`gate -gate %s`: the %s gate; %s", s.Name, s.Name, s.Summary)
+	}
+	w := natsauth.Worker{User: proc.User(), Summary: summary, Service: serviceGate}
+	for _, g := range proc.Gates {
+		gr, err := gates.Grant(routes, g)
+		if err != nil {
+			return natsauth.Worker{}, err
 		}
 		w.Grants = append(w.Grants, gr)
 	}
-	return w
+	return w, nil
 }

@@ -167,7 +167,7 @@ func TestPublisherPublishesWorldEventsOnly(t *testing.T) {
 	if _, err := events.Publish(ctx, js, env); err != nil {
 		t.Fatalf("events.Publish as publisher: %v", err)
 	}
-	refused(t, nc, natsauth.Publisher, events.GateSubject(route.Schema), events.EmitSubject(events.EmitterAmbience), events.EmitSubject(events.EmitterOperator), events.SubjectValidated, events.RejectedSubject(route.Schema),
+	refused(t, nc, natsauth.Publisher, events.GateSubject(gates.Schema), events.EmitSubject(events.EmitterAmbience), events.EmitSubject(events.EmitterOperator), events.SubjectValidated, events.RejectedSubject(gates.Schema),
 		events.SubjectAuditProposals, events.DeadLetterSubject("x"), "$KV."+natsx.BucketApprovals+".p",
 		"$JS.API.CONSUMER.MSG.NEXT."+events.StreamWorld+".ai-ambience")
 	if violation(t, nc, "subscribe", events.SubjectWorldAll) == nil {
@@ -187,16 +187,16 @@ func TestAIWorkerProposesOnlyOnItsRolesEmitterSubjects(t *testing.T) {
 		stored(t, js, natsauth.AIWorker, events.EmitSubject(r), events.StreamProposals)
 	}
 	refused(t, nc, natsauth.AIWorker, events.EmitSubject(events.EmitterWorldLoader), events.EmitSubject(events.EmitterOperator),
-		events.EmitSubject(events.EmitterNarrator), events.GateSubject(route.Schema), events.SubjectDecisions, events.DecisionsSubject(natsauth.Operator))
+		events.EmitSubject(events.EmitterNarrator), events.GateSubject(gates.Schema), events.SubjectDecisions, events.DecisionsSubject(natsauth.Operator))
 	// A transient refusal (rate, audit, invariant) sends the proposal back on that gate's retry
 	// subject, never straight to the gate.
-	stored(t, js, natsauth.AIWorker, events.RetrySubject(route.Rate), events.StreamProposals)
+	stored(t, js, natsauth.AIWorker, events.RetrySubject(gates.Rate), events.StreamProposals)
 	stored(t, js, natsauth.AIWorker, events.DeadLetterSubject("ai-ambience"), events.StreamDLQ)
 	refused(t, nc, natsauth.AIWorker, events.SubjectValidated, events.CommittedSubject("Ambience.Generated"),
-		events.GateSubject(route.Safety), events.GateSubject(route.Dedup), events.GateSubject(route.Approval),
-		events.GateSubject(route.Invariant), events.GateSubject(route.Rate), events.GateSubject(route.Audit),
+		events.GateSubject(gates.Safety), events.GateSubject(gates.Dedup), events.GateSubject(gates.Approval),
+		events.GateSubject(gates.Invariant), events.GateSubject(gates.Rate), events.GateSubject(gates.Audit),
 		"$KV."+natsx.BucketRetries+".k",
-		events.RejectedSubject(route.Schema), events.SubjectApproval, events.SubjectAuditProposals,
+		events.RejectedSubject(gates.Schema), events.SubjectApproval, events.SubjectAuditProposals,
 		events.Subject(events.PlayerMoved), "$KV."+natsx.BucketApprovals+".p", "$KV."+natsx.BucketRate+".k",
 		"$JS.API.CONSUMER.MSG.NEXT.PROPOSALS.gate-schema", "$JS.ACK.PROPOSALS.event-processor.1.1.1.1.1.1")
 	if violation(t, nc, "subscribe", events.SubjectCommittedAll) == nil {
@@ -249,7 +249,7 @@ func hops(g string) []string {
 
 func TestEachGatePublishesOnlyToItsNextHops(t *testing.T) {
 	s := startServer(t)
-	for _, g := range route.KnownGates() {
+	for _, g := range gates.Known() {
 		role := natsauth.GateRole(g)
 		nc, js := s.connect(role)
 		next := hops(g)
@@ -263,13 +263,13 @@ func TestEachGatePublishesOnlyToItsNextHops(t *testing.T) {
 		stored(t, js, role, events.DeadLetterSubject("gate-"+g), events.StreamDLQ)
 		// Retry tickets: its own, never another gate's.
 		stored(t, js, role, "$KV."+natsx.BucketRetries+"."+g+".k", "KV_"+natsx.BucketRetries)
-		for _, other := range route.KnownGates() {
+		for _, other := range gates.Known() {
 			if other != g {
 				refused(t, nc, role, "$KV."+natsx.BucketRetries+"."+other+".k")
 			}
 		}
 		var skips []string
-		for _, other := range append(route.KnownGates(), "validated") {
+		for _, other := range append(gates.Known(), "validated") {
 			subject := events.GateSubject(other)
 			if other == "validated" {
 				subject = events.SubjectValidated
@@ -278,23 +278,23 @@ func TestEachGatePublishesOnlyToItsNextHops(t *testing.T) {
 				skips = append(skips, subject)
 			}
 		}
-		for _, other := range route.KnownGates() {
+		for _, other := range gates.Known() {
 			if other != g {
 				skips = append(skips, events.RejectedSubject(other), events.DeadLetterSubject("gate-"+other))
 			}
 		}
 		refused(t, nc, role, skips...)
 		refused(t, nc, role, events.CommittedSubject("Location.Created"), events.Subject(events.PlayerMoved), "$KV."+natsx.BucketAICache+".k")
-		if g != route.Audit {
+		if g != gates.Audit {
 			refused(t, nc, role, events.SubjectAuditProposals)
 		}
-		if g != route.Approval {
+		if g != gates.Approval {
 			refused(t, nc, role, events.SubjectApproval, "$KV."+natsx.BucketApprovals+".p")
 		}
 	}
 	// The names the issue gives: the schema gate cannot jump to audit or to validated.
-	nc, _ := s.connect(natsauth.GateRole(route.Schema))
-	refused(t, nc, "gate-schema", events.GateSubject(route.Audit), events.SubjectValidated)
+	nc, _ := s.connect(natsauth.GateRole(gates.Schema))
+	refused(t, nc, "gate-schema", events.GateSubject(gates.Audit), events.SubjectValidated)
 }
 
 func TestWorldLoaderOnlyProposesWorldBuilding(t *testing.T) {
@@ -302,26 +302,26 @@ func TestWorldLoaderOnlyProposesWorldBuilding(t *testing.T) {
 	nc, js := s.connect(natsauth.WorldLoader)
 	stored(t, js, natsauth.WorldLoader, events.EmitSubject(events.EmitterWorldLoader), events.StreamProposals)
 	refused(t, nc, natsauth.WorldLoader, events.EmitSubject(events.EmitterOperator), events.EmitSubject(events.EmitterAmbience),
-		events.GateSubject(route.Schema), events.SubjectValidated, events.Subject(events.PlayerMoved))
+		events.GateSubject(gates.Schema), events.SubjectValidated, events.Subject(events.PlayerMoved))
 }
 
 func TestGatesUserIsTheUnionOfEveryGate(t *testing.T) {
 	s := startServer(t)
 	nc, js := s.connect(natsauth.Gates)
-	for _, g := range route.KnownGates() {
+	for _, g := range gates.Known() {
 		for _, h := range hops(g) {
 			stored(t, js, natsauth.Gates, h, events.StreamProposals)
 		}
 	}
 	stored(t, js, natsauth.Gates, events.SubjectAuditProposals, events.StreamAudit)
-	refused(t, nc, natsauth.Gates, events.GateSubject(route.Schema), events.CommittedSubject("Location.Created"))
+	refused(t, nc, natsauth.Gates, events.GateSubject(gates.Schema), events.CommittedSubject("Location.Created"))
 }
 
 func TestEventProcessorAndMCPWorld(t *testing.T) {
 	s := startServer(t)
 	nc, js := s.connect(natsauth.EventProcessor)
 	stored(t, js, natsauth.EventProcessor, events.RejectedSubject("processor"), events.StreamProposals)
-	refused(t, nc, natsauth.EventProcessor, events.SubjectValidated, events.GateSubject(route.Schema), events.RejectedSubject(route.Audit))
+	refused(t, nc, natsauth.EventProcessor, events.SubjectValidated, events.GateSubject(gates.Schema), events.RejectedSubject(gates.Audit))
 
 	_, ajs := s.connect(natsauth.Admin)
 	stored(t, ajs, natsauth.Admin, events.CommittedSubject("Location.Created"), events.StreamCommitted)
@@ -332,7 +332,7 @@ func TestEventProcessorAndMCPWorld(t *testing.T) {
 		t.Fatalf("mcp-world reading the committed log: %v", err)
 	}
 	refused(t, nc, natsauth.MCPWorld, "$JS.API.STREAM.INFO."+events.StreamProposals, "$JS.API.STREAM.MSG.GET."+events.StreamWorld,
-		events.GateSubject(route.Schema))
+		events.GateSubject(gates.Schema))
 }
 
 func TestOperatorDecidesButCannotStealWork(t *testing.T) {
@@ -352,18 +352,18 @@ func TestOperatorDecidesButCannotStealWork(t *testing.T) {
 	// enters on the operator emitter's subject.
 	stored(t, js, natsauth.Operator, events.DecisionsSubject(natsauth.Operator), events.StreamProposals)
 	stored(t, js, natsauth.Operator, events.EmitSubject(events.EmitterOperator), events.StreamProposals)
-	refused(t, nc, natsauth.Operator, events.SubjectDecisions, events.DecisionsSubject("mallory"), events.GateSubject(route.Schema),
+	refused(t, nc, natsauth.Operator, events.SubjectDecisions, events.DecisionsSubject("mallory"), events.GateSubject(gates.Schema),
 		events.EmitSubject(events.EmitterWorldLoader), events.EmitSubject(events.EmitterAmbience), events.EmitSubject(events.EmitterNarrator))
 	var moves []string
-	for _, h := range hops(route.Approval) {
+	for _, h := range hops(gates.Approval) {
 		if h != events.SubjectValidated {
 			moves = append(moves, h)
 		}
 	}
 	refused(t, nc, natsauth.Operator, moves...)
-	refused(t, nc, natsauth.Operator, events.RejectedSubject(route.Approval), "$KV."+natsx.BucketApprovals+".p",
-		events.RetrySubject(route.Audit), "$JS.API.CONSUMER.MSG.NEXT.PROPOSALS."+gates.DecisionsDurable)
-	refused(t, nc, natsauth.Operator, events.SubjectValidated, events.RejectedSubject(route.Schema), "$KV."+natsx.BucketRate+".k",
+	refused(t, nc, natsauth.Operator, events.RejectedSubject(gates.Approval), "$KV."+natsx.BucketApprovals+".p",
+		events.RetrySubject(gates.Audit), "$JS.API.CONSUMER.MSG.NEXT.PROPOSALS."+gates.DecisionsDurable)
+	refused(t, nc, natsauth.Operator, events.SubjectValidated, events.RejectedSubject(gates.Schema), "$KV."+natsx.BucketRate+".k",
 		"$JS.API.CONSUMER.MSG.NEXT.PROPOSALS.gate-schema", "$JS.API.CONSUMER.DELETE.PROPOSALS.event-processor",
 		"$JS.API.CONSUMER.CREATE.WORLD.ai-ambience.world.events.player.moved")
 	// Reading is allowed: stream information through JetStream.
@@ -405,14 +405,14 @@ func TestApprovalHeldByTheGateDecidedByTheOperator(t *testing.T) {
 	s := startServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	_, gjs := s.connect(natsauth.GateRole(route.Approval))
+	_, gjs := s.connect(natsauth.GateRole(gates.Approval))
 	gate, err := approval.Open(ctx, gjs)
 	if err != nil {
 		t.Fatal(err)
 	}
-	gate = gate.WithSigner(attesttest.New().Signers[route.Approval])
+	gate = gate.WithSigner(attesttest.New().Signers[gates.Approval])
 	p := &events.Proposal{ProposalID: "p-remove-exit", Kind: events.KindExitRemoved, CorrelationID: "c-1",
-		Route: events.Route{Pending: []string{route.Approval, route.Audit}}}
+		Route: events.Route{Pending: []string{gates.Approval, gates.Audit}}}
 	if err := gate.Hold(ctx, p, 0); err != nil {
 		t.Fatalf("approval gate holding a proposal: %v", err)
 	}
@@ -447,7 +447,7 @@ func TestApprovalHeldByTheGateDecidedByTheOperator(t *testing.T) {
 	}
 	_, ajs := s.connect(natsauth.Admin)
 	natstest.WaitFor(t, 5*time.Second, "the approved proposal at the audit gate", func() bool {
-		return natstest.StreamMsgs(t, ajs, events.StreamProposals, events.GateSubject(route.Audit)) == 1
+		return natstest.StreamMsgs(t, ajs, events.StreamProposals, events.GateSubject(gates.Audit)) == 1
 	})
 }
 
@@ -457,12 +457,12 @@ func TestGateSetIsTheUnionOfItsGates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	set, err := policy.GateSet(routes, []string{route.Schema, route.Safety})
+	set, err := policy.GateSet(routes, []string{gates.Schema, gates.Safety})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var union []string
-	for _, g := range []string{route.Schema, route.Safety} {
+	for _, g := range []string{gates.Schema, gates.Safety} {
 		r, _ := natsauth.Lookup(rs, natsauth.GateRole(g))
 		union = append(union, r.Permissions.Publish...)
 	}
@@ -471,7 +471,7 @@ func TestGateSetIsTheUnionOfItsGates(t *testing.T) {
 	if set.Name != "gates-schema-safety" || !slices.Equal(set.Permissions.Publish, union) {
 		t.Fatalf("gate set %s publishes %v; want the union %v", set.Name, set.Permissions.Publish, union)
 	}
-	if _, err := policy.GateSet(routes, []string{route.Schema, "vibes"}); err == nil || !strings.Contains(err.Error(), "vibes") {
+	if _, err := policy.GateSet(routes, []string{gates.Schema, "vibes"}); err == nil || !strings.Contains(err.Error(), "vibes") {
 		t.Fatalf("unknown gate in a set: %v", err)
 	}
 }
@@ -480,7 +480,7 @@ func TestGateSetIsTheUnionOfItsGates(t *testing.T) {
 // topology, which its user may do.
 func TestWorkersCheckAProvisionedTopology(t *testing.T) {
 	s := startServer(t)
-	for _, role := range []string{natsauth.AIWorker, natsauth.Gates, natsauth.GateRole(route.Schema), natsauth.EventProcessor} {
+	for _, role := range []string{natsauth.AIWorker, natsauth.Gates, natsauth.GateRole(gates.Schema), natsauth.EventProcessor} {
 		_, js := s.connect(role)
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		if err := natsx.Provision(ctx, js, natsx.DefaultTopology(natsx.TopologyOptions{}), logx.Discard()); err != nil {
@@ -542,7 +542,7 @@ func TestMCPProposePublishesOnlyAsTheNarrator(t *testing.T) {
 			others = append(others, events.EmitSubject(e))
 		}
 	}
-	for _, g := range route.KnownGates() {
+	for _, g := range gates.Known() {
 		others = append(others, events.GateSubject(g), events.RejectedSubject(g), events.RetrySubject(g))
 	}
 	refused(t, nc, natsauth.MCPPropose, others...)

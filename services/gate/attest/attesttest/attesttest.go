@@ -14,6 +14,7 @@ import (
 
 	"github.com/worldgate/worldgate/events"
 	"github.com/worldgate/worldgate/services/gate/attest"
+	"github.com/worldgate/worldgate/services/gate/gates"
 	"github.com/worldgate/worldgate/services/gate/route"
 )
 
@@ -42,7 +43,7 @@ func (k *Keys) WritePublic(dir string) error {
 // New generates a key per known gate.
 func New() *Keys {
 	k := &Keys{Signers: map[string]*attest.Signer{}, Ring: attest.NewKeyring(), pubs: map[string]ed25519.PublicKey{}}
-	for _, g := range route.KnownGates() {
+	for _, g := range gates.Known() {
 		pub, priv, err := ed25519.GenerateKey(rand.Reader)
 		if err != nil {
 			panic(err) // crypto/rand does not fail
@@ -62,16 +63,16 @@ func New() *Keys {
 // approval by approver for the approval gate), emptying Route.Pending: p is then what honest
 // gates forward to proposals.validated.
 func (k *Keys) PassAll(p *events.Proposal, approver string) error {
-	gates, err := route.Default().For(p.Kind)
+	hops, err := route.Default().For(p.Kind)
 	if err != nil {
 		return err
 	}
-	for _, g := range gates {
+	for _, g := range hops {
 		h := events.Hop{Gate: g, Outcome: events.OutcomePassed, At: time.Now().UTC()}
 		switch g {
-		case route.Schema:
+		case gates.Schema:
 			h.Emitter = p.AgentRole
-		case route.Approval:
+		case gates.Approval:
 			h.Outcome, h.Approver = events.OutcomeApproved, approver
 		}
 		p.Route.Trail = append(p.Route.Trail, h)
