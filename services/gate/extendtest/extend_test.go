@@ -168,7 +168,7 @@ func TestATestOnlyGateRunsLikeTheOthers(t *testing.T) {
 		js := connect(proc.User())
 		run(proc.User(), js, func(app *runtime.App) error {
 			return gates.Register(app, gates.Deps{JetStream: js, Graph: reader, Routes: &routes, Signers: signers,
-				Config: gates.Config{MaxDeliver: 3, Backoff: []time.Duration{20 * time.Millisecond}, Invariant: gates.InvariantConfig{ReferenceWait: -1}},
+				Config:     gates.Config{MaxDeliver: 3, Backoff: []time.Duration{20 * time.Millisecond}, Invariant: gates.InvariantConfig{ReferenceWait: -1}},
 				Registerer: prometheus.NewRegistry(), Logger: logx.Discard()}, proc.Gates)
 		})
 	}
