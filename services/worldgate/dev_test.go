@@ -85,7 +85,7 @@ func TestDevDemoOnlyPrintsSummaryAndEndpoints(t *testing.T) {
 func TestDevKeepsItsSecrets(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "data")
 	var stdout, stderr bytes.Buffer
-	args := []string{"-data-dir", dir, "-no-demo", "-demo-only", "-nats-port", "0", "-graph-port", "0", "-admin-port", "0", "-mcp-port", "0"}
+	args := []string{"-data-dir", dir, "-no-demo", "-demo-only", "-nats-port", "0", "-graph-port", "0", "-admin-port", "0", "-mcp-port", "0", "-edge-port", "0"}
 	if err := runDev(context.Background(), args, &stdout, &stderr); err != nil {
 		t.Fatalf("dev: %v\n%s", err, stderr.String())
 	}
@@ -142,7 +142,7 @@ func TestDevMCPAuthorizationFlow(t *testing.T) {
 	done := make(chan error, 1)
 	var stdout, stderr bytes.Buffer
 	go func() {
-		done <- runDev(ctx, []string{"-data-dir", dir, "-no-demo", "-nats-port", "0", "-graph-port", "0", "-admin-port", "0", "-mcp-port", "0"}, &stdout, &stderr)
+		done <- runDev(ctx, []string{"-data-dir", dir, "-no-demo", "-nats-port", "0", "-graph-port", "0", "-admin-port", "0", "-mcp-port", "0", "-edge-port", "0"}, &stdout, &stderr)
 	}()
 	defer func() {
 		cancel()
@@ -159,6 +159,7 @@ func TestDevMCPAuthorizationFlow(t *testing.T) {
 		}
 		select {
 		case err := <-done:
+			done <- err // for the deferred wait, which would otherwise block forever
 			t.Fatalf("dev ended: %v\n%s", err, stderr.String())
 		default:
 		}

@@ -239,7 +239,7 @@ func TestSecondDevOnTheSameDataDirFailsFast(t *testing.T) {
 
 	var stdout, stderr strings.Builder
 	start := time.Now()
-	err = runDev(ctx, []string{"-data-dir", dir, "-demo-only", "-json", "-nats-port", "0", "-graph-port", "0", "-admin-port", "0", "-mcp-port", "0"}, &stdout, &stderr)
+	err = runDev(ctx, []string{"-data-dir", dir, "-demo-only", "-json", "-nats-port", "0", "-graph-port", "0", "-admin-port", "0", "-mcp-port", "0", "-edge-port", "0"}, &stdout, &stderr)
 	took := time.Since(start)
 	want := fmt.Sprintf("data directory %s is in use by another worldgate (pid %d)", dir, os.Getpid())
 	if err == nil || !strings.Contains(err.Error(), want) {
