@@ -273,7 +273,8 @@ func pointer(tokens []string) string {
 }
 
 // structRules applies validator/v10 tags: the rules JSON Schema cannot express (an event id
-// that is a UUIDv7, a move that goes somewhere else).
+// that is a UUIDv7, a move that goes somewhere else, text that is not blank, entries that do
+// not repeat). Paths are JSON pointers under prefix.
 func structRules(v any, prefix string) []Problem {
 	err := validate().Struct(v)
 	if err == nil {
@@ -285,17 +286,48 @@ func structRules(v any, prefix string) []Problem {
 	}
 	probs := make([]Problem, 0, len(verrs))
 	for _, fe := range verrs {
-		path := prefix + "/" + fe.Field()
-		msg := fmt.Sprintf("fails rule %q", fe.Tag())
+		// Namespace is "<Struct>.field[2]": drop the struct, turn [i] into /i.
+		ns := fe.Namespace()
+		if i := strings.IndexByte(ns, '.'); i >= 0 {
+			ns = ns[i+1:]
+		}
+		path := prefix + "/" + strings.NewReplacer("[", "/", "]", "", ".", "/").Replace(ns)
+		var msg string
 		switch fe.Tag() {
 		case "uuidv7":
 			msg = "must be a UUIDv7 (time-ordered): generate it with a UUIDv7 library"
+		case "notblank":
+			msg = "must not be blank: write some text"
+		case "unique":
+			msg = "must not repeat an entry"
 		case "nefield":
-			msg = fmt.Sprintf("must differ from %s", fe.Param())
+			msg = fmt.Sprintf("must differ from %s", jsonName(v, fe.Param()))
+		case "excluded_without":
+			msg = fmt.Sprintf("is only allowed together with %s", jsonName(v, fe.Param()))
+		case "excluded_with":
+			msg = fmt.Sprintf("is not allowed together with %s: give one or the other", jsonName(v, fe.Param()))
+		default:
+			msg = fmt.Sprintf("fails rule %q", fe.Tag())
 		}
 		probs = append(probs, Problem{ProblemInvalidField, path, msg})
 	}
 	return probs
+}
+
+// jsonName is the JSON name of v's field goName (FromLocationID → fromLocationId).
+func jsonName(v any, goName string) string {
+	t := reflect.TypeOf(v)
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t != nil && t.Kind() == reflect.Struct {
+		if f, ok := t.FieldByName(goName); ok {
+			if name, _, _ := strings.Cut(f.Tag.Get("json"), ","); name != "" {
+				return name
+			}
+		}
+	}
+	return goName
 }
 
 var validate = sync.OnceValue(func() *validator.Validate {
@@ -306,6 +338,9 @@ var validate = sync.OnceValue(func() *validator.Validate {
 			return f.Name
 		}
 		return name
+	})
+	_ = v.RegisterValidation("notblank", func(fl validator.FieldLevel) bool {
+		return strings.TrimSpace(fl.Field().String()) != ""
 	})
 	_ = v.RegisterValidation("uuidv7", func(fl validator.FieldLevel) bool {
 		id, err := uuid.Parse(fl.Field().String())

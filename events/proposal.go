@@ -154,33 +154,6 @@ const (
 	KindLoreFactAdded   = "lore_fact_added"
 )
 
-// KindInfo describes a proposal kind: the domain event it becomes and whether it destroys
-// something (destructive kinds wait for a person's approval).
-type KindInfo struct {
-	Kind        string
-	DomainType  string
-	Destructive bool
-}
-
-var kinds = []KindInfo{
-	{KindAmbience, "AmbienceGenerated", false},
-	{KindNPCDialogue, "NPCDialogueAccepted", false},
-	{KindQuestSeed, "QuestSeeded", false},
-	{KindPlayerMoved, "PlayerMoved", false},
-	{KindLocationCreated, "LocationCreated", false},
-	{KindExitAdded, "ExitAdded", false},
-	{KindExitRemoved, "ExitRemoved", true},
-	{KindNPCCreated, "NPCCreated", false},
-	{KindNPCRemoved, "NPCRemoved", true},
-	{KindFactionCreated, "FactionCreated", false},
-	{KindPlayerCreated, "PlayerCreated", false},
-	{KindItemCreated, "ItemCreated", false},
-	{KindLoreFactAdded, "LoreFactAdded", false},
-}
-
-// Kinds lists every proposal kind of this version of the contract.
-func Kinds() []KindInfo { return append([]KindInfo(nil), kinds...) }
-
 // LookupKind returns what is known of kind, and false for an unknown kind.
 func LookupKind(kind string) (KindInfo, bool) {
 	for _, k := range kinds {

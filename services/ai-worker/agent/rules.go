@@ -82,7 +82,7 @@ func (a *Agent) resolveMove(ctx context.Context, role roles.Role, env *events.En
 	if to == "" {
 		return refuse(fmt.Sprintf("%s has no exit %s", mv.FromLocationID, dir))
 	}
-	payload, err := json.Marshal(map[string]string{"playerId": mv.PlayerID, "fromLocationId": mv.FromLocationID, "toLocationId": to, "direction": dir})
+	payload, err := json.Marshal(&events.PlayerMovedPayload{PlayerID: mv.PlayerID, FromLocationID: mv.FromLocationID, ToLocationID: to, Direction: dir})
 	if err != nil {
 		return nil, err
 	}

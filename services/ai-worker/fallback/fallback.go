@@ -114,19 +114,19 @@ func pick(key string, n int) int {
 // ambience returns the fallback ambience payload for a location.
 func (t *Table) ambience(locationID string) json.RawMessage {
 	e := t.AmbienceTexts[pick(locationID, len(t.AmbienceTexts))]
-	return mustJSON(map[string]any{"locationId": locationID, "text": e.Text, "mood": e.Mood})
+	return mustJSON(&events.AmbiencePayload{LocationID: locationID, Text: e.Text, Mood: e.Mood})
 }
 
 // dialogue returns the fallback dialogue payload.
 func (t *Table) dialogue(npcID, playerID, locationID string) json.RawMessage {
 	e := t.DialogueLines[pick(npcID+"|"+playerID, len(t.DialogueLines))]
-	return mustJSON(map[string]any{"npcId": npcID, "playerId": playerID, "locationId": locationID, "line": e.Line, "intent": e.Intent})
+	return mustJSON(&events.NPCDialoguePayload{NPCID: npcID, PlayerID: playerID, LocationID: locationID, Line: e.Line, Intent: e.Intent})
 }
 
 // quest returns the fallback quest seed payload with the given quest id.
 func (t *Table) quest(questID, locationID string) json.RawMessage {
 	e := t.QuestSeeds[pick(locationID, len(t.QuestSeeds))]
-	return mustJSON(map[string]any{"questId": questID, "locationId": locationID, "title": e.Title, "hook": e.Hook, "objectives": e.Objectives})
+	return mustJSON(&events.QuestSeedPayload{QuestID: questID, LocationID: locationID, Title: e.Title, Hook: e.Hook, Objectives: e.Objectives})
 }
 
 // Payload returns the fallback payload for kind, with the identifiers taken from bind

@@ -24,7 +24,6 @@
 package apply
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 
@@ -152,15 +151,9 @@ func Build(p *events.Proposal) ([]Command, error) {
 	}
 	c := Command{EventID: events.DomainEventID(p.ProposalID, 0), Type: info.DomainType, Payload: p.Payload}
 	if err := m(&c, p); err != nil {
-		return nil, fmt.Errorf("%s payload: %w", p.Kind, err)
+		return nil, err
 	}
 	return []Command{c}, nil
-}
-
-func decode(raw json.RawMessage, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	return dec.Decode(v)
 }
 
 // Kinds lists the proposal kinds that have a mapping.

@@ -1,6 +1,8 @@
 package apply
 
 import (
+	"fmt"
+
 	gremlingo "github.com/apache/tinkerpop/gremlin-go/v3/driver"
 
 	"github.com/worldgate/worldgate/events"
@@ -65,28 +67,20 @@ func (c *Command) requireEntity(id string) {
 	c.requireVertex(labelOf(id), id, "entity")
 }
 
-func labelOf(id string) string {
-	for i := 0; i < len(id); i++ {
-		if id[i] == ':' {
-			switch id[:i] {
-			case "loc":
-				return "Location"
-			case "npc":
-				return "NPC"
-			case "player":
-				return "Player"
-			case "faction":
-				return "Faction"
-			case "item":
-				return "Item"
-			case "lore":
-				return "LoreFact"
-			case "quest":
-				return "QuestSeed"
-			}
-		}
+func labelOf(id string) string { return events.EntityLabel(id) }
+
+// payloadOf decodes p's payload into its kind's type (events.KindInfo), strictly.
+func payloadOf[T events.Payload](p *events.Proposal) (T, error) {
+	var zero T
+	pl, err := events.DecodePayload(p.Kind, p.Payload)
+	if err != nil {
+		return zero, err
 	}
-	return ""
+	v, ok := pl.(T)
+	if !ok {
+		return zero, fmt.Errorf("a %s payload decodes to %T, not %T", p.Kind, pl, zero)
+	}
+	return v, nil
 }
 
 // ---- write helpers ----
@@ -122,14 +116,8 @@ func edge(from, label, to string, p props) func() *gremlingo.GraphTraversal {
 // ---- kinds ----
 
 func locationCreated(c *Command, p *events.Proposal) error {
-	var v struct {
-		LocationID  string   `json:"locationId"`
-		Name        string   `json:"name"`
-		Description string   `json:"description"`
-		Region      string   `json:"region"`
-		Tags        []string `json:"tags"`
-	}
-	if err := decode(p.Payload, &v); err != nil {
+	v, err := payloadOf[*events.LocationCreatedPayload](p)
+	if err != nil {
 		return err
 	}
 	c.requireAbsent(v.LocationID, "location")
@@ -140,18 +128,13 @@ func locationCreated(c *Command, p *events.Proposal) error {
 }
 
 func exitAdded(c *Command, p *events.Proposal) error {
-	var v struct {
-		From        string `json:"fromLocationId"`
-		To          string `json:"toLocationId"`
-		Direction   string `json:"direction"`
-		Description string `json:"description"`
-	}
-	if err := decode(p.Payload, &v); err != nil {
+	v, err := payloadOf[*events.ExitAddedPayload](p)
+	if err != nil {
 		return err
 	}
-	c.requireVertex("Location", v.From, "location")
-	c.requireVertex("Location", v.To, "location")
-	from, to, dir := v.From, v.To, v.Direction
+	c.requireVertex("Location", v.FromLocationID, "location")
+	c.requireVertex("Location", v.ToLocationID, "location")
+	from, to, dir := v.FromLocationID, v.ToLocationID, v.Direction
 	c.refuseIf(from+" already has an exit "+dir+" to another location", func() *gremlingo.GraphTraversal {
 		return __.Filter(__.V(from).OutE("exit").Has("direction", dir).InV().Not(__.HasId(to)))
 	})
@@ -161,15 +144,11 @@ func exitAdded(c *Command, p *events.Proposal) error {
 }
 
 func exitRemoved(c *Command, p *events.Proposal) error {
-	var v struct {
-		From      string `json:"fromLocationId"`
-		Direction string `json:"direction"`
-		Reason    string `json:"reason"`
-	}
-	if err := decode(p.Payload, &v); err != nil {
+	v, err := payloadOf[*events.ExitRemovedPayload](p)
+	if err != nil {
 		return err
 	}
-	from, dir := v.From, v.Direction
+	from, dir := v.FromLocationID, v.Direction
 	c.refuseIf(from+" has no exit "+dir, func() *gremlingo.GraphTraversal {
 		return __.Not(__.V(from).OutE("exit").Has("direction", dir))
 	})
@@ -178,16 +157,8 @@ func exitRemoved(c *Command, p *events.Proposal) error {
 }
 
 func npcCreated(c *Command, p *events.Proposal) error {
-	var v struct {
-		NPCID      string `json:"npcId"`
-		Name       string `json:"name"`
-		Persona    string `json:"persona"`
-		Mood       string `json:"mood"`
-		LocationID string `json:"locationId"`
-		FactionID  string `json:"factionId"`
-		Rank       string `json:"rank"`
-	}
-	if err := decode(p.Payload, &v); err != nil {
+	v, err := payloadOf[*events.NPCCreatedPayload](p)
+	if err != nil {
 		return err
 	}
 	c.requireAbsent(v.NPCID, "NPC")
@@ -204,11 +175,8 @@ func npcCreated(c *Command, p *events.Proposal) error {
 }
 
 func npcRemoved(c *Command, p *events.Proposal) error {
-	var v struct {
-		NPCID  string `json:"npcId"`
-		Reason string `json:"reason"`
-	}
-	if err := decode(p.Payload, &v); err != nil {
+	v, err := payloadOf[*events.NPCRemovedPayload](p)
+	if err != nil {
 		return err
 	}
 	id := v.NPCID
@@ -219,12 +187,8 @@ func npcRemoved(c *Command, p *events.Proposal) error {
 }
 
 func factionCreated(c *Command, p *events.Proposal) error {
-	var v struct {
-		FactionID   string `json:"factionId"`
-		Name        string `json:"name"`
-		Description string `json:"description"`
-	}
-	if err := decode(p.Payload, &v); err != nil {
+	v, err := payloadOf[*events.FactionCreatedPayload](p)
+	if err != nil {
 		return err
 	}
 	c.requireAbsent(v.FactionID, "faction")
@@ -233,12 +197,8 @@ func factionCreated(c *Command, p *events.Proposal) error {
 }
 
 func playerCreated(c *Command, p *events.Proposal) error {
-	var v struct {
-		PlayerID   string `json:"playerId"`
-		Name       string `json:"name"`
-		LocationID string `json:"locationId"`
-	}
-	if err := decode(p.Payload, &v); err != nil {
+	v, err := payloadOf[*events.PlayerCreatedPayload](p)
+	if err != nil {
 		return err
 	}
 	c.requireAbsent(v.PlayerID, "player")
@@ -249,14 +209,8 @@ func playerCreated(c *Command, p *events.Proposal) error {
 }
 
 func itemCreated(c *Command, p *events.Proposal) error {
-	var v struct {
-		ItemID      string `json:"itemId"`
-		Name        string `json:"name"`
-		Description string `json:"description"`
-		LocationID  string `json:"locationId"`
-		HolderID    string `json:"holderId"`
-	}
-	if err := decode(p.Payload, &v); err != nil {
+	v, err := payloadOf[*events.ItemCreatedPayload](p)
+	if err != nil {
 		return err
 	}
 	c.requireAbsent(v.ItemID, "item")
@@ -277,15 +231,8 @@ func itemCreated(c *Command, p *events.Proposal) error {
 }
 
 func loreFactAdded(c *Command, p *events.Proposal) error {
-	var v struct {
-		LoreID    string   `json:"loreId"`
-		Title     string   `json:"title"`
-		Text      string   `json:"text"`
-		Tags      []string `json:"tags"`
-		Canonical bool     `json:"canonical"`
-		About     []string `json:"about"`
-	}
-	if err := decode(p.Payload, &v); err != nil {
+	v, err := payloadOf[*events.LoreFactAddedPayload](p)
+	if err != nil {
 		return err
 	}
 	c.requireAbsent(v.LoreID, "lore fact")
@@ -304,12 +251,8 @@ func loreFactAdded(c *Command, p *events.Proposal) error {
 func contentID(prefix string, c *Command) string { return prefix + c.EventID }
 
 func ambience(c *Command, p *events.Proposal) error {
-	var v struct {
-		LocationID string `json:"locationId"`
-		Text       string `json:"text"`
-		Mood       string `json:"mood"`
-	}
-	if err := decode(p.Payload, &v); err != nil {
+	v, err := payloadOf[*events.AmbiencePayload](p)
+	if err != nil {
 		return err
 	}
 	c.requireVertex("Location", v.LocationID, "location")
@@ -320,14 +263,8 @@ func ambience(c *Command, p *events.Proposal) error {
 }
 
 func npcDialogue(c *Command, p *events.Proposal) error {
-	var v struct {
-		NPCID      string `json:"npcId"`
-		PlayerID   string `json:"playerId"`
-		LocationID string `json:"locationId"`
-		Line       string `json:"line"`
-		Intent     string `json:"intent"`
-	}
-	if err := decode(p.Payload, &v); err != nil {
+	v, err := payloadOf[*events.NPCDialoguePayload](p)
+	if err != nil {
 		return err
 	}
 	c.requireVertex("NPC", v.NPCID, "NPC")
@@ -340,15 +277,8 @@ func npcDialogue(c *Command, p *events.Proposal) error {
 }
 
 func questSeed(c *Command, p *events.Proposal) error {
-	var v struct {
-		QuestID    string   `json:"questId"`
-		LocationID string   `json:"locationId"`
-		Title      string   `json:"title"`
-		Hook       string   `json:"hook"`
-		Objectives []string `json:"objectives"`
-		Involves   []string `json:"involves"`
-	}
-	if err := decode(p.Payload, &v); err != nil {
+	v, err := payloadOf[*events.QuestSeedPayload](p)
+	if err != nil {
 		return err
 	}
 	c.requireAbsent(v.QuestID, "quest")
@@ -366,16 +296,11 @@ func questSeed(c *Command, p *events.Proposal) error {
 }
 
 func playerMoved(c *Command, p *events.Proposal) error {
-	var v struct {
-		PlayerID  string `json:"playerId"`
-		From      string `json:"fromLocationId"`
-		To        string `json:"toLocationId"`
-		Direction string `json:"direction"`
-	}
-	if err := decode(p.Payload, &v); err != nil {
+	v, err := payloadOf[*events.PlayerMovedPayload](p)
+	if err != nil {
 		return err
 	}
-	player, from, to, dir := v.PlayerID, v.From, v.To, v.Direction
+	player, from, to, dir := v.PlayerID, v.FromLocationID, v.ToLocationID, v.Direction
 	c.requireVertex("Player", player, "player")
 	c.refuseIf("player "+player+" is not at "+from+" (moved since the move was proposed)", func() *gremlingo.GraphTraversal {
 		return __.Not(__.V(player).Out("at").HasId(from))

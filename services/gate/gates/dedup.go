@@ -90,16 +90,16 @@ func nearDuplicate(fp uint64, proposalID string, entries []fingerprint, maxDista
 }
 
 func (g *dedup) Check(ctx context.Context, p *events.Proposal) (Decision, error) {
-	payload, err := decodePayload(p.Kind, p.Payload)
+	payload, err := events.DecodePayload(p.Kind, p.Payload)
 	if err != nil {
 		return Decision{}, err
 	}
-	text := contentText(payload)
+	text := payload.Content()
 	if text == "" {
 		return Pass(), nil
 	}
 	fp := SimHash(text)
-	key := dedupKey(p.Kind, contentTarget(payload))
+	key := dedupKey(p.Kind, payload.Target())
 	defer g.locks.lock(key)()
 	for range 20 {
 		var cur fingerprints

@@ -70,15 +70,7 @@ type violation struct {
 	waitable bool
 }
 
-var entityNames = map[string]string{"loc": "location", "npc": "NPC", "player": "player", "faction": "faction", "item": "item", "lore": "lore fact", "quest": "quest"}
-
-func entity(id string) string {
-	prefix, _, _ := strings.Cut(id, ":")
-	if n, ok := entityNames[prefix]; ok {
-		return n + " " + id
-	}
-	return id
-}
+func entity(id string) string { return events.EntityName(id) }
 
 // worldBuilding kinds may wait for references created earlier in their batch.
 func worldBuilding(kind string) bool {
@@ -90,59 +82,28 @@ func worldBuilding(kind string) bool {
 	return false
 }
 
-// needsOf lists the graph reads for a payload.
-func needsOf(payload any) needs {
-	var n needs
-	add := func(ids ...string) {
-		for _, id := range ids {
-			if id != "" {
-				n.ids = append(n.ids, id)
-			}
-		}
+// needsOf lists the graph reads for a payload: the entities it references or creates, and
+// the extra facts its kind's rules need.
+func needsOf(payload events.Payload) needs {
+	n := needs{ids: payload.References()}
+	if c := payload.Creates(); c != "" {
+		n.ids = append(n.ids, c)
 	}
 	switch p := payload.(type) {
-	case *ambiencePayload:
-		add(p.LocationID)
-	case *npcDialoguePayload:
-		add(p.NPCID, p.PlayerID, p.LocationID)
+	case *events.NPCDialoguePayload:
 		n.npcOf = p.NPCID
-	case *questSeedPayload:
-		add(p.LocationID)
-		for _, id := range p.Involves {
-			if !strings.HasPrefix(id, "quest:") {
-				add(id)
-			}
-		}
-	case *playerMovedPayload:
-		add(p.PlayerID, p.FromLocationID, p.ToLocationID)
+	case *events.PlayerMovedPayload:
 		n.exitsOf, n.playerOf = p.FromLocationID, p.PlayerID
-	case *locationCreatedPayload:
-		add(p.LocationID)
-	case *exitAddedPayload:
-		add(p.FromLocationID, p.ToLocationID)
+	case *events.ExitAddedPayload:
 		n.exitsOf = p.FromLocationID
-	case *exitRemovedPayload:
-		add(p.FromLocationID)
+	case *events.ExitRemovedPayload:
 		n.exitsOf = p.FromLocationID
-	case *npcCreatedPayload:
-		add(p.NPCID, p.LocationID, p.FactionID)
-	case *npcRemovedPayload:
-		add(p.NPCID)
-	case *factionCreatedPayload:
-		add(p.FactionID)
-	case *playerCreatedPayload:
-		add(p.PlayerID, p.LocationID)
-	case *itemCreatedPayload:
-		add(p.ItemID, p.LocationID, p.HolderID)
-	case *loreFactAddedPayload:
-		add(p.LoreID)
-		add(p.About...)
 	}
 	return n
 }
 
 // invariantRules is the pure rule set: what is wrong with the proposal given the facts.
-func invariantRules(kind string, payload any, f facts) []violation {
+func invariantRules(kind string, payload events.Payload, f facts) []violation {
 	wb := worldBuilding(kind)
 	var out []violation
 	mustExist := func(ids ...string) {
@@ -157,11 +118,13 @@ func invariantRules(kind string, payload any, f facts) []violation {
 			out = append(out, violation{fmt.Sprintf("The %s already exists: choose another id, or propose a change instead.", entity(id)), false})
 		}
 	}
+	if c := payload.Creates(); c != "" {
+		mustNotExist(c)
+	}
+	mustExist(payload.References()...)
+	// The rules beyond existence.
 	switch p := payload.(type) {
-	case *ambiencePayload:
-		mustExist(p.LocationID)
-	case *npcDialoguePayload:
-		mustExist(p.NPCID, p.PlayerID, p.LocationID)
+	case *events.NPCDialoguePayload:
 		// An NPC answers only where it is.
 		if f.exists[p.NPCID] && f.exists[p.LocationID] && !contains(f.npcAt, p.LocationID) {
 			where := "nowhere"
@@ -170,15 +133,7 @@ func invariantRules(kind string, payload any, f facts) []violation {
 			}
 			out = append(out, violation{fmt.Sprintf("The %s is %s, not at %s: it cannot be spoken to there.", entity(p.NPCID), where, p.LocationID), false})
 		}
-	case *questSeedPayload:
-		mustExist(p.LocationID)
-		for _, id := range p.Involves {
-			if !strings.HasPrefix(id, "quest:") {
-				mustExist(id)
-			}
-		}
-	case *playerMovedPayload:
-		mustExist(p.PlayerID, p.FromLocationID, p.ToLocationID)
+	case *events.PlayerMovedPayload:
 		if f.exists[p.PlayerID] && !contains(f.playerAt, p.FromLocationID) {
 			where := "nowhere"
 			if len(f.playerAt) > 0 {
@@ -191,37 +146,17 @@ func invariantRules(kind string, payload any, f facts) []violation {
 		} else if ok && to != p.ToLocationID {
 			out = append(out, violation{fmt.Sprintf("The exit %s of %s leads to %s, not %s.", p.Direction, p.FromLocationID, to, p.ToLocationID), false})
 		}
-	case *locationCreatedPayload:
-		mustNotExist(p.LocationID)
-	case *exitAddedPayload:
+	case *events.ExitAddedPayload:
 		if p.FromLocationID == p.ToLocationID {
 			out = append(out, violation{fmt.Sprintf("The exit %s of %s would lead back to itself: exits must connect two different locations.", p.Direction, p.FromLocationID), false})
 		}
-		mustExist(p.FromLocationID, p.ToLocationID)
 		if to, ok := f.exits[p.Direction]; ok {
 			out = append(out, violation{fmt.Sprintf("The %s already has an exit %s (to %s): exit directions are unique per location.", entity(p.FromLocationID), p.Direction, to), false})
 		}
-	case *exitRemovedPayload:
-		mustExist(p.FromLocationID)
+	case *events.ExitRemovedPayload:
 		if _, ok := f.exits[p.Direction]; f.exists[p.FromLocationID] && !ok {
 			out = append(out, violation{fmt.Sprintf("The %s has no exit %s to remove.", entity(p.FromLocationID), p.Direction), false})
 		}
-	case *npcCreatedPayload:
-		mustNotExist(p.NPCID)
-		mustExist(p.LocationID, p.FactionID)
-	case *npcRemovedPayload:
-		mustExist(p.NPCID)
-	case *factionCreatedPayload:
-		mustNotExist(p.FactionID)
-	case *playerCreatedPayload:
-		mustNotExist(p.PlayerID)
-		mustExist(p.LocationID)
-	case *itemCreatedPayload:
-		mustNotExist(p.ItemID)
-		mustExist(p.LocationID, p.HolderID)
-	case *loreFactAddedPayload:
-		mustNotExist(p.LoreID)
-		mustExist(p.About...)
 	}
 	return out
 }
@@ -236,7 +171,7 @@ func contains(ss []string, s string) bool {
 }
 
 func (g *invariant) Check(ctx context.Context, p *events.Proposal) (Decision, error) {
-	payload, err := decodePayload(p.Kind, p.Payload)
+	payload, err := events.DecodePayload(p.Kind, p.Payload)
 	if err != nil {
 		return Decision{}, err
 	}

@@ -36,11 +36,11 @@ func TestSafetyDecisionPerPolicyVersion(t *testing.T) {
 }
 
 func TestContentText(t *testing.T) {
-	q := &questSeedPayload{QuestID: "quest:x", LocationID: "loc:a", Title: "T", Hook: "H", Objectives: []string{"o1", "o2"}, Involves: []string{"npc:b"}}
-	if got := contentText(q); got != "T\nH\no1\no2" {
+	q := &events.QuestSeedPayload{QuestID: "quest:x", LocationID: "loc:a", Title: "T", Hook: "H", Objectives: []string{"o1", "o2"}, Involves: []string{"npc:b"}}
+	if got := q.Content(); got != "T\nH\no1\no2" {
 		t.Fatalf("quest text %q (ids must not be moderated)", got)
 	}
-	if got := contentText(&playerMovedPayload{PlayerID: "player:a"}); got != "" {
+	if got := (&events.PlayerMovedPayload{PlayerID: "player:a"}).Content(); got != "" {
 		t.Fatalf("a move has no text, got %q", got)
 	}
 }
@@ -50,22 +50,22 @@ func TestInvariantRules(t *testing.T) {
 		exits: map[string]string{"north": "loc:b"}, playerAt: []string{"loc:a"}}
 	for _, c := range []struct {
 		kind     string
-		payload  any
+		payload  events.Payload
 		want     []string
 		waitable bool
 	}{
-		{events.KindAmbience, &ambiencePayload{LocationID: "loc:a"}, nil, false},
-		{events.KindAmbience, &ambiencePayload{LocationID: "loc:z"}, []string{"location loc:z does not exist"}, false},
-		{events.KindPlayerMoved, &playerMovedPayload{PlayerID: "player:p", FromLocationID: "loc:a", ToLocationID: "loc:b", Direction: "north"}, nil, false},
-		{events.KindPlayerMoved, &playerMovedPayload{PlayerID: "player:p", FromLocationID: "loc:b", ToLocationID: "loc:a", Direction: "south"}, []string{"is at loc:a, not at loc:b", "no exit south"}, false},
-		{events.KindExitAdded, &exitAddedPayload{FromLocationID: "loc:a", ToLocationID: "loc:a", Direction: "up"}, []string{"back to itself"}, false},
-		{events.KindExitAdded, &exitAddedPayload{FromLocationID: "loc:a", ToLocationID: "loc:b", Direction: "north"}, []string{"already has an exit north"}, false},
-		{events.KindExitAdded, &exitAddedPayload{FromLocationID: "loc:a", ToLocationID: "loc:new", Direction: "east"}, []string{"location loc:new does not exist"}, true},
-		{events.KindNPCCreated, &npcCreatedPayload{NPCID: "npc:n", LocationID: "loc:a"}, []string{"NPC npc:n already exists"}, false},
-		{events.KindNPCCreated, &npcCreatedPayload{NPCID: "npc:m", LocationID: "loc:a", FactionID: "faction:g"}, []string{"faction faction:g does not exist"}, true},
-		{events.KindExitRemoved, &exitRemovedPayload{FromLocationID: "loc:a", Direction: "west"}, []string{"no exit west to remove"}, false},
-		{events.KindNPCRemoved, &npcRemovedPayload{NPCID: "npc:x"}, []string{"NPC npc:x does not exist"}, false},
-		{events.KindLoreFactAdded, &loreFactAddedPayload{LoreID: "lore:l", About: []string{"npc:n", "faction:q"}}, []string{"faction faction:q does not exist"}, true},
+		{events.KindAmbience, &events.AmbiencePayload{LocationID: "loc:a"}, nil, false},
+		{events.KindAmbience, &events.AmbiencePayload{LocationID: "loc:z"}, []string{"location loc:z does not exist"}, false},
+		{events.KindPlayerMoved, &events.PlayerMovedPayload{PlayerID: "player:p", FromLocationID: "loc:a", ToLocationID: "loc:b", Direction: "north"}, nil, false},
+		{events.KindPlayerMoved, &events.PlayerMovedPayload{PlayerID: "player:p", FromLocationID: "loc:b", ToLocationID: "loc:a", Direction: "south"}, []string{"is at loc:a, not at loc:b", "no exit south"}, false},
+		{events.KindExitAdded, &events.ExitAddedPayload{FromLocationID: "loc:a", ToLocationID: "loc:a", Direction: "up"}, []string{"back to itself"}, false},
+		{events.KindExitAdded, &events.ExitAddedPayload{FromLocationID: "loc:a", ToLocationID: "loc:b", Direction: "north"}, []string{"already has an exit north"}, false},
+		{events.KindExitAdded, &events.ExitAddedPayload{FromLocationID: "loc:a", ToLocationID: "loc:new", Direction: "east"}, []string{"location loc:new does not exist"}, true},
+		{events.KindNPCCreated, &events.NPCCreatedPayload{NPCID: "npc:n", LocationID: "loc:a"}, []string{"NPC npc:n already exists"}, false},
+		{events.KindNPCCreated, &events.NPCCreatedPayload{NPCID: "npc:m", LocationID: "loc:a", FactionID: "faction:g"}, []string{"faction faction:g does not exist"}, true},
+		{events.KindExitRemoved, &events.ExitRemovedPayload{FromLocationID: "loc:a", Direction: "west"}, []string{"no exit west to remove"}, false},
+		{events.KindNPCRemoved, &events.NPCRemovedPayload{NPCID: "npc:x"}, []string{"NPC npc:x does not exist"}, false},
+		{events.KindLoreFactAdded, &events.LoreFactAddedPayload{LoreID: "lore:l", About: []string{"npc:n", "faction:q"}}, []string{"faction faction:q does not exist"}, true},
 	} {
 		vs := invariantRules(c.kind, c.payload, f)
 		var text []string
@@ -280,8 +280,8 @@ func BenchmarkDecisionSafety(b *testing.B) {
 	p, _ := benchProposal(b)
 	b.ReportAllocs()
 	for b.Loop() {
-		pl, _ := decodePayload(p.Kind, p.Payload)
-		_ = contentText(pl)
+		pl, _ := events.DecodePayload(p.Kind, p.Payload)
+		_ = pl.Content()
 		if safetyDecision(v, cfg).Outcome != Passed {
 			b.Fatal("rejected")
 		}
@@ -290,7 +290,7 @@ func BenchmarkDecisionSafety(b *testing.B) {
 
 func BenchmarkDecisionInvariant(b *testing.B) {
 	f := facts{exists: map[string]bool{"loc:a": true, "loc:b": true, "player:p": true}, exits: map[string]string{"north": "loc:b"}, playerAt: []string{"loc:a"}}
-	pl := &playerMovedPayload{PlayerID: "player:p", FromLocationID: "loc:a", ToLocationID: "loc:b", Direction: "north"}
+	pl := &events.PlayerMovedPayload{PlayerID: "player:p", FromLocationID: "loc:a", ToLocationID: "loc:b", Direction: "north"}
 	b.ReportAllocs()
 	for b.Loop() {
 		_ = needsOf(pl)

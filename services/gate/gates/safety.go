@@ -56,11 +56,11 @@ type verdict struct {
 }
 
 func (s *safety) Check(ctx context.Context, p *events.Proposal) (Decision, error) {
-	payload, err := decodePayload(p.Kind, p.Payload)
+	payload, err := events.DecodePayload(p.Kind, p.Payload)
 	if err != nil {
 		return Decision{}, err
 	}
-	text := contentText(payload)
+	text := payload.Content()
 	if text == "" {
 		return Pass(), nil
 	}

@@ -4,12 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"reflect"
 	"slices"
 	"strings"
-	"sync"
-
-	"github.com/go-playground/validator/v10"
 
 	"github.com/worldgate/worldgate/events"
 )
@@ -71,11 +67,11 @@ func proposalRules(p *events.Proposal) []events.Problem {
 		probs = append(probs, events.Problem{Code: events.ProblemInvalidField, Path: "/requiresApproval",
 			Message: fmt.Sprintf("must be true: %s is destructive and waits for a person's approval", p.Kind)})
 	}
-	payload, err := decodePayload(p.Kind, p.Payload)
+	payload, err := events.DecodePayload(p.Kind, p.Payload)
 	if err != nil {
 		return append(probs, events.Problem{Code: events.ProblemInvalidPayload, Path: "/payload", Message: err.Error()})
 	}
-	return append(probs, structRules(payload, "/payload")...)
+	return append(probs, events.PayloadRules(payload, "/payload")...)
 }
 
 // emitterRule admits a proposal only from an emitter subject (proposals.emit.<emitter>, which
@@ -153,70 +149,6 @@ func schemaRejection(err error) Decision {
 	}
 	return Reject(events.CodeSchemaInvalid, reason+".", map[string]any{"paths": paths, "problems": problems})
 }
-
-// structRules applies the validate tags of a payload's Go shape.
-func structRules(v any, prefix string) []events.Problem {
-	err := validate().Struct(v)
-	if err == nil {
-		return nil
-	}
-	var verrs validator.ValidationErrors
-	if !errors.As(err, &verrs) {
-		return []events.Problem{{Code: events.ProblemInvalidField, Path: prefix, Message: err.Error()}}
-	}
-	probs := make([]events.Problem, 0, len(verrs))
-	for _, fe := range verrs {
-		// Namespace is "<Struct>.field[2]": drop the struct, turn [i] into /i.
-		ns := fe.Namespace()
-		if i := strings.IndexByte(ns, '.'); i >= 0 {
-			ns = ns[i+1:]
-		}
-		path := prefix + "/" + strings.NewReplacer("[", "/", "]", "", ".", "/").Replace(ns)
-		var msg string
-		switch fe.Tag() {
-		case "notblank":
-			msg = "must not be blank: write some text"
-		case "unique":
-			msg = "must not repeat an entry"
-		case "nefield":
-			msg = fmt.Sprintf("must differ from %s", jsonName(fe.Param()))
-		case "excluded_without":
-			msg = fmt.Sprintf("is only allowed together with %s", jsonName(fe.Param()))
-		case "excluded_with":
-			msg = fmt.Sprintf("is not allowed together with %s: give one or the other", jsonName(fe.Param()))
-		default:
-			msg = fmt.Sprintf("fails rule %q", fe.Tag())
-		}
-		probs = append(probs, events.Problem{Code: events.ProblemInvalidPayload, Path: path, Message: msg})
-	}
-	return probs
-}
-
-// jsonName turns a Go field name such as FromLocationID into its JSON name fromLocationId.
-func jsonName(goName string) string {
-	for _, mk := range payloadTypes {
-		if f, ok := reflect.TypeOf(mk()).Elem().FieldByName(goName); ok {
-			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-			return name
-		}
-	}
-	return goName
-}
-
-var validate = sync.OnceValue(func() *validator.Validate {
-	v := validator.New(validator.WithRequiredStructEnabled())
-	v.RegisterTagNameFunc(func(f reflect.StructField) string {
-		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-		if name == "" || name == "-" {
-			return f.Name
-		}
-		return name
-	})
-	_ = v.RegisterValidation("notblank", func(fl validator.FieldLevel) bool {
-		return strings.TrimSpace(fl.Field().String()) != ""
-	})
-	return v
-})
 
 // narrationRule: a proposal from the narrator emitter carries provenance.narrator (the client
 // mcp-propose authenticated) and no model fields; no other emitter's carries provenance.narrator.

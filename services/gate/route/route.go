@@ -83,14 +83,11 @@ func Parse(data []byte, known ...string) (events.Routes, error) {
 }
 
 // PlayerText reports whether proposals of kind carry text that reaches players (generated
-// content and world building): their routes must pass the safety gate. Moves carry none;
-// removals carry only an operator's reason.
+// content and world building; events.KindInfo.PlayerText): their routes must pass the safety
+// gate.
 func PlayerText(kind string) bool {
-	switch kind {
-	case events.KindPlayerMoved, events.KindExitRemoved, events.KindNPCRemoved:
-		return false
-	}
-	return true
+	info, ok := events.LookupKind(kind)
+	return !ok || info.PlayerText
 }
 
 // CheckSafety refuses routes where a kind whose text reaches players skips the safety gate.

@@ -377,66 +377,35 @@ type draft struct {
 // then what references them.
 func (w *World) drafts() []draft {
 	var out []draft
-	add := func(kind, entity string, line int, payload any) {
-		raw, _ := json.Marshal(payload) // maps of strings: cannot fail
+	add := func(kind, entity string, line int, payload events.Payload) {
+		raw, _ := json.Marshal(payload) // strings, lists of strings and a bool: cannot fail
 		out = append(out, draft{kind: kind, entity: entity, line: line, payload: raw})
 	}
-	type m = map[string]any
-	opt := func(p m, k, v string) {
-		if v != "" {
-			p[k] = v
-		}
-	}
 	for _, f := range w.Factions {
-		p := m{"factionId": f.ID, "name": f.Name}
-		opt(p, "description", f.Description)
-		add(events.KindFactionCreated, f.ID, f.Line, p)
+		add(events.KindFactionCreated, f.ID, f.Line, &events.FactionCreatedPayload{FactionID: f.ID, Name: f.Name, Description: f.Description})
 	}
 	for _, l := range w.Locations {
-		p := m{"locationId": l.ID, "name": l.Name, "description": l.Description}
-		opt(p, "region", l.Region)
-		if len(l.Tags) > 0 {
-			p["tags"] = l.Tags
-		}
-		add(events.KindLocationCreated, l.ID, l.Line, p)
+		add(events.KindLocationCreated, l.ID, l.Line, &events.LocationCreatedPayload{LocationID: l.ID, Name: l.Name, Description: l.Description, Region: l.Region, Tags: l.Tags})
 	}
 	for _, l := range w.Locations {
 		for _, x := range l.Exits {
-			p := m{"fromLocationId": l.ID, "toLocationId": x.To, "direction": x.Direction}
-			opt(p, "description", x.Description)
-			add(events.KindExitAdded, l.ID+":"+x.Direction, x.Line, p)
+			add(events.KindExitAdded, l.ID+":"+x.Direction, x.Line, &events.ExitAddedPayload{FromLocationID: l.ID, ToLocationID: x.To, Direction: x.Direction, Description: x.Description})
 			if x.Back != "" {
-				add(events.KindExitAdded, x.To+":"+x.Back, x.Line, m{"fromLocationId": x.To, "toLocationId": l.ID, "direction": x.Back})
+				add(events.KindExitAdded, x.To+":"+x.Back, x.Line, &events.ExitAddedPayload{FromLocationID: x.To, ToLocationID: l.ID, Direction: x.Back})
 			}
 		}
 	}
 	for _, n := range w.NPCs {
-		p := m{"npcId": n.ID, "name": n.Name, "locationId": n.Location}
-		opt(p, "persona", n.Persona)
-		opt(p, "mood", n.Mood)
-		opt(p, "factionId", n.Faction)
-		opt(p, "rank", n.Rank)
-		add(events.KindNPCCreated, n.ID, n.Line, p)
+		add(events.KindNPCCreated, n.ID, n.Line, &events.NPCCreatedPayload{NPCID: n.ID, Name: n.Name, Persona: n.Persona, Mood: n.Mood, LocationID: n.Location, FactionID: n.Faction, Rank: n.Rank})
 	}
 	for _, pl := range w.Players {
-		add(events.KindPlayerCreated, pl.ID, pl.Line, m{"playerId": pl.ID, "name": pl.Name, "locationId": pl.Location})
+		add(events.KindPlayerCreated, pl.ID, pl.Line, &events.PlayerCreatedPayload{PlayerID: pl.ID, Name: pl.Name, LocationID: pl.Location})
 	}
 	for _, it := range w.Items {
-		p := m{"itemId": it.ID, "name": it.Name}
-		opt(p, "description", it.Description)
-		opt(p, "locationId", it.Location)
-		opt(p, "holderId", it.Holder)
-		add(events.KindItemCreated, it.ID, it.Line, p)
+		add(events.KindItemCreated, it.ID, it.Line, &events.ItemCreatedPayload{ItemID: it.ID, Name: it.Name, Description: it.Description, LocationID: it.Location, HolderID: it.Holder})
 	}
 	for _, l := range w.Lore {
-		p := m{"loreId": l.ID, "title": l.Title, "text": l.Text, "canonical": l.Canonical}
-		if len(l.Tags) > 0 {
-			p["tags"] = l.Tags
-		}
-		if len(l.About) > 0 {
-			p["about"] = l.About
-		}
-		add(events.KindLoreFactAdded, l.ID, l.Line, p)
+		add(events.KindLoreFactAdded, l.ID, l.Line, &events.LoreFactAddedPayload{LoreID: l.ID, Title: l.Title, Text: l.Text, Tags: l.Tags, Canonical: l.Canonical, About: l.About})
 	}
 	return out
 }
