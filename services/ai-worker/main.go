@@ -43,7 +43,7 @@ func main() {
 }
 
 type flags struct {
-	natsURL, natsUser, natsPassword, natsCreds string
+	nats natsx.ConnConfig
 	admin, logLevel                            string
 	llmConfig, llmProvider, llmBaseURL, llmKey string
 	llmModel, llmRichModel                     string
@@ -59,10 +59,8 @@ type flags struct {
 func run(args []string) error {
 	var f flags
 	fs := flag.NewFlagSet("ai-worker", flag.ContinueOnError)
-	fs.StringVar(&f.natsURL, "nats-url", "nats://127.0.0.1:4222", "NATS server URL")
-	fs.StringVar(&f.natsUser, "nats-user", "", "NATS user (deploy/nats: ai-worker)")
-	fs.StringVar(&f.natsPassword, "nats-password", "", "NATS password")
-	fs.StringVar(&f.natsCreds, "nats-creds", "", "NATS .creds file")
+	f.nats.Name = "ai-worker"
+	f.nats.RegisterFlags(fs, "ai-worker", false)
 	fs.StringVar(&f.admin, "admin", "127.0.0.1:9420", "admin listen address (/metrics, /healthz, /readyz)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&f.llmConfig, "llm-config", "", "YAML provider configuration (services/ai-worker/llmsetup); overrides the -llm-provider flags")
@@ -108,7 +106,7 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
-	nc, js, err := natsx.Connect(natsx.ConnConfig{URL: f.natsURL, Name: "ai-worker", User: f.natsUser, Password: f.natsPassword, Creds: f.natsCreds}, log)
+	nc, js, err := natsx.Connect(f.nats, log)
 	if err != nil {
 		return err
 	}

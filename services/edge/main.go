@@ -37,10 +37,7 @@ func main() {
 func run() error {
 	fs := flag.NewFlagSet("edge", flag.ContinueOnError)
 	var nc natsx.ConnConfig
-	fs.StringVar(&nc.URL, "nats-url", "nats://127.0.0.1:4222", "NATS server URL")
-	fs.StringVar(&nc.User, "nats-user", "", "NATS user (deploy/nats: edge)")
-	fs.StringVar(&nc.Password, "nats-password", "", "NATS password")
-	fs.StringVar(&nc.Creds, "nats-creds", "", "NATS .creds file")
+	nc.RegisterFlags(fs, "edge", false)
 	listen := fs.String("listen", "127.0.0.1:8080", "address of the HTTP API")
 	adminAddr := fs.String("admin", "127.0.0.1:9430", "admin address for /metrics, /healthz, /readyz")
 	keysFile := fs.String("keys-file", "", `JSON API keys: {"keys":[{"name":…,"sha256":…,"scopes":["publish","read:all"],"rate":20}]} (required)`)

@@ -3,7 +3,7 @@
 // component configured with the graph's write credentials.
 //
 //	event-processor -nats-url nats://127.0.0.1:4222 -graph-url ws://127.0.0.1:8182/gremlin \
-//	    -graph-username worldgate -admin 127.0.0.1:9105
+//	    -graph-user worldgate -admin 127.0.0.1:9105
 //
 // Every flag has a WORLDGATE_* environment equivalent (WORLDGATE_GRAPH_PASSWORD, …).
 package main
@@ -45,10 +45,7 @@ func main() {
 func run() error {
 	fs := flag.NewFlagSet("event-processor", flag.ContinueOnError)
 	var nc natsx.ConnConfig
-	fs.StringVar(&nc.URL, "nats-url", "nats://127.0.0.1:4222", "NATS server URL")
-	fs.StringVar(&nc.User, "nats-user", "", "NATS user (deploy/nats: event-processor)")
-	fs.StringVar(&nc.Password, "nats-password", "", "NATS password")
-	fs.StringVar(&nc.Creds, "nats-creds", "", "NATS .creds file")
+	nc.RegisterFlags(fs, "event-processor", false)
 	gs := graphx.Settings{URL: "ws://127.0.0.1:8182/gremlin", Username: "worldgate"}
 	gs.RegisterFlags(fs, "graph-")
 	adminAddr := fs.String("admin", "127.0.0.1:9105", "admin address for /metrics, /healthz, /readyz")

@@ -47,32 +47,29 @@ func main() {
 }
 
 type flags struct {
-	gates, natsURL, natsUser, natsPassword, natsCreds string
-	graphURL, graphUser, graphPassword                string
-	classifyURL, classifyToken                        string
-	routes, templates, admin, logLevel                string
-	signingKeys                                       string
-	tracing                                           tracing.Config
-	budgets, blocked                                  string
-	provision                                         bool
-	maxDeliver, dedupDistance                         int
-	topology                                          natsx.TopologyOptions
-	rateWindow, dedupWindow, approvalExpiry, refWait  time.Duration
+	gates                                            string
+	nats                                             natsx.ConnConfig
+	graph                                            graphx.Settings
+	classifyURL, classifyToken                       string
+	routes, templates, admin, logLevel               string
+	signingKeys                                      string
+	tracing                                          tracing.Config
+	budgets, blocked                                 string
+	provision                                        bool
+	maxDeliver, dedupDistance                        int
+	topology                                         natsx.TopologyOptions
+	rateWindow, dedupWindow, approvalExpiry, refWait time.Duration
 }
 
 func parse(args []string) (flags, error) {
 	var f flags
 	fs := flag.NewFlagSet("gate", flag.ContinueOnError)
 	fs.StringVar(&f.gates, "gate", "all", "gates to run: comma-separated names ("+strings.Join(gates.Known(), ",")+") or all")
-	fs.StringVar(&f.natsURL, "nats-url", "nats://127.0.0.1:4222", "NATS server URL")
-	fs.StringVar(&f.natsUser, "nats-user", "", "NATS user (deploy/nats: gate-<name> for one gate, gates for -gate all)")
-	fs.StringVar(&f.natsPassword, "nats-password", "", "NATS password")
-	fs.StringVar(&f.natsCreds, "nats-creds", "", "NATS credentials file")
+	f.nats.RegisterFlags(fs, "gate-<name> for one gate, gates for -gate all", false)
 	fs.BoolVar(&f.provision, "provision", true, "provision the JetStream topology at start (idempotent)")
 	f.topology.RegisterFlags(fs)
-	fs.StringVar(&f.graphURL, "graph-url", "ws://127.0.0.1:8182/gremlin", "Gremlin server URL (invariant gate)")
-	fs.StringVar(&f.graphUser, "graph-user", "reader", "read-only graph user")
-	fs.StringVar(&f.graphPassword, "graph-password", "", "read-only graph password")
+	f.graph = graphx.Settings{URL: "ws://127.0.0.1:8182/gremlin", Username: "reader", ReadOnly: true} // the invariant gate reads
+	f.graph.RegisterFlags(fs, "graph-")
 	fs.StringVar(&f.classifyURL, "classify-url", "http://127.0.0.1:7403/mcp", "mcp-classify Streamable HTTP endpoint (safety gate)")
 	fs.StringVar(&f.classifyToken, "classify-token", "", "bearer token with scope classify:read")
 	fs.StringVar(&f.signingKeys, "signing-keys", "", "directory of the gates' Ed25519 signing keys, <gate>.key (mode 0600; docs/attestation.md); required")
@@ -132,7 +129,7 @@ func run(args []string) error {
 		return err
 	}
 	defer stopTracing()
-	nc, js, err := natsx.Connect(natsx.ConnConfig{URL: f.natsURL, Name: "gate", User: f.natsUser, Password: f.natsPassword, Creds: f.natsCreds}, log)
+	nc, js, err := natsx.Connect(withName(f.nats, "gate"), log)
 	if err != nil {
 		return err
 	}
@@ -174,7 +171,7 @@ func run(args []string) error {
 		})
 	}
 	if slices.Contains(names, gates.Invariant) {
-		g, err := graphx.Open(graphx.Settings{ReadOnly: true, URL: f.graphURL, Username: f.graphUser, Password: f.graphPassword})
+		g, err := graphx.Open(f.graph)
 		if err != nil {
 			return fmt.Errorf("the invariant gate needs the graph: %w", err)
 		}
@@ -243,3 +240,5 @@ func sweepExpired(ctx context.Context, js jetstream.JetStream, log *slog.Logger)
 		}
 	}
 }
+
+func withName(c natsx.ConnConfig, name string) natsx.ConnConfig { c.Name = name; return c }

@@ -39,9 +39,8 @@ func run() error {
 	var f mcpx.CommonFlags
 	fs := flag.NewFlagSet("mcp-lore", flag.ExitOnError)
 	f.Register(fs, "127.0.0.1:7402", "127.0.0.1:9402")
-	graphURL := fs.String("graph-url", "", "Gremlin server URL")
-	graphUser := fs.String("graph-user", "reader", "read-only graph user")
-	graphPass := fs.String("graph-password", "", "read-only graph password")
+	graph := graphx.Settings{Username: "reader", ReadOnly: true} // no URL: lore from files only
+	graph.RegisterFlags(fs, "graph-")
 	factsFile := fs.String("facts", "", "JSON file of extra facts [{id,title,text,tags,canonical}]")
 	refresh := fs.Duration("refresh", time.Minute, "reload facts from the graph this often")
 	if err := config.Parse(fs, os.Args[1:], mcpx.EnvPrefix); err != nil {
@@ -65,7 +64,7 @@ func run() error {
 	}
 	srv, err := loretools.New(loretools.Options{
 		Options:         common,
-		Graph:           graphx.Settings{ReadOnly: true, URL: *graphURL, Username: *graphUser, Password: *graphPass},
+		Graph:           graph,
 		Facts:           facts,
 		RefreshInterval: *refresh,
 	})

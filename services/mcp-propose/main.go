@@ -41,10 +41,8 @@ func run() error {
 	var f mcpx.CommonFlags
 	fs := flag.NewFlagSet("mcp-propose", flag.ExitOnError)
 	f.Register(fs, "127.0.0.1:7404", "127.0.0.1:9404")
-	natsURL := fs.String("nats-url", "nats://127.0.0.1:4222", "NATS URL")
-	natsUser := fs.String("nats-user", "mcp-propose", "NATS user (deploy/nats: mcp-propose)")
-	natsPassword := fs.String("nats-password", "", "NATS password")
-	natsCreds := fs.String("nats-creds", "", "NATS credentials file")
+	ncfg := natsx.ConnConfig{Name: "mcp-propose", User: "mcp-propose"}
+	ncfg.RegisterFlags(fs, "mcp-propose", false)
 	routesFile := fs.String("routes", "", "routes file (default: the embedded routes); must be the gates' own")
 	statusWait := fs.Duration("status-wait", 5*time.Second, "how long proposal-status reads the outcomes at most")
 	if err := config.Parse(fs, os.Args[1:], mcpx.EnvPrefix); err != nil {
@@ -55,7 +53,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	nc, js, err := natsx.Connect(natsx.ConnConfig{URL: *natsURL, Name: "mcp-propose", User: *natsUser, Password: *natsPassword, Creds: *natsCreds}, logger)
+	nc, js, err := natsx.Connect(ncfg, logger)
 	if err != nil {
 		return err
 	}

@@ -40,21 +40,19 @@ func run() error {
 	var f mcpx.CommonFlags
 	fs := flag.NewFlagSet("mcp-world", flag.ExitOnError)
 	f.Register(fs, "127.0.0.1:7401", "127.0.0.1:9401")
-	graphURL := fs.String("graph-url", "ws://127.0.0.1:8182/gremlin", "Gremlin server URL")
-	graphUser := fs.String("graph-user", "reader", "read-only graph user")
-	graphPass := fs.String("graph-password", "", "read-only graph password")
-	natsURL := fs.String("nats-url", "", "NATS URL for the COMMITTED stream; empty disables list-recent-events")
-	natsUser := fs.String("nats-user", "", "NATS user (deploy/nats: mcp-world)")
-	natsPassword := fs.String("nats-password", "", "NATS password")
-	natsCreds := fs.String("nats-creds", "", "NATS credentials file")
+	graph := graphx.Settings{URL: "ws://127.0.0.1:8182/gremlin", Username: "reader", ReadOnly: true}
+	graph.RegisterFlags(fs, "graph-")
+	// NATS is for the COMMITTED stream (list-recent-events), which is off without it.
+	ncfg := natsx.ConnConfig{Name: "mcp-world"}
+	ncfg.RegisterFlags(fs, "mcp-world", true)
 	stream := fs.String("stream", worldtools.DefaultStream, "committed stream name")
 	if err := config.Parse(fs, os.Args[1:], mcpx.EnvPrefix); err != nil {
 		return err
 	}
 	logger := f.Logger(os.Stderr, "mcp-world")
 	var js jetstream.JetStream
-	if *natsURL != "" {
-		nc, j, err := natsx.Connect(natsx.ConnConfig{URL: *natsURL, Name: "mcp-world", User: *natsUser, Password: *natsPassword, Creds: *natsCreds}, logger)
+	if ncfg.URL != "" {
+		nc, j, err := natsx.Connect(ncfg, logger)
 		if err != nil {
 			return err
 		}
@@ -68,7 +66,7 @@ func run() error {
 	}
 	srv, err := worldtools.New(worldtools.Options{
 		Options:   common,
-		Graph:     graphx.Settings{ReadOnly: true, URL: *graphURL, Username: *graphUser, Password: *graphPass},
+		Graph:     graph,
 		JetStream: js,
 		Stream:    *stream,
 	})

@@ -26,13 +26,19 @@ func init() {
 	commands["templates"] = command{"list the versioned prompt templates with their SHA-256", runTemplates}
 }
 
-// natsFlags are the connection flags every client command shares.
-type natsFlags struct{ url, user, password string }
+// natsFlags are the connection flags every client command shares: the NATS flag set every
+// program uses (natsx.ConnConfig.RegisterFlags).
+type natsFlags struct{ natsx.ConnConfig }
 
 func (n *natsFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&n.url, "nats-url", "nats://127.0.0.1:4222", "NATS server URL")
-	fs.StringVar(&n.user, "nats-user", "", "NATS user")
-	fs.StringVar(&n.password, "nats-password", "", "NATS password")
+	n.RegisterFlags(fs, "operator; publisher for publish", false)
+}
+
+// as is the connection configuration under client name.
+func (n natsFlags) as(name string) natsx.ConnConfig {
+	c := n.ConnConfig
+	c.Name = name
+	return c
 }
 
 func parseFlags(fs *flag.FlagSet, args []string) error {
@@ -73,7 +79,7 @@ func runWorld(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprintf(stdout, "%s is valid\n", *file)
 		return nil
 	}
-	nc, js, err := natsx.Connect(natsx.ConnConfig{URL: n.url, Name: "worldgate-world-load", User: n.user, Password: n.password}, logx.Discard())
+	nc, js, err := natsx.Connect(n.as("worldgate-world-load"), logx.Discard())
 	if err != nil {
 		return err
 	}
@@ -112,7 +118,7 @@ func runProposals(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if verb != "list" && id == "" {
 		return fmt.Errorf("proposals %s needs a proposal id", verb)
 	}
-	nc, js, err := natsx.Connect(natsx.ConnConfig{URL: n.url, Name: "worldgate-proposals", User: n.user, Password: n.password}, logx.Discard())
+	nc, js, err := natsx.Connect(n.as("worldgate-proposals"), logx.Discard())
 	if err != nil {
 		return err
 	}

@@ -85,7 +85,7 @@ func runProvision(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return err
 	}
 	log := logx.New(stderr, "worldgate-provision", "info")
-	nc, js, err := natsx.Connect(natsx.ConnConfig{URL: n.url, Name: "worldgate-provision", User: n.user, Password: n.password}, log)
+	nc, js, err := natsx.Connect(n.as("worldgate-provision"), log)
 	if err != nil {
 		return err
 	}

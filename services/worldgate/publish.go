@@ -24,7 +24,7 @@ import (
 )
 
 type publishFlags struct {
-	natsURL, user, password           string
+	nats                              natsFlags
 	file, jsonEnv                     string
 	eventType, payload, actor, source string
 	correlationID, idempotencyKey     string
@@ -36,9 +36,7 @@ func runPublish(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	var f publishFlags
 	fs := flag.NewFlagSet("publish", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&f.natsURL, "nats-url", "nats://127.0.0.1:4222", "NATS server URL")
-	fs.StringVar(&f.user, "nats-user", "", "NATS user")
-	fs.StringVar(&f.password, "nats-password", "", "NATS password")
+	f.nats.register(fs)
 	fs.StringVar(&f.file, "f", "", "JSON-lines file of envelopes, one per line; - reads standard input")
 	fs.StringVar(&f.jsonEnv, "json", "", "one envelope as JSON")
 	fs.StringVar(&f.eventType, "type", "", "event type for an envelope built from flags, e.g. Player.Moved")
@@ -72,7 +70,7 @@ func runPublish(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	defer stopTracing()
 	var js jetstream.JetStream
 	if !f.validateOnly {
-		nc, j, err := natsx.Connect(natsx.ConnConfig{URL: f.natsURL, Name: "worldgate-publish", User: f.user, Password: f.password}, logx.Discard())
+		nc, j, err := natsx.Connect(f.nats.as("worldgate-publish"), logx.Discard())
 		if err != nil {
 			return err
 		}

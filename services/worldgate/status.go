@@ -21,9 +21,8 @@ import (
 func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("status", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	url := fs.String("nats-url", "nats://127.0.0.1:4222", "NATS server URL")
-	user := fs.String("nats-user", "", "NATS user")
-	password := fs.String("nats-password", "", "NATS password")
+	var n natsFlags
+	n.register(fs)
 	wait := fs.Duration("wait", time.Second, "how long to collect answers")
 	asJSON := fs.Bool("json", false, "print JSON")
 	if err := config.Parse(fs, args, config.Prefix); err != nil {
@@ -33,9 +32,9 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return exitError{2}
 	}
 	// Services answer discovery only into the inboxes of the operator and admin users.
-	nc, err := nats.Connect(*url, nats.UserInfo(*user, *password), nats.CustomInboxPrefix(natsx.InboxPrefix(*user)), nats.Timeout(3*time.Second))
+	nc, err := nats.Connect(n.URL, nats.UserInfo(n.User, n.Password), nats.CustomInboxPrefix(natsx.InboxPrefix(n.User)), nats.Timeout(3*time.Second), credentials(n.Creds))
 	if err != nil {
-		return fmt.Errorf("connect to NATS at %s: %w", *url, err)
+		return fmt.Errorf("connect to NATS at %s: %w", n.URL, err)
 	}
 	defer nc.Close()
 	// NATS service discovery: every service answers $SRV.STATS with its endpoints' statistics.
@@ -75,7 +74,7 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return json.NewEncoder(stdout).Encode(all)
 	}
 	if len(all) == 0 {
-		fmt.Fprintln(stdout, "no Worldgate services answered on", *url)
+		fmt.Fprintln(stdout, "no Worldgate services answered on", n.URL)
 		return nil
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
@@ -137,4 +136,12 @@ func llmHealthLines(service, id string, raw json.RawMessage) []string {
 		out = append(out, fmt.Sprintf("%s\t%s\t%d\t%s %s\t%s", t.Target, t.State, t.ConsecutiveFailures, strings.TrimPrefix(service, "worldgate-"), id, last))
 	}
 	return out
+}
+
+// credentials is the .creds file option, or none.
+func credentials(path string) nats.Option {
+	if path == "" {
+		return func(*nats.Options) error { return nil }
+	}
+	return nats.UserCredentials(path)
 }

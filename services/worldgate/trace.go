@@ -173,7 +173,7 @@ on PROPOSALS, COMMITTED and DLQ in parallel, and fetches just the matching messa
 		fs.Usage()
 		return exitError{2}
 	}
-	nc, js, err := natsx.Connect(natsx.ConnConfig{URL: n.url, Name: "worldgate-trace", User: n.user, Password: n.password}, logx.Discard())
+	nc, js, err := natsx.Connect(n.as("worldgate-trace"), logx.Discard())
 	if err != nil {
 		return err
 	}

@@ -18,6 +18,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"os"
 	"strings"
 	"sync"
@@ -73,8 +74,10 @@ func (s Settings) withDefaults() Settings {
 // "graph-"), with the current values of s as defaults. With config.Parse every flag also has
 // a WORLDGATE_* environment variable (WORLDGATE_GRAPH_PASSWORD …).
 func (s *Settings) RegisterFlags(fs *flag.FlagSet, prefix string) {
-	fs.StringVar(&s.URL, prefix+"url", s.URL, "Gremlin server WebSocket URL (ws://host:8182/gremlin)")
-	fs.StringVar(&s.Username, prefix+"username", s.Username, "graph user")
+	fs.StringVar(&s.URL, prefix+"url", s.URL, "Gremlin server WebSocket URL (ws://host:8182/gremlin, wss:// for TLS)")
+	fs.StringVar(&s.Username, prefix+"user", s.Username, "graph user")
+	// The event-processor spelt it -graph-username: still accepted, with a warning.
+	fs.Var(deprecated{to: &s.Username, name: prefix + "username", use: prefix + "user"}, prefix+"username", "deprecated: use -"+prefix+"user")
 	fs.StringVar(&s.Password, prefix+"password", s.Password, "graph password (prefer the environment variable)")
 	fs.StringVar(&s.CAFile, prefix+"ca-file", s.CAFile, "PEM file of CAs trusted for wss:// (default: system pool)")
 	fs.BoolVar(&s.InsecureSkipVerify, prefix+"insecure-skip-verify", s.InsecureSkipVerify, "skip TLS certificate verification (development only)")
@@ -83,6 +86,20 @@ func (s *Settings) RegisterFlags(fs *flag.FlagSet, prefix string) {
 	fs.IntVar(&s.PoolSize, prefix+"pool-size", s.withDefaults().PoolSize, "maximum WebSocket connections")
 	fs.DurationVar(&s.ReadTimeout, prefix+"read-timeout", s.withDefaults().ReadTimeout, "time limit for one request's response")
 	fs.DurationVar(&s.WriteTimeout, prefix+"write-timeout", s.withDefaults().WriteTimeout, "time limit for writing one request")
+}
+
+// deprecated is an old flag name that still sets its setting, warning that it is deprecated.
+type deprecated struct {
+	to        *string
+	name, use string
+}
+
+func (d deprecated) String() string { return "" }
+
+func (d deprecated) Set(v string) error {
+	slog.Warn("deprecated flag or environment variable: use the new name", "flag", "-"+d.name, "use", "-"+d.use)
+	*d.to = v
+	return nil
 }
 
 // ErrNotConfigured is returned when Settings.URL is empty.

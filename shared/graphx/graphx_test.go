@@ -3,8 +3,12 @@ package graphx
 import (
 	"context"
 	"errors"
+	"flag"
+	"os"
 	"testing"
 	"time"
+
+	"github.com/worldgate/worldgate/shared/config"
 )
 
 // The value bytes JanusGraph writes for an edge id with long vertex ids (taken from the
@@ -74,5 +78,37 @@ func TestUnreachableGraphIsATransportError(t *testing.T) {
 	err = c.Ping(context.Background())
 	if !IsTransport(err) || IsServer(err) {
 		t.Fatalf("Ping against a closed port: %v (transport %v)", err, IsTransport(err))
+	}
+}
+
+// -graph-user is the graph user's flag everywhere; -graph-username (and its variable
+// WORLDGATE_GRAPH_USERNAME), the event-processor's old spelling, still sets it.
+func TestGraphUserFlagAndItsDeprecatedAlias(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{nil, nil, "reader"},
+		{[]string{"-graph-user", "a"}, nil, "a"},
+		{[]string{"-graph-username", "b"}, nil, "b"},
+		{nil, map[string]string{"WORLDGATE_GRAPH_USER": "c"}, "c"},
+		{nil, map[string]string{"WORLDGATE_GRAPH_USERNAME": "d"}, "d"},
+	} {
+		for k, v := range c.env {
+			t.Setenv(k, v)
+		}
+		s := Settings{Username: "reader"}
+		fs := flag.NewFlagSet("t", flag.ContinueOnError)
+		s.RegisterFlags(fs, "graph-")
+		if err := config.Parse(fs, c.args, config.Prefix); err != nil {
+			t.Fatal(err)
+		}
+		if s.Username != c.want {
+			t.Errorf("%v %v: user %q, want %q", c.args, c.env, s.Username, c.want)
+		}
+		for k := range c.env {
+			os.Unsetenv(k)
+		}
 	}
 }

@@ -36,7 +36,7 @@ func TestSIGKILLedProcessLeavesExactResult(t *testing.T) {
 	}
 	start := func() *exec.Cmd {
 		cmd := exec.Command(bin, "-nats-url", e.Server.ClientURL(), "-graph-url", gd.URL(), "-attest-keys", keyDir,
-			"-graph-username", graphdtest.WriterUser, "-graph-password", graphdtest.WriterPassword,
+			"-graph-user", graphdtest.WriterUser, "-graph-password", graphdtest.WriterPassword,
 			"-admin", "127.0.0.1:0", "-ack-wait", "1s", "-log-level", "error")
 		cmd.Stderr = os.Stderr
 		if err := cmd.Start(); err != nil {
