@@ -43,7 +43,7 @@ func main() {
 }
 
 type flags struct {
-	nats natsx.ConnConfig
+	nats                                       natsx.ConnConfig
 	admin, logLevel                            string
 	llmConfig, llmProvider, llmBaseURL, llmKey string
 	llmModel, llmRichModel                     string
