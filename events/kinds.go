@@ -29,7 +29,8 @@ type Payload interface {
 	// Content is what people read (the safety and dedup gates' input): the fields a person reads,
 	// never ids or enumerations, one per line.
 	Content() string
-	// Target is what the content is about (near-duplicates are compared per kind and target);
+	// Target is what the content is about (near-duplicates are compared per kind and target:
+	// the dedup scope; dialogue is per NPC–player pair, issue #20),
 	// "" when nothing in particular.
 	Target() string
 	// References are the entities that must exist for the proposal to apply.
@@ -135,7 +136,7 @@ type NPCDialoguePayload struct {
 }
 
 func (p *NPCDialoguePayload) Content() string      { return lines(p.Line) }
-func (p *NPCDialoguePayload) Target() string       { return p.NPCID }
+func (p *NPCDialoguePayload) Target() string       { return p.NPCID + "|" + p.PlayerID }
 func (p *NPCDialoguePayload) References() []string { return ids(p.NPCID, p.PlayerID, p.LocationID) }
 func (p *NPCDialoguePayload) Creates() string      { return "" }
 

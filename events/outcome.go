@@ -43,6 +43,10 @@ const (
 	CodeMoveRefused Code = "MOVE_REFUSED"
 	// CodeGaveUp: the proposal was refused transiently more often than Worldgate retries.
 	CodeGaveUp Code = "GAVE_UP"
+	// CodeEventRefused: the world event itself was refused before any agent acted on it (it
+	// is not a valid envelope, its Nats-Msg-Id is not its idempotency key, it occurred outside
+	// the accepted clock window); it was dead-lettered with the same reason.
+	CodeEventRefused Code = "EVENT_REFUSED"
 )
 
 // Outcome is the final decision on one request: a world event (EventID) and the proposal an
@@ -276,6 +280,35 @@ func RequestRefused(env *Envelope, role, locationID string, code Code, reason st
 		Refusal:    &Refusal{Gate: role, Code: code, Reason: clip(reason)},
 		DecidedUTC: at.UTC(),
 	}
+}
+
+// EventRefused is the outcome of a world event that role refused to act on at all (see
+// CodeEventRefused), addressed to the actor the envelope claims, so whoever published it and
+// awaits it (Await, edge) learns why instead of waiting for its deadline. The claimed actor
+// is the publisher's own claim (any publisher may already publish events for the actors it
+// names); a player the payload names is never addressed, so an event that impersonates
+// another player (actor ≠ payload playerId) tells only the actor that sent it. It is nil when the
+// claim leaves nothing to address (no event id or actor) or would not make a valid outcome.
+// Only eventId, correlationId and actor are read from data, leniently: data is the refused
+// message, which may be invalid in any other way.
+func EventRefused(data []byte, role, reason string, at time.Time) *Outcome {
+	var claim struct {
+		EventID       string `json:"eventId"`
+		CorrelationID string `json:"correlationId"`
+		Actor         Actor  `json:"actor"`
+	}
+	if json.Unmarshal(data, &claim) != nil || claim.EventID == "" || claim.Actor.ID == "" {
+		return nil
+	}
+	if claim.CorrelationID == "" {
+		claim.CorrelationID = claim.EventID
+	}
+	env := &Envelope{EventID: claim.EventID, CorrelationID: claim.CorrelationID, Actor: claim.Actor}
+	o := RequestRefused(env, role, "", CodeEventRefused, reason, at)
+	if o.Validate() != nil {
+		return nil
+	}
+	return o
 }
 
 // Subject is where o is published: OutcomeSubject(o.Kind, o.Actor.ID).

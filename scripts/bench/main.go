@@ -102,6 +102,9 @@ type Phase struct {
 	MaxMs         float64 `json:"maxMs"`
 	CPUSeconds    float64 `json:"cpuSeconds"`
 	CeilingShare  float64 `json:"ceilingShare,omitempty"` // committed/s ÷ (ceiling ÷ hops)
+	// Answers is what the phase's events got back (events.Outcome on OUTCOMES): committed,
+	// fallback or refused content, abandoned (even the fallback refused) and silent (nothing).
+	Answers harness.Answers `json:"answers"`
 }
 
 // Figures is the whole run.
@@ -300,6 +303,20 @@ func runPhase(ctx context.Context, o options, js jetstream.JetStream, gen *harne
 		case <-tick.C:
 		}
 	}
+	// Every event must get an answer (an events.Outcome): wait for the stragglers, bounded, then
+	// count what each got.
+	corrs := make([]string, n)
+	for i := range corrs {
+		corrs[i] = gen.CorrelationID(from + i)
+	}
+	for answerBy := time.Now().Add(min(o.drain, time.Minute)); t.AnsweredCount(corrs) < n && time.Now().Before(answerBy); {
+		select {
+		case <-ctx.Done():
+			return p, ctx.Err()
+		case <-tick.C:
+		}
+	}
+	p.Answers = t.Answers(corrs)
 	after := t.Counts()
 	// The phase ends at the last first-commit of the phase's events.
 	end := start
@@ -352,6 +369,8 @@ func printFigures(w io.Writer, f *Figures) {
 		if p.CeilingShare > 0 {
 			fmt.Fprintf(w, ", %.0f%% of the hop-limited ceiling", 100*p.CeilingShare)
 		}
+		fmt.Fprintf(w, "\n                %.0f decided/s · %.0f committed/s · answers: %d committed, %d fallback, %d refused %v · %d abandoned · %d silent",
+			p.DecidedPerS, p.CommittedPerS, p.Answers.Committed, p.Answers.Fallback, p.Answers.Refused, p.Answers.RefusedBy, p.Answers.Abandoned, p.Answers.Silent)
 		fmt.Fprintf(w, "\n                event→commit p50 %.1f ms · p95 %.1f ms · p99 %.1f ms · max %.1f ms · CPU %.1fs\n",
 			p.P50ms, p.P95ms, p.P99ms, p.MaxMs, p.CPUSeconds)
 	}

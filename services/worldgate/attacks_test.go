@@ -413,8 +413,10 @@ func TestAttacksOnTheDevStackAreRefused(t *testing.T) {
 			publishEnv(t, env, env.IdempotencyKey)
 			corr = append(corr, env.CorrelationID)
 		}
-		// Each conversation ends with an outcome: committed, fallback content, or refused (the
-		// dedup gate may refuse a second identical fallback line for the same NPC and player).
+		// Each conversation ends with an outcome: fallback content, or refused by safety. Never
+		// by dedup: the same fallback line four times to one player is the answer of last
+		// resort, not spam (issue #20: the dedup gate refused conversations 2-4, leaving the
+		// player with no answer).
 		var ends []*events.Outcome
 		natstest.WaitFor(t, 90*time.Second, "an outcome for every conversation", func() bool {
 			ends = a.outcomes(func(o *events.Outcome) bool { return slices.Contains(corr, o.CorrelationID) })
@@ -445,7 +447,7 @@ func TestAttacksOnTheDevStackAreRefused(t *testing.T) {
 		for _, o := range ends {
 			t.Logf("conversation %s: %s %s %+v", o.CorrelationID, o.Kind, o.FallbackReason, o.Refusal)
 			stopped := o.Kind == events.OutcomeFallback ||
-				(o.Kind == events.OutcomeRefused && o.Refusal != nil && (o.Refusal.Gate == gates.Safety || o.Refusal.Gate == gates.Dedup))
+				(o.Kind == events.OutcomeRefused && o.Refusal != nil && o.Refusal.Gate == gates.Safety)
 			if !stopped {
 				t.Errorf("conversation %s ended %s with nothing refusing the hostile line: %+v", o.CorrelationID, o.Kind, o)
 			}

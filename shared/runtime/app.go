@@ -326,7 +326,11 @@ func (a *App) deadLetter(stage string, c Consumer, h chainFunc) chainFunc {
 			tracing.Propagator().Inject(m.Context(), propagation.MapCarrier(dl.Metadata)) // points to the handler's span
 		}
 		log := logx.From(m.Context(), a.log)
-		if perr := a.pub.PublishContext(m.Context(), "", dl); perr != nil {
+		var also []*message.Message
+		if pe := (*PermanentError)(nil); errors.As(err, &pe) {
+			also = pe.Also
+		}
+		if perr := a.pub.PublishContext(m.Context(), "", append(slices.Clip(also), dl)...); perr != nil {
 			err = fmt.Errorf("%w (and the dead letter could not be published: %v)", err, perr)
 			if deliveries >= c.serverMaxDeliver() {
 				a.metrics.terminated.WithLabelValues(stage).Inc()

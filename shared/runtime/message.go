@@ -47,7 +47,12 @@ func CorrelationID(msg *message.Message) string {
 
 // PermanentError marks a failure that retrying cannot fix (a malformed message, a decoding
 // error): the runtime dead-letters the message at once instead of redelivering it.
-type PermanentError struct{ Err error }
+type PermanentError struct {
+	Err error
+	// Also are messages published before the dead letter (e.g. the refused Outcome a game
+	// awaits): the message is dead-lettered only once they are published.
+	Also []*message.Message
+}
 
 func (e *PermanentError) Error() string { return e.Err.Error() }
 func (e *PermanentError) Unwrap() error { return e.Err }
@@ -62,6 +67,16 @@ func Permanent(err error) error {
 
 // Permanentf is Permanent(fmt.Errorf(format, args...)).
 func Permanentf(format string, args ...any) error { return Permanent(fmt.Errorf(format, args...)) }
+
+// PermanentWith is Permanent(err), publishing also before the dead letter: a final answer for
+// whoever waits on the dead-lettered message (published with their own subjects and message
+// ids, so a redelivery stores them once).
+func PermanentWith(err error, also ...*message.Message) error {
+	if err == nil {
+		return nil
+	}
+	return &PermanentError{Err: err, Also: also}
+}
 
 // IsPermanent reports whether err (or an error it wraps) is permanent.
 func IsPermanent(err error) bool {

@@ -29,9 +29,11 @@ type Tracker struct {
 	dead       int
 	deadBy     map[string]int
 	kinds      map[string]int
-	where      map[string]string // player id → location after its last committed move
-	prefix     string            // correlation ids of the run's events
-	events     int               // correlation ids with the prefix and a decided proposal
+	answers    map[string][]Answer // correlation id (the run's) → final outcomes, in arrival order
+	seenOutc   map[string]bool     // outcome ids seen (a redelivered decision counts once)
+	where      map[string]string   // player id → location after its last committed move
+	prefix     string              // correlation ids of the run's events
+	events     int                 // correlation ids with the prefix and a decided proposal
 	changed    chan struct{}
 	stops      []func()
 }
@@ -53,7 +55,8 @@ func (o *Outcome) Decided() bool { return o.Commits > 0 || o.Rejections > 0 }
 // cover correlation ids that begin with prefix (the run's events); outcomes cover everything.
 func StartTracker(ctx context.Context, js jetstream.JetStream, prefix string) (*Tracker, error) {
 	t := &Tracker{prefix: prefix, where: map[string]string{}, byProposal: map[string]*Outcome{}, byCorr: map[string][]string{}, firstAt: map[string]time.Time{},
-		rejectedBy: map[string]int{}, deadBy: map[string]int{}, kinds: map[string]int{}, changed: make(chan struct{}, 1)}
+		rejectedBy: map[string]int{}, deadBy: map[string]int{}, kinds: map[string]int{}, answers: map[string][]Answer{}, seenOutc: map[string]bool{},
+		changed: make(chan struct{}, 1)}
 	subs := []struct {
 		stream  string
 		subject string
@@ -62,6 +65,7 @@ func StartTracker(ctx context.Context, js jetstream.JetStream, prefix string) (*
 		{events.StreamCommitted, "", t.onCommitted},
 		{events.StreamProposals, "proposals.rejected.>", t.onRejected},
 		{events.StreamDLQ, "", t.onDead},
+		{events.StreamOutcomes, "", t.onOutcome},
 	}
 	for _, s := range subs {
 		stream, err := js.Stream(ctx, s.stream)
@@ -172,6 +176,92 @@ func (t *Tracker) onDead(m jetstream.Msg) {
 	t.dead++
 	t.deadBy[m.Headers().Get(events.HeaderDLQStage)+": "+firstLine(m.Headers().Get(events.HeaderDLQReason))]++
 	t.notify()
+}
+
+// Answer is one final outcome of a run's event, as the game receives it (events.Outcome).
+type Answer struct {
+	Kind events.OutcomeKind
+	// Gate and Code of a refusal.
+	Gate, Code string
+	// OnFallback: the refused proposal carried fallback content (nothing safer was left to
+	// offer: the request was abandoned).
+	OnFallback bool
+}
+
+func (t *Tracker) onOutcome(m jetstream.Msg) {
+	o, err := events.DecodeOutcome(m.Data())
+	if err != nil {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.seenOutc[o.OutcomeID] || !strings.HasPrefix(o.CorrelationID, t.prefix) {
+		return
+	}
+	t.seenOutc[o.OutcomeID] = true
+	a := Answer{Kind: o.Kind}
+	if o.Refusal != nil {
+		a.Gate, a.Code = o.Refusal.Gate, string(o.Refusal.Code)
+		a.OnFallback = o.Journey != nil && o.Journey.Provider == "fallback"
+	}
+	t.answers[o.CorrelationID] = append(t.answers[o.CorrelationID], a)
+	t.notify()
+}
+
+// Answers is what the run's events got back: per outcome kind, the events whose first final
+// outcome was of that kind; refusals per gate/code; Abandoned, the events refused even their
+// fallback content or given up after transient refusals; and Silent, the events among corrs
+// with no outcome at all.
+type Answers struct {
+	Answered  int            `json:"answered"`
+	Committed int            `json:"committed"`
+	Fallback  int            `json:"fallback"`
+	Refused   int            `json:"refused"`
+	RefusedBy map[string]int `json:"refusedBy,omitempty"`
+	Abandoned int            `json:"abandoned"`
+	Silent    int            `json:"silent"`
+}
+
+// Answers summarises the outcomes of the events with correlation ids corrs.
+func (t *Tracker) Answers(corrs []string) Answers {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	a := Answers{RefusedBy: map[string]int{}}
+	for _, c := range corrs {
+		got := t.answers[c]
+		if len(got) == 0 {
+			a.Silent++
+			continue
+		}
+		a.Answered++
+		first := got[0]
+		switch first.Kind {
+		case events.OutcomeCommitted:
+			a.Committed++
+		case events.OutcomeFallback:
+			a.Fallback++
+		case events.OutcomeRefused:
+			a.Refused++
+			a.RefusedBy[first.Gate+"/"+first.Code]++
+			if first.OnFallback || first.Code == string(events.CodeGaveUp) {
+				a.Abandoned++
+			}
+		}
+	}
+	return a
+}
+
+// AnsweredCount is how many of corrs have a final outcome.
+func (t *Tracker) AnsweredCount(corrs []string) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := 0
+	for _, c := range corrs {
+		if len(t.answers[c]) > 0 {
+			n++
+		}
+	}
+	return n
 }
 
 func firstLine(s string) string {

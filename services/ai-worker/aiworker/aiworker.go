@@ -170,16 +170,16 @@ func (w *Worker) triggerHandler(r roles.Role) message.HandlerFunc {
 	return func(m *message.Message) ([]*message.Message, error) {
 		env, err := events.DecodeEnvelope(m.Payload)
 		if err != nil {
-			return nil, runtime.Permanent(fmt.Errorf("the %s trigger is not a valid envelope: %w", r.Trigger, err))
+			return nil, w.refuseEvent(m, r, fmt.Errorf("the %s trigger is not a valid envelope: %w", r.Trigger, err))
 		}
 		// JetStream de-duplicates on Nats-Msg-Id: one that is not the envelope's idempotency
 		// key would let a publisher have the same event processed twice.
 		if m.UUID != env.IdempotencyKey {
-			return nil, runtime.Permanentf("the %s event %s was published with Nats-Msg-Id %q, not its idempotencyKey %q: publish with Nats-Msg-Id set to the idempotency key (events.Publish does)",
-				env.Type, env.EventID, m.UUID, env.IdempotencyKey)
+			return nil, w.refuseEvent(m, r, fmt.Errorf("the %s event %s was published with Nats-Msg-Id %q, not its idempotencyKey %q: publish with Nats-Msg-Id set to the idempotency key (events.Publish does)",
+				env.Type, env.EventID, m.UUID, env.IdempotencyKey))
 		}
 		if err := w.checkTime(env); err != nil {
-			return nil, runtime.Permanent(err)
+			return nil, w.refuseEvent(m, r, err)
 		}
 		res, err := w.agent.Handle(m.Context(), r, env)
 		if err != nil {
@@ -187,6 +187,21 @@ func (w *Worker) triggerHandler(r roles.Role) message.HandlerFunc {
 		}
 		return toMessages(res)
 	}
+}
+
+// refuseEvent dead-letters a trigger that role r will not act on, and publishes first the
+// refused Outcome (events.EventRefused, code EVENT_REFUSED, the same reason) that whoever
+// awaits the event receives instead of silence.
+func (w *Worker) refuseEvent(m *message.Message, r roles.Role, why error) error {
+	o := events.EventRefused(m.Payload, r.Name, why.Error(), w.d.Now())
+	if o == nil {
+		return runtime.Permanent(why)
+	}
+	om, err := runtime.OutcomeMessage(o)
+	if err != nil {
+		return runtime.Permanent(why)
+	}
+	return runtime.PermanentWith(why, om)
 }
 
 // checkTime refuses an event that occurred outside the accepted window around now.

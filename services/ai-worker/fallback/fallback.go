@@ -14,6 +14,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 
@@ -167,4 +168,43 @@ func (t *Table) Payload(kind string, bind map[string]string) (json.RawMessage, e
 func mustJSON(v any) json.RawMessage {
 	b, _ := json.Marshal(v) // maps of strings: cannot fail
 	return b
+}
+
+// IsContent reports whether payload's content (a dialogue line, an ambience text and mood, a
+// quest's title, hook and objectives) is an entry of a known version of the fallback table,
+// whatever ids it is bound to. The dedup gate passes such content without comparing it:
+// fallback content is the answer of last resort, repeated by design (four hostile lines to one
+// NPC get the same policy line four times), and refusing it as a near-duplicate would leave the
+// player without any answer.
+func IsContent(kind string, payload json.RawMessage) bool {
+	var f struct {
+		Text, Mood, Line, Intent, Title, Hook string
+		Objectives                            []string
+	}
+	if json.Unmarshal(payload, &f) != nil {
+		return false
+	}
+	for _, t := range []*Table{v1} {
+		switch kind {
+		case events.KindAmbience:
+			for _, e := range t.AmbienceTexts {
+				if e.Text == f.Text && e.Mood == f.Mood {
+					return true
+				}
+			}
+		case events.KindNPCDialogue:
+			for _, e := range t.DialogueLines {
+				if e.Line == f.Line && e.Intent == f.Intent {
+					return true
+				}
+			}
+		case events.KindQuestSeed:
+			for _, e := range t.QuestSeeds {
+				if e.Title == f.Title && e.Hook == f.Hook && slices.Equal(e.Objectives, f.Objectives) {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }

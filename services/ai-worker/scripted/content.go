@@ -239,6 +239,15 @@ func (w *writer) dialogue() map[string]any {
 	default:
 		line = w.pick([]string{"If it's work you want, ask " + someone + " about " + topic + ".", "There's a matter " + dir + " of " + place + " that needs a steady hand.", "Folk say " + topic + ". Someone ought to look into it."})
 	}
+	// Like a real model, it answers what was said: the player's own subject comes back (never
+	// for a hostile player, whose words are not repeated), and who asks changes how it is put.
+	if topic := w.f.subject(); topic != "" && !w.f.hostile() && intent != "refuse" {
+		line = sentence(strings.Replace(w.pick([]string{"%s, you say?", "Ah, %s.", "%s? Hm.", "So it's %s you're after."}), "%s", topic, 1) + " " + line)
+	}
+	if who := w.f.player(); who != "" && w.rng.IntN(2) == 0 {
+		line += " " + w.pick([]string{"Mind how you go, %s.", "Remember that, %s.", "That's all I know, %s.", "Good day to you, %s."})
+		line = strings.Replace(line, "%s", who, 1)
+	}
 	sem := map[string]any{"line": line, "intent": intent}
 	if len(w.f.npcs) > 0 {
 		sem["speaker"] = w.f.npcs[0]
@@ -261,6 +270,11 @@ func (w *writer) quest() map[string]any {
 		who = w.pick(w.f.npcs)
 	}
 	hook := who + " in " + place + " says the old " + strings.ToLower(noun) + " " + w.pick(problems) + "."
+	if theme := w.f.first("theme"); theme != "" {
+		// The requested theme shapes the seed, as a real model's would.
+		hook += " " + sentence(w.pick([]string{"It smells of %s", "Folk call it %s", "Some see %s in it", "The talk is all of %s"}))
+		hook = strings.Replace(hook, "%s", theme, 1)
+	}
 	if len(w.f.lore) > 0 {
 		hook += " Some connect it to this: " + lowerFirst(fragment(w.pick(w.f.lore))) + "."
 	} else if len(w.f.descs) > 0 {

@@ -286,3 +286,49 @@ func humanize(id string) string {
 	}
 	return strings.Join(out, " ")
 }
+
+// stopWords are left out of the subject echoed from the player's words.
+var stopWords = map[string]bool{"what": true, "whats": true, "who": true, "where": true, "when": true, "why": true, "how": true,
+	"the": true, "a": true, "an": true, "of": true, "to": true, "in": true, "on": true, "at": true, "for": true, "and": true, "or": true,
+	"is": true, "are": true, "was": true, "be": true, "do": true, "does": true, "did": true, "you": true, "your": true, "i": true,
+	"me": true, "my": true, "we": true, "it": true, "its": true, "have": true, "has": true, "any": true, "some": true, "there": true,
+	"this": true, "that": true, "about": true, "tell": true, "news": true, "friend": true, "please": true, "can": true, "could": true,
+	"much": true, "many": true, "with": true, "from": true, "good": true, "hello": true, "hi": true, "morning": true, "evening": true}
+
+// subject is what the player asked about, from their words: the longest run (up to three
+// words) of content words in the utterance's first sentence, lower-cased ("" when none).
+func (f *facts) subject() string {
+	said := f.utterance
+	if i := strings.IndexAny(said, ".!?"); i > 0 {
+		said = said[:i]
+	}
+	var best, cur []string
+	for _, w := range strings.FieldsFunc(strings.ToLower(said), func(r rune) bool { return !unicode.IsLetter(r) && r != '\'' }) {
+		w = strings.Trim(w, "'")
+		if len(w) < 3 || stopWords[w] {
+			cur = nil
+			continue
+		}
+		cur = append(cur, w)
+		if len(cur) > 3 {
+			cur = cur[1:]
+		}
+		if len(cur) > len(best) {
+			best = slices.Clone(cur)
+		}
+	}
+	if len(best) == 0 {
+		return ""
+	}
+	return "the " + strings.Join(best, " ")
+}
+
+// player is how the NPC addresses the player: the name a tool returned for them, else their id
+// made readable ("player:ada" → "Ada"), else "".
+func (f *facts) player() string {
+	id := f.first("playerId", "player")
+	if id == "" {
+		return ""
+	}
+	return humanize(id)
+}

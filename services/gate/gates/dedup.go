@@ -13,12 +13,15 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/worldgate/worldgate/events"
+	"github.com/worldgate/worldgate/services/ai-worker/fallback"
 	"github.com/worldgate/worldgate/shared/natsx"
 	"github.com/worldgate/worldgate/shared/natsx/natsauth"
 )
 
 // dedup rejects content that is a near-duplicate of content recently accepted for the same kind
-// and target. Accepted fingerprints live in the KV bucket natsx.BucketDedup, one key per kind
+// and target (its scope, per kind: contentTarget; dialogue is compared per NPC–player pair, so
+// an NPC may tell two players the same news). Fallback content is never refused (see
+// fallback.IsContent). Accepted fingerprints live in the KV bucket natsx.BucketDedup, one key per kind
 // and target holding the latest Keep entries; a check and its insert are one compare-and-set,
 // so two replicas cannot both accept near-duplicates. "Accepted" means passed this gate: a
 // proposal rejected later keeps its fingerprint (its own later attempts are not compared with
@@ -96,6 +99,11 @@ func (g *dedup) Check(ctx context.Context, p *events.Proposal) (Decision, error)
 	}
 	text := payload.Content()
 	if text == "" {
+		return Pass(), nil
+	}
+	if p.Provenance != nil && p.Provenance.Fallback != "" && fallback.IsContent(p.Kind, p.Payload) {
+		// The answer of last resort, repeated by design: never refused for repetition, and not
+		// remembered (the model's own lines are not compared with it).
 		return Pass(), nil
 	}
 	fp := SimHash(text)
