@@ -47,13 +47,17 @@ func LoadWorlds(ctx context.Context, js jetstream.JetStream, t *Tracker, players
 		return err
 	}
 	routes := route.Default()
-	var ids []string
 	pub := runtime.NewPublisher(js, 0)
+	// One world after the other, each waited for: the bench world's players would otherwise
+	// compete with the demo's NPCs for the gates, and a world-building proposal whose
+	// references are still in flight longer than the invariant gate waits is refused (on a
+	// loaded machine the demo's NPCs were, and every dialogue with them then failed).
 	for _, w := range []*worldfile.World{demo, BenchWorld(players)} {
 		ps, err := worldfile.Proposals(w, routes.For)
 		if err != nil {
 			return err
 		}
+		var ids []string
 		var batch []*message.Message
 		for i := range ps {
 			p := &ps[i]
@@ -75,11 +79,22 @@ func LoadWorlds(ctx context.Context, js jetstream.JetStream, t *Tracker, players
 			}
 			batch = batch[n:]
 		}
-	}
-	wctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
-	defer cancel()
-	if err := t.WaitProposals(wctx, ids); err != nil {
-		return fmt.Errorf("loading the worlds: %w", err)
+		wctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+		err = t.WaitProposals(wctx, ids)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("loading world %s: %w", w.Name, err)
+		}
+		// A refused world proposal leaves the load running on a different world than the
+		// one it names: say so rather than measure it.
+		for _, id := range ids {
+			t.mu.Lock()
+			o := *t.byProposal[id]
+			t.mu.Unlock()
+			if o.Commits == 0 {
+				return fmt.Errorf("loading world %s: proposal %s was refused by the %s gate (%s)", w.Name, id, o.Gate, o.Code)
+			}
+		}
 	}
 	return nil
 }
