@@ -22,6 +22,6 @@ func ExampleDecodePayload() {
 	fmt.Println(err)
 	// Output:
 	// The mill burned last night.
-	// npc:brannoc [npc:brannoc player:ada loc:tavern]
+	// npc:brannoc|player:ada [npc:brannoc player:ada loc:tavern]
 	// npc_dialogue payload: json: unknown field "tone"
 }
