@@ -35,6 +35,7 @@ type devFlags struct {
 	logFile     string
 	idleTimeout time.Duration
 	llmConfig   string
+	budgets     string // LLM budget file; "" the embedded dev budgets, "none" no budgets
 	tracing     tracing.Config
 
 	dataDirLocked bool // runDev holds the data directory's lock (lockDataDir)
@@ -59,6 +60,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&f.logFile, "log-file", "", "write JSON logs here (default <data-dir>/worldgate.log)")
 	fs.StringVar(&f.llmConfig, "llm-config", "", "YAML LLM provider configuration (see README: Ollama, OpenAI-compatible, Anthropic); default: the offline scripted provider")
+	fs.StringVar(&f.budgets, "budgets", "", "LLM budget file (docs/budgets.md); default: the embedded dev budgets (services/worldgate/demo/budgets.yaml); none: no budgets")
 	fs.DurationVar(&f.idleTimeout, "idle-timeout", 2*time.Minute, "with -demo-only: give up waiting for the pipeline to go idle after this long")
 	f.tracing.ServiceName = "worldgate-dev"
 	f.tracing.RegisterFlags(fs)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	_ "embed"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/worldgate/worldgate/events"
 	"github.com/worldgate/worldgate/services/ai-worker/aiworker"
+	"github.com/worldgate/worldgate/services/ai-worker/budget"
 	"github.com/worldgate/worldgate/services/ai-worker/llmsetup"
 	"github.com/worldgate/worldgate/services/ai-worker/templates"
 	"github.com/worldgate/worldgate/services/event-processor/processor"
@@ -156,6 +158,13 @@ func startGates(ctx context.Context, st *stack) error {
 
 func startAIWorker(ctx context.Context, st *stack) error {
 	opts := llmsetup.Options{Registerer: st.reg, Logger: st.log.With("component", "llm")}
+	ledger, err := st.startBudgets(ctx)
+	if err != nil {
+		return err
+	}
+	if ledger != nil {
+		opts.Admitter = ledger
+	}
 	provider, err := llmsetup.Default(opts)
 	if st.f.llmConfig != "" {
 		provider, err = llmsetup.Load(st.f.llmConfig, opts)
@@ -247,4 +256,53 @@ func publishWorld(ctx context.Context, js jetstream.JetStream, w *worldfile.Worl
 		}
 	}
 	return len(proposals), nil
+}
+
+// devBudgets is worldgate dev's embedded budget file (docs/budgets.md).
+//
+//go:embed demo/budgets.yaml
+var devBudgets []byte
+
+// startBudgets starts the ai-worker's budget ledger on the -budgets file (default: the
+// embedded dev budgets), as the ai-worker user, with its metrics on the stack's registry.
+func (st *stack) startBudgets(ctx context.Context) (*budget.Ledger, error) {
+	var cfg *budget.Config
+	var err error
+	switch st.f.budgets {
+	case "none":
+		return nil, nil
+	case "":
+		if cfg, err = budget.ParseConfig(devBudgets); err != nil {
+			return nil, fmt.Errorf("embedded dev budgets: %w", err)
+		}
+	default:
+		// A bad file stops start-up with its line and field, as the ai-worker's -budgets does.
+		if cfg, err = budget.LoadConfig(st.f.budgets); err != nil {
+			return nil, err
+		}
+	}
+	_, js, err := st.connectAs(natsauth.AIWorker)
+	if err != nil {
+		return nil, err
+	}
+	b, err := budget.OpenBuckets(ctx, js)
+	if err != nil {
+		return nil, err
+	}
+	m, err := budget.NewMetrics(st.reg)
+	if err != nil {
+		return nil, err
+	}
+	log := st.log.With("component", "budget")
+	l, err := budget.NewLedger(ctx, b, cfg, budget.Options{Metrics: m, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	if err := l.Start(st.workersCtx); err != nil {
+		return nil, err
+	}
+	st.onStop(l.Close)
+	st.reg.MustRegister(budget.NewCollector(b, log))
+	st.ledger = l
+	return l, nil
 }

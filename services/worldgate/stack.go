@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/worldgate/worldgate/events"
+	"github.com/worldgate/worldgate/services/ai-worker/budget"
 	"github.com/worldgate/worldgate/services/graphd/server"
 	"github.com/worldgate/worldgate/services/mcp-lore/loretools"
 	"github.com/worldgate/worldgate/shared/admin"
@@ -67,6 +68,8 @@ type stack struct {
 	endpoints map[string]any
 	edgeURL   string // edge, the HTTP API (and /play)
 	edgeKey   string // its dev API key
+
+	ledger *budget.Ledger // the ai-worker's LLM budget ledger (nil with -budgets none)
 
 	workersCtx    context.Context
 	cancelWorkers context.CancelFunc

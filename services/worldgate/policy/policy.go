@@ -93,8 +93,9 @@ func GateSet(routes events.Routes, gs []string) (natsauth.Role, error) {
 
 func aiWorker(routes events.Routes) natsauth.Worker {
 	g := natsauth.Grant{Buckets: []natsauth.Bucket{{Name: natsx.BucketAICache},
-		// LLM budgets: the control keys are watched (overrides, pauses, actor policies).
-		{Name: natsx.BucketBudget, Watch: true}, {Name: natsx.BucketBudgetShort}, {Name: natsx.BucketBudgetLong}}}
+		// LLM budgets: the control keys are watched (overrides, pauses, actor policies); the
+		// windows' keys are listed by the budget collector (subjects of per-actor budgets).
+		{Name: natsx.BucketBudget, Watch: true}, {Name: natsx.BucketBudgetShort, Watch: true}, {Name: natsx.BucketBudgetLong, Watch: true}}}
 	for _, r := range roles.All() {
 		g.Consumers = append(g.Consumers, natsauth.Consumer{Stream: events.StreamWorld, Durable: r.Durable()})
 	}

@@ -1,0 +1,90 @@
+package budget
+
+import (
+	"context"
+	"encoding/json"
+	"sort"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// SubjectUsage is one subject's (actor's, location's or region's) current window of a
+// per-subject budget, measured against that subject's own limit (an actor policy may tighten
+// it).
+type SubjectUsage struct {
+	Subject string       `json:"subject"`
+	Used    Usage        `json:"used"`
+	Limit   Limit        `json:"limit"`
+	Ratio   float64      `json:"ratio"`
+	Policy  *ActorPolicy `json:"policy,omitempty"`
+}
+
+// Subjects lists the subjects with a window in per-subject budget r's current window, the
+// fullest first, at most n of them (n ≤ 0: all). It is what worldgate budget shows per actor;
+// the metrics only count them (never an id as a label).
+func Subjects(ctx context.Context, b Buckets, r Report, n int) ([]SubjectUsage, error) {
+	if !r.Budget.Scope.PerSubject() {
+		return nil, nil
+	}
+	kv := b.window(r.Budget.Window)
+	keys, err := kv.ListKeysFiltered(ctx, windowKey(r.Budget, r.Window, "")+".*")
+	if err != nil {
+		return nil, err
+	}
+	var out []SubjectUsage
+	for k := range keys.Keys() {
+		w, _, err := read(ctx, kv, k)
+		if err != nil || w.Subject == "" {
+			continue
+		}
+		s := SubjectUsage{Subject: w.Subject, Used: w.Usage, Limit: Effective(r.Budget.Limit(), r.Override, 0)}
+		if r.Budget.Scope == ScopeActor {
+			if p, err := GetActorPolicy(ctx, b.Control, w.Subject); err == nil && p != nil {
+				s.Policy = p
+				s.Limit = Effective(r.Budget.Limit(), r.Override, p.Multiplier)
+			}
+		}
+		s.Ratio = Ratio(s.Used, s.Limit)
+		out = append(out, s)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Ratio != out[j].Ratio {
+			return out[i].Ratio > out[j].Ratio
+		}
+		return out[i].Subject < out[j].Subject
+	})
+	if n > 0 && len(out) > n {
+		out = out[:n]
+	}
+	return out, nil
+}
+
+// ActorPolicies lists every actor policy in the control bucket (repeat offenders and
+// operators' per-actor changes), the most recent first; Active says whether it still changes
+// anything.
+func ActorPolicies(ctx context.Context, control jetstream.KeyValue) ([]ActorPolicy, error) {
+	keys, err := control.ListKeysFiltered(ctx, actorPrefix+">")
+	if err != nil {
+		return nil, err
+	}
+	var out []ActorPolicy
+	for k := range keys.Keys() {
+		e, err := control.Get(ctx, k)
+		if err != nil {
+			continue
+		}
+		var p ActorPolicy
+		if json.Unmarshal(e.Value(), &p) == nil && p.Actor != "" {
+			out = append(out, p)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].At.After(out[j].At) })
+	return out, nil
+}
+
+// Active reports whether p still changes anything at now: a multiplier other than 1, or a
+// cool-down not yet over.
+func (p ActorPolicy) Active(now time.Time) bool {
+	return (p.Multiplier > 0 && p.Multiplier != 1) || now.Before(p.CoolDownUntil)
+}
