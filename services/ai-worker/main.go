@@ -50,6 +50,7 @@ type flags struct {
 	worldURL, loreURL, classifyURL, mcpToken   string
 	routesFile, roles                          string
 	budgets                                    string
+	offenders                                  budget.OffenderPolicy
 	toolBudget                                 int
 	freshFor, ackWait, maxSkew, maxAge         time.Duration
 	provision                                  bool
@@ -76,6 +77,11 @@ func run(args []string) error {
 	fs.StringVar(&f.routesFile, "routes", "", "routes per proposal kind (YAML; default: the embedded routes)")
 	fs.StringVar(&f.roles, "roles", "", "comma-separated roles to run (default: all)")
 	fs.StringVar(&f.budgets, "budgets", "", "LLM budget file (docs/budgets.md); empty: no budgets. A bad file stops start-up")
+	fs.IntVar(&f.offenders.Threshold, "offender-threshold", 3, "with -budgets: this many flagged utterances of one player within -offender-window make a repeat-offender strike")
+	fs.DurationVar(&f.offenders.Window, "offender-window", time.Hour, "with -budgets: how long a flagged utterance counts towards a strike")
+	fs.Float64Var(&f.offenders.Multiplier, "offender-multiplier", 0.5, "with -budgets: a strike scales the player's per-actor budgets by this (strike k: its k-th power, at least 0.1)")
+	fs.DurationVar(&f.offenders.CoolDown, "offender-cool-down", 2*time.Minute, "with -budgets: after a strike none of the player's calls is paid for this long (static content instead)")
+	fs.DurationVar(&f.offenders.Decay, "offender-decay", 24*time.Hour, "with -budgets: a strike's tighter limits return linearly to the file's over this long")
 	fs.IntVar(&f.toolBudget, "tool-budget", 6, "hard cap of MCP tool calls per task")
 	fs.DurationVar(&f.freshFor, "ambience-fresh-for", 10*time.Minute, "skip ambience for a location whose ambience is younger than this (negative: never skip)")
 	fs.DurationVar(&f.ackWait, "ack-wait", 3*time.Minute, "how long a task may take before its trigger is redelivered")
@@ -127,6 +133,7 @@ func run(args []string) error {
 		}
 	}
 	var admit llm.Admitter
+	var offenders *budget.Offenders
 	if budgets != nil {
 		bk, err := budget.OpenBuckets(ctx, js)
 		if err != nil {
@@ -146,6 +153,10 @@ func run(args []string) error {
 		defer ledger.Close()
 		reg.MustRegister(budget.NewCollector(bk, log))
 		admit = ledger
+		// Repeat offenders: the input rail's flags tighten a player's per-actor budgets.
+		if offenders, err = budget.NewOffenders(bk.Control, f.offenders, reg, log, nil); err != nil {
+			return err
+		}
 	}
 	llmReg, err := buildLLM(f, reg, log, admit)
 	if err != nil {
@@ -178,7 +189,7 @@ func run(args []string) error {
 	}
 	if err := aiworker.Register(app, aiworker.Deps{LLM: llmReg, Tools: mcp, KV: kv, Routes: routes, Registerer: reg, Logger: log,
 		Roles: roleNames, ToolBudget: f.toolBudget, AmbienceFreshFor: f.freshFor, AckWait: f.ackWait,
-		MaxClockSkew: f.maxSkew, MaxEventAge: f.maxAge}); err != nil {
+		MaxClockSkew: f.maxSkew, MaxEventAge: f.maxAge, OnInputFlag: onFlag(offenders)}); err != nil {
 		return err
 	}
 	reg.MustRegister(natsx.NewLagCollector(js, log, events.StreamWorld, events.StreamProposals))
@@ -246,4 +257,12 @@ func llmTiers(r *llm.Registry) string {
 		parts = append(parts, t+"="+strings.Join(names, ","))
 	}
 	return strings.Join(parts, " ")
+}
+
+// onFlag is the input rail's hook: the repeat-offender counter when budgets are configured.
+func onFlag(o *budget.Offenders) func(context.Context, string, []string) {
+	if o == nil {
+		return nil
+	}
+	return o.OnFlag
 }

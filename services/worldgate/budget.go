@@ -277,7 +277,7 @@ func showBudgets(ctx context.Context, b budget.Buckets, now time.Time, actor str
 	for _, r := range reports {
 		row := budgetRow{Report: r}
 		if actor == "" && top > 0 && r.Budget.Scope.PerSubject() {
-			if row.Top, err = budget.Subjects(ctx, b, r, top); err != nil {
+			if row.Top, err = budget.Subjects(ctx, b, r, now, top); err != nil {
 				return err
 			}
 		}
@@ -366,8 +366,12 @@ func showBudgets(ctx context.Context, b budget.Buckets, now time.Time, actor str
 
 func policyText(p budget.ActorPolicy, now time.Time) string {
 	var parts []string
-	if p.Multiplier > 0 && p.Multiplier != 1 {
-		parts = append(parts, fmt.Sprintf("limits ×%g", p.Multiplier))
+	if m := p.MultiplierAt(now); m > 0 && m != 1 {
+		if p.DecayUntil.IsZero() {
+			parts = append(parts, fmt.Sprintf("limits ×%g", m))
+		} else {
+			parts = append(parts, fmt.Sprintf("limits ×%.2f now (×%g at strike %d, back to ×1 at %s)", m, p.Multiplier, p.Strikes, p.DecayUntil.UTC().Format(time.RFC3339)))
+		}
 	}
 	if now.Before(p.CoolDownUntil) {
 		parts = append(parts, "no paid calls until "+p.CoolDownUntil.UTC().Format(time.RFC3339))

@@ -185,7 +185,11 @@ func startAIWorker(ctx context.Context, st *stack) error {
 		return err
 	}
 	st.admin.AddDetail("llm", func(context.Context) any { return provider.Health() })
-	if err := aiworker.Register(app, aiworker.Deps{LLM: provider, Tools: tools, KV: kv, Registerer: st.reg, Logger: st.log.With("worker", "ai-worker")}); err != nil {
+	deps := aiworker.Deps{LLM: provider, Tools: tools, KV: kv, Registerer: st.reg, Logger: st.log.With("worker", "ai-worker")}
+	if st.offenders != nil {
+		deps.OnInputFlag = st.offenders.OnFlag // repeat offenders get tighter per-player budgets
+	}
+	if err := aiworker.Register(app, deps); err != nil {
 		return err
 	}
 	st.goRun("ai-worker", app.Run)
@@ -303,6 +307,9 @@ func (st *stack) startBudgets(ctx context.Context) (*budget.Ledger, error) {
 	}
 	st.onStop(l.Close)
 	st.reg.MustRegister(budget.NewCollector(b, log))
+	if st.offenders, err = budget.NewOffenders(b.Control, budget.OffenderPolicy{}, st.reg, log, nil); err != nil {
+		return nil, err
+	}
 	st.ledger = l
 	return l, nil
 }

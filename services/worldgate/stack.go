@@ -69,7 +69,8 @@ type stack struct {
 	edgeURL   string // edge, the HTTP API (and /play)
 	edgeKey   string // its dev API key
 
-	ledger *budget.Ledger // the ai-worker's LLM budget ledger (nil with -budgets none)
+	ledger    *budget.Ledger    // the ai-worker's LLM budget ledger (nil with -budgets none)
+	offenders *budget.Offenders // its repeat-offender counter
 
 	workersCtx    context.Context
 	cancelWorkers context.CancelFunc

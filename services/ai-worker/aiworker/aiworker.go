@@ -50,6 +50,10 @@ type Deps struct {
 	// ToolBudget per task (default 6); AmbienceFreshFor (default 10m; negative: never skip).
 	ToolBudget       int
 	AmbienceFreshFor time.Duration
+	// OnInputFlag, when set, is told of each player whose words the input rail flagged (a
+	// blocked category or prompt injection): the budget's repeat-offender counter
+	// (budget.Offenders.OnFlag).
+	OnInputFlag func(ctx context.Context, playerID string, categories []string)
 	// Fallback table (default fallback.Default()).
 	Fallback *fallback.Table
 	// MaxInlineWait: a transient retry due within this is waited for in the handler; a later
@@ -110,6 +114,7 @@ func New(d Deps) (*Worker, error) {
 	}
 	cfg := agent.Config{Tools: d.Tools, Cache: agent.KVCache{KV: d.KV}, Routes: d.Routes, Metrics: agent.NewMetrics(d.Registerer),
 		Logger: d.Logger, Fallback: d.Fallback, ToolBudget: d.ToolBudget, AmbienceFreshFor: d.AmbienceFreshFor}
+	cfg.Rail.OnFlag = d.OnInputFlag
 	if cfg.Routes == nil {
 		cfg.Routes = route.Default()
 	}

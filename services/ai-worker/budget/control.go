@@ -43,8 +43,30 @@ type ActorPolicy struct {
 	Actor         string    `json:"actor"`
 	Multiplier    float64   `json:"multiplier,omitempty"`
 	CoolDownUntil time.Time `json:"coolDownUntil,omitzero"`
-	Reason        string    `json:"reason,omitempty"`
-	At            time.Time `json:"at"`
+	// DecayUntil, when set, makes the multiplier return linearly to 1 between At and
+	// DecayUntil (a repeat offender's limits recover over time); after it the policy changes
+	// nothing.
+	DecayUntil time.Time `json:"decayUntil,omitzero"`
+	// Strikes is the repeat-offender strike that set the policy (0: set by an operator).
+	Strikes int       `json:"strikes,omitempty"`
+	Reason  string    `json:"reason,omitempty"`
+	At      time.Time `json:"at"`
+}
+
+// MultiplierAt is the multiplier in force at now (0: the limits are unchanged).
+func (p ActorPolicy) MultiplierAt(now time.Time) float64 {
+	m := p.Multiplier
+	if !(m > 0 && m < 1) || p.DecayUntil.IsZero() {
+		return m
+	}
+	if !now.Before(p.DecayUntil) {
+		return 0
+	}
+	span := p.DecayUntil.Sub(p.At)
+	if span <= 0 || now.Before(p.At) {
+		return m
+	}
+	return m + (1-m)*float64(now.Sub(p.At))/float64(span)
 }
 
 // SetActorPolicy stores p for p.Actor (the control bucket, natsx.BucketBudget).
@@ -246,7 +268,7 @@ func Reports(ctx context.Context, b Buckets, now time.Time, subject string) ([]R
 			lim := r.Limit
 			if d.Scope == ScopeActor {
 				if p, err := GetActorPolicy(ctx, b.Control, subject); err == nil && p != nil {
-					lim = Effective(d.Limit(), r.Override, p.Multiplier)
+					lim = Effective(d.Limit(), r.Override, p.MultiplierAt(now))
 					r.Limit = lim
 				}
 			}
@@ -271,7 +293,7 @@ func Reports(ctx context.Context, b Buckets, now time.Time, subject string) ([]R
 				if d.Scope == ScopeActor && w.Subject != "" {
 					// A repeat offender is measured against its own, tighter limit.
 					if p, err := GetActorPolicy(ctx, b.Control, w.Subject); err == nil && p != nil {
-						lim = Effective(d.Limit(), r.Override, p.Multiplier)
+						lim = Effective(d.Limit(), r.Override, p.MultiplierAt(now))
 					}
 				}
 				ratio := Ratio(w.Usage, lim)

@@ -318,7 +318,7 @@ func (l *Ledger) limitOf(m match, now time.Time) (Limit, string, float64) {
 	}
 	mult := 0.0
 	if ap != nil {
-		mult = ap.Multiplier
+		mult = ap.MultiplierAt(now)
 		if now.Before(ap.CoolDownUntil) {
 			paused = fmt.Sprintf("actor %s cools down until %s: %s", m.subject, ap.CoolDownUntil.UTC().Format(time.RFC3339), cmpOr(ap.Reason, "no reason given"))
 		}

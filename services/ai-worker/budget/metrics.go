@@ -85,12 +85,13 @@ func (m *Metrics) settled(outcome string, actual Usage) {
 //	worldgate_budget_remaining_ratio{budget,window}   1 - used/limit (global, purpose and model budgets)
 //	worldgate_budget_paused{budget}
 //	worldgate_budget_subjects{budget}, worldgate_budget_subjects_above_ratio{budget,ratio="0.8"}
+//	worldgate_budget_actors_tightened   actors whose policy tightens them now (repeat offenders)
 type Collector struct {
 	b   Buckets
 	log *slog.Logger
 	now func() time.Time
 
-	limitUSD, limitTokens, usedUSD, usedTokens, remaining, paused, subjects, above *prometheus.Desc
+	limitUSD, limitTokens, usedUSD, usedTokens, remaining, paused, subjects, above, tightened *prometheus.Desc
 }
 
 // NewCollector returns a collector over the ledger's buckets.
@@ -110,12 +111,13 @@ func NewCollector(b Buckets, log *slog.Logger) *Collector {
 		paused:      d("paused", "1 when an operator paused the budget (kill switch): calls under it get static fallback content.", "budget"),
 		subjects:    d("subjects", "Actors, locations or regions with a window in a per-subject budget's current window.", "budget"),
 		above:       d("subjects_above_ratio", "Subjects of a per-subject budget above the given share of their limit in the current window.", "budget", "ratio"),
+		tightened:   d("actors_tightened", "Actors whose policy tightens them now (a multiplier below 1 still decaying, or a cool-down): repeat offenders and operators' per-actor changes."),
 	}
 }
 
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.limitUSD, c.limitTokens, c.usedUSD, c.usedTokens, c.remaining, c.paused, c.subjects, c.above} {
+	for _, d := range []*prometheus.Desc{c.limitUSD, c.limitTokens, c.usedUSD, c.usedTokens, c.remaining, c.paused, c.subjects, c.above, c.tightened} {
 		ch <- d
 	}
 }
@@ -124,10 +126,22 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	reports, err := Reports(ctx, c.b, c.now(), "")
+	now := c.now()
+	reports, err := Reports(ctx, c.b, now, "")
 	if err != nil {
 		c.log.Warn("budget: cannot read the budgets for /metrics", "error", err)
 		return
+	}
+	if ps, err := ActorPolicies(ctx, c.b.Control); err == nil {
+		n := 0
+		for _, p := range ps {
+			if p.Active(now) {
+				n++
+			}
+		}
+		ch <- prometheus.MustNewConstMetric(c.tightened, prometheus.GaugeValue, float64(n))
+	} else {
+		c.log.Warn("budget: cannot read the actor policies for /metrics", "error", err)
 	}
 	g := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)

@@ -23,7 +23,7 @@ type SubjectUsage struct {
 // Subjects lists the subjects with a window in per-subject budget r's current window, the
 // fullest first, at most n of them (n ≤ 0: all). It is what worldgate budget shows per actor;
 // the metrics only count them (never an id as a label).
-func Subjects(ctx context.Context, b Buckets, r Report, n int) ([]SubjectUsage, error) {
+func Subjects(ctx context.Context, b Buckets, r Report, now time.Time, n int) ([]SubjectUsage, error) {
 	if !r.Budget.Scope.PerSubject() {
 		return nil, nil
 	}
@@ -42,7 +42,7 @@ func Subjects(ctx context.Context, b Buckets, r Report, n int) ([]SubjectUsage, 
 		if r.Budget.Scope == ScopeActor {
 			if p, err := GetActorPolicy(ctx, b.Control, w.Subject); err == nil && p != nil {
 				s.Policy = p
-				s.Limit = Effective(r.Budget.Limit(), r.Override, p.Multiplier)
+				s.Limit = Effective(r.Budget.Limit(), r.Override, p.MultiplierAt(now))
 			}
 		}
 		s.Ratio = Ratio(s.Used, s.Limit)
@@ -86,5 +86,6 @@ func ActorPolicies(ctx context.Context, control jetstream.KeyValue) ([]ActorPoli
 // Active reports whether p still changes anything at now: a multiplier other than 1, or a
 // cool-down not yet over.
 func (p ActorPolicy) Active(now time.Time) bool {
-	return (p.Multiplier > 0 && p.Multiplier != 1) || now.Before(p.CoolDownUntil)
+	m := p.MultiplierAt(now)
+	return (m > 0 && m != 1) || now.Before(p.CoolDownUntil)
 }
