@@ -23,6 +23,9 @@ EXPECTED_EMPTY=(
 	"Graph errors by class"
 	"Refused at commit per second by kind and code"
 	"LLM provider errors per second by kind"
+	# The demo stays far inside worldgate dev's budgets: nothing is refused or downgraded.
+	"Budget refusals per second by budget and reason"
+	"Downgrades to a cheaper tier per second"
 )
 
 for tool in go curl jq; do

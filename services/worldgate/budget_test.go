@@ -317,8 +317,9 @@ func TestRepeatOffenderOnTheDevStack(t *testing.T) {
 	// The cool-down: the player's next, harmless line is not paid for; another player's is.
 	// (Its fallback line may repeat the one the rail's block produced, which the dedup gate
 	// then refuses: either way no model call, and the budget is the fallback's cause.)
-	if o := talk("player:bram", "Any news from the mines?"); o.Kind == events.OutcomeCommitted {
-		t.Fatalf("a player cooling down should get no model content, got %s %+v", o.Kind, o.Event)
+	cooling := talk("player:bram", "Any news from the mines?")
+	if cooling.Kind == events.OutcomeCommitted {
+		t.Fatalf("a player cooling down should get no model content, got %s %+v", cooling.Kind, cooling.Event)
 	}
 	if o := talk("player:cass", "Any news from the mines?"); o.Kind != events.OutcomeCommitted {
 		t.Fatalf("another player should get the model's line, got %s %+v", o.Kind, o.Refusal)
@@ -330,6 +331,14 @@ func TestRepeatOffenderOnTheDevStack(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "player:bram") || !strings.Contains(out.String(), "repeat offender: strike 1") {
 		t.Fatalf("worldgate budget does not list the repeat offender:\n%s", out.String())
+	}
+	// worldgate trace shows why the line was not paid for: the repeat-offender cool-down.
+	var tr bytes.Buffer
+	if err := runTrace(ctx, []string{cooling.CorrelationID, "-nats-url", st.nats.ClientURL(), "-nats-user", op["user"], "-nats-password", op["password"]}, &tr, io.Discard); err != nil {
+		t.Fatalf("trace: %v\n%s", err, tr.String())
+	}
+	if !strings.Contains(tr.String(), "cools down until") || !strings.Contains(tr.String(), "repeat offender: strike 1") {
+		t.Fatalf("worldgate trace does not show the repeat-offender cool-down:\n%s", tr.String())
 	}
 	body := scrape(t, st)
 	for _, want := range []string{`worldgate_ai_fallbacks_total{cause="budget",purpose="npc_dialogue"}`, "worldgate_budget_offender_strikes_total 1", "worldgate_budget_actors_tightened 1", `worldgate_budget_offence_flags_total{category="harassment"}`} {
