@@ -108,7 +108,7 @@ func runBudget(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 	}
 
-	nc, js, err := natsx.Connect(natsx.ConnConfig{URL: n.url, Name: "worldgate-budget", User: n.user, Password: n.password}, logx.Discard())
+	nc, js, err := natsx.Connect(n.as("worldgate-budget"), logx.Discard())
 	if err != nil {
 		return err
 	}
