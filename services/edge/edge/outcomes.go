@@ -179,7 +179,7 @@ func (s *Server) outcomes(w http.ResponseWriter, r *http.Request, k *key) {
 		select {
 		case d, ok := <-buf:
 			if !ok {
-				s.dropIfOverflowed(rc, sess, overflow, last)
+				s.dropIfOverflowed(rc, sess, overflow, last, r.Context(), len(buf))
 				return
 			}
 			data, err := json.Marshal(d.Outcome)
@@ -200,16 +200,24 @@ func (s *Server) outcomes(w http.ResponseWriter, r *http.Request, k *key) {
 				return
 			}
 		case <-ctx.Done():
-			s.dropIfOverflowed(rc, sess, overflow, last)
+			s.dropIfOverflowed(rc, sess, overflow, last, r.Context(), len(buf))
 			return
 		}
 	}
 }
 
-func (s *Server) dropIfOverflowed(rc *http.ResponseController, sess *sse.Session, overflow chan uint64, last uint64) {
+// dropIfOverflowed ends a stream whose client fell behind: the pump overflowed (the client is
+// told, and counted), or net/http cancelled the request because a write to the client failed
+// (its deadline passed) while outcomes were still waiting for it. net/http reports such a
+// failed write only by cancelling the request's context, so a client that leaves while
+// nothing is waiting for it is not counted, and one cut off while behind is.
+func (s *Server) dropIfOverflowed(rc *http.ResponseController, sess *sse.Session, overflow chan uint64, last uint64, req context.Context, waiting int) {
 	select {
 	case <-overflow:
 	default:
+		if req.Err() != nil && waiting > 0 {
+			s.m.dropped.Inc()
+		}
 		return
 	}
 	s.m.dropped.Inc()
