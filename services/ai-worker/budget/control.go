@@ -21,6 +21,10 @@ const (
 func defKey(name string) string { return defPrefix + name }
 func ctlKey(name string) string { return ctlPrefix + name }
 
+// ActorPolicyKeys is the key pattern of the actor policies in the control bucket: what a
+// reader of repeat offenders' policies (the rate gate) is granted.
+const ActorPolicyKeys = actorPrefix + ">"
+
 // actorKey is where an actor's policy lives (hashed: actor ids may hold any character).
 func actorKey(actor string) string { return actorPrefix + hashID(actor) }
 

@@ -12,6 +12,7 @@ import (
 	gremlingo "github.com/apache/tinkerpop/gremlin-go/v3/driver"
 
 	"github.com/worldgate/worldgate/events"
+	"github.com/worldgate/worldgate/services/ai-worker/budget"
 	"github.com/worldgate/worldgate/services/gate/approval"
 	"github.com/worldgate/worldgate/services/gate/gates"
 	"github.com/worldgate/worldgate/shared/natsx"
@@ -673,6 +674,58 @@ func TestSafetyGateRefusesMarkup(t *testing.T) {
 		if r.Code != events.CodeSafetyFlagged || !slices.Contains(toStrings(r.Details["categories"]), "markup_injection") ||
 			!strings.Contains(r.Reason, "worldgate-moderation-2.0.0") || r.Details["policyVersion"] != "worldgate-moderation-2.0.0" {
 			t.Errorf("%s: rejection %+v", p.Kind, r)
+		}
+	}
+}
+
+// A player the input rail flagged three times (a repeat-offender strike, counted by the
+// ai-worker's budget.Offenders) gets half the rate window while the cool-down lasts; another
+// player keeps the whole window.
+func TestRateGateTightensARepeatOffendersWindow(t *testing.T) {
+	s := newStack(t)
+	ctx := context.Background()
+	control, err := s.nats.JS.KeyValue(ctx, natsx.BucketBudget)
+	if err != nil {
+		t.Fatal(err)
+	}
+	off, err := budget.NewOffenders(control, budget.OffenderPolicy{Threshold: 3, CoolDown: time.Hour}, nil, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var strike *budget.ActorPolicy
+	for range 3 {
+		if strike, err = off.Flag(ctx, "player:ada", []string{"harassment"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if strike == nil || strike.Multiplier != 0.5 {
+		t.Fatalf("the third flag set %+v, want a strike halving the limits", strike)
+	}
+	cfg := testConfig()
+	cfg.Rate.Budgets = map[string]gates.Budget{events.KindPlayerMoved: {ActorCount: 4}}
+	s.run(t, s.deps(cfg), "rate")
+	move := func(player string) *events.Proposal {
+		p := startAt(proposal(t, events.KindPlayerMoved, map[string]any{"playerId": player, "fromLocationId": "loc:square", "toLocationId": "loc:gate", "direction": "north"}), "rate")
+		p.Actor.ID = player
+		return p
+	}
+	adas := map[string]bool{}
+	for range 4 {
+		p := move("player:ada")
+		adas[p.ProposalID] = true
+		s.publish(t, p)
+		s.publish(t, move("player:bo"))
+	}
+	natstest.WaitFor(t, 20*time.Second, "decisions", func() bool {
+		return s.count(t, events.StreamProposals, "proposals.rejected.rate")+s.count(t, events.StreamProposals, "proposals.gate.audit") == 8
+	})
+	rej := s.rejections(t)
+	if len(rej) != 2 {
+		t.Fatalf("%d rejections, want 2 (ada's window halved from 4 to 2; bo's whole)", len(rej))
+	}
+	for id, r := range rej {
+		if !adas[id] || r.Code != events.CodeRateLimited || !strings.Contains(r.Reason, "repeat offender") || r.Details["limitCount"] != float64(2) {
+			t.Errorf("rejection of %s: %+v", id, r)
 		}
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/worldgate/worldgate/events"
+	"github.com/worldgate/worldgate/services/ai-worker/budget"
 	"github.com/worldgate/worldgate/shared/natsx"
 	"github.com/worldgate/worldgate/shared/natsx/natsauth"
 )
@@ -27,13 +28,19 @@ import (
 // global one (giving the actor's back if the global one is spent), then writes an admission
 // marker so that a redelivered proposal is not counted twice. A crash between reserving and the
 // marker counts a proposal twice: budgets err on the side of admitting less, never more.
+//
+// A repeat offender (a player the ai-worker's input rail flagged often enough for a strike,
+// budget.Offenders) gets a tighter window while the strike's cool-down lasts: the actor
+// limits scaled by the strike's multiplier. The gate reads the actor policies from the
+// budget control bucket (read only), each at most once a second per player.
 type rate struct {
-	locks  keyLocks // releases
-	mu     sync.Mutex
-	queues map[string]*reserveQueue // per key: reservations waiting for the leader (see reserve)
-	kv     jetstream.KeyValue
-	cfg    RateConfig
-	now    func() time.Time
+	locks    keyLocks // releases
+	mu       sync.Mutex
+	queues   map[string]*reserveQueue // per key: reservations waiting for the leader (see reserve)
+	kv       jetstream.KeyValue
+	policies *policyCache
+	cfg      RateConfig
+	now      func() time.Time
 }
 
 // Rate is the rate gate's name.
@@ -43,7 +50,8 @@ const Rate = "rate"
 var rateGate = Spec{
 	Name: Rate, New: newRate,
 	Summary: "per-actor and global budgets in windows, shared across replicas (KV)",
-	Buckets: []natsauth.Bucket{{Name: natsx.BucketRate}},
+	// The repeat offenders' actor policies: read only, and only those keys.
+	Buckets: []natsauth.Bucket{{Name: natsx.BucketRate}, {Name: natsx.BucketBudget, Keys: budget.ActorPolicyKeys, ReadOnly: true}},
 }
 
 func newRate(d Deps) (Gate, error) {
@@ -56,7 +64,11 @@ func newRate(d Deps) (Gate, error) {
 	if err != nil {
 		return nil, fmt.Errorf("KV bucket %s: %w (provision the topology first)", natsx.BucketRate, err)
 	}
-	return &rate{kv: kv, cfg: d.Config.Rate, now: d.Now}, nil
+	control, err := d.JetStream.KeyValue(ctx, natsx.BucketBudget)
+	if err != nil {
+		return nil, fmt.Errorf("KV bucket %s: %w (provision the topology first)", natsx.BucketBudget, err)
+	}
+	return &rate{kv: kv, cfg: d.Config.Rate, now: d.Now, policies: &policyCache{kv: control, ttl: time.Second, now: d.Now}}, nil
 }
 
 func (*rate) Name() string { return Rate }
@@ -127,7 +139,18 @@ func (g *rate) Check(ctx context.Context, p *events.Proposal) (Decision, error) 
 	start, retryAfter := windowOf(g.now(), g.cfg.Window)
 	win := strconv.FormatInt(start.Unix(), 10)
 	who := budgetHolder(p)
-	actor := scope{"actor", p.Kind + ".actor." + hashKey(who) + "." + win, limit{b.ActorCount, micros(b.ActorCostUSD)}}
+	actorLimit := limit{b.ActorCount, micros(b.ActorCostUSD)}
+	var tightened *budget.ActorPolicy
+	if !actorLimit.unlimited() {
+		pol, err := g.policies.get(ctx, who)
+		if err != nil {
+			return Decision{}, fmt.Errorf("read %s's actor policy: %w", who, err)
+		}
+		if l, ok := tighten(actorLimit, pol, g.now()); ok {
+			actorLimit, tightened = l, pol
+		}
+	}
+	actor := scope{"actor", p.Kind + ".actor." + hashKey(who) + "." + win, actorLimit}
 	global := scope{"global", p.Kind + ".global." + win, limit{b.GlobalCount, micros(b.GlobalCostUSD)}}
 	var taken []scope
 	for _, s := range []scope{actor, global} {
@@ -146,14 +169,19 @@ func (g *rate) Check(ctx context.Context, p *events.Proposal) (Decision, error) 
 			return Decision{}, err
 		}
 		if !ok {
-			who := "the global"
+			who, why := "the global", ""
+			details := map[string]any{"scope": s.name, "window": g.cfg.Window.String(), "windowStart": start.UTC(), "count": used.Count, "costUsd": float64(used.CostMicros) / 1e6,
+				"limitCount": s.limit.Count, "limitCostUsd": float64(s.limit.CostMicros) / 1e6}
 			if s.name == "actor" {
 				who = budgetHolder(p) + "'s"
+				if tightened != nil {
+					why = fmt.Sprintf(", tightened ×%g for a repeat offender until %s", tightened.Multiplier, tightened.CoolDownUntil.UTC().Format(time.RFC3339))
+					details["offender"] = map[string]any{"multiplier": tightened.Multiplier, "coolDownUntil": tightened.CoolDownUntil.UTC(), "strikes": tightened.Strikes}
+				}
 			}
 			return RejectTransient(events.CodeRateLimited,
-				fmt.Sprintf("%s budget for %s proposals is spent for this %s window (%s): try again in %.0f s.", capitalize(who), p.Kind, g.cfg.Window, usedText(used, s.limit), retryAfter),
-				map[string]any{"scope": s.name, "window": g.cfg.Window.String(), "windowStart": start.UTC(), "count": used.Count, "costUsd": float64(used.CostMicros) / 1e6,
-					"limitCount": s.limit.Count, "limitCostUsd": float64(s.limit.CostMicros) / 1e6}, retryAfter), nil
+				fmt.Sprintf("%s budget for %s proposals is spent for this %s window (%s%s): try again in %.0f s.", capitalize(who), p.Kind, g.cfg.Window, usedText(used, s.limit), why, retryAfter),
+				details, retryAfter), nil
 		}
 		taken = append(taken, s)
 	}
@@ -161,6 +189,61 @@ func (g *rate) Check(ctx context.Context, p *events.Proposal) (Decision, error) 
 		return Decision{}, fmt.Errorf("write admission marker: %w", err)
 	}
 	return Pass(), nil
+}
+
+// tighten is the pure rule for a repeat offender: while the actor policy's cool-down lasts,
+// the actor's limits are scaled by its multiplier (never below one proposal or one micro-USD);
+// it reports whether it changed anything.
+func tighten(l limit, p *budget.ActorPolicy, now time.Time) (limit, bool) {
+	if p == nil || !now.Before(p.CoolDownUntil) || !(p.Multiplier > 0 && p.Multiplier < 1) {
+		return l, false
+	}
+	if l.Count > 0 {
+		l.Count = max(1, int(math.Floor(float64(l.Count)*p.Multiplier)))
+	}
+	if l.CostMicros > 0 {
+		l.CostMicros = max(1, int64(math.Floor(float64(l.CostMicros)*p.Multiplier)))
+	}
+	return l, true
+}
+
+// policyCache reads actor policies from the budget control bucket, each at most once per ttl:
+// a strike takes effect within the ttl, and a burst of one player's proposals costs one read.
+type policyCache struct {
+	kv  jetstream.KeyValue
+	ttl time.Duration
+	now func() time.Time
+	mu  sync.Mutex
+	m   map[string]cachedPolicy
+}
+
+type cachedPolicy struct {
+	p  *budget.ActorPolicy
+	at time.Time
+}
+
+// maxCachedPolicies bounds the cache; past it, it starts again empty.
+const maxCachedPolicies = 10000
+
+func (c *policyCache) get(ctx context.Context, actor string) (*budget.ActorPolicy, error) {
+	now := c.now()
+	c.mu.Lock()
+	e, ok := c.m[actor]
+	c.mu.Unlock()
+	if ok && now.Sub(e.at) < c.ttl {
+		return e.p, nil
+	}
+	p, err := budget.GetActorPolicy(ctx, c.kv, actor)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	if c.m == nil || len(c.m) >= maxCachedPolicies {
+		c.m = map[string]cachedPolicy{}
+	}
+	c.m[actor] = cachedPolicy{p: p, at: now}
+	c.mu.Unlock()
+	return p, nil
 }
 
 // budgetHolder is whose budget a proposal draws on: the player its payload names, else its

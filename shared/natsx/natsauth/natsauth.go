@@ -13,6 +13,7 @@
 package natsauth
 
 import (
+	"cmp"
 	"slices"
 	"strings"
 
@@ -48,10 +49,12 @@ type Consumer struct {
 	Durable string
 }
 
-// Bucket is a KV bucket a worker reads and writes; Watch adds listing its keys.
+// Bucket is a KV bucket a worker reads and writes; Watch adds listing its keys, ReadOnly
+// takes away writing.
 type Bucket struct {
-	Name  string
-	Watch bool
+	Name     string
+	Watch    bool
+	ReadOnly bool
 	// Keys restricts the worker to the keys matching this NATS subject pattern over keys
 	// (e.g. "schema.>": a gate's own retry tickets); empty: every key.
 	Keys string
@@ -152,11 +155,14 @@ func (w Worker) permissions() *natsx.Permissions {
 			p.pub = append(p.pub, events.DeadLetterSubject(c.Durable))
 		}
 		for _, b := range g.Buckets {
-			if b.Keys != "" {
+			switch {
+			case b.ReadOnly:
+				p.kvRead(b.Name, cmp.Or(b.Keys, ">"))
+			case b.Keys != "":
 				p.kvKeys(b.Name, b.Keys)
-				continue
+			default:
+				p.kv(b.Name, b.Watch)
 			}
-			p.kv(b.Name, b.Watch)
 		}
 		p.pub = append(p.pub, g.Publish...)
 	}
@@ -202,6 +208,12 @@ func emitterOnly(user, emitter string) *natsx.Permissions {
 func (p *perms) kvKeys(bucket, pattern string) {
 	stream := "KV_" + bucket
 	p.pub = append(p.pub, api("STREAM.INFO", stream), api("DIRECT.GET", stream, "$KV", bucket, pattern), "$KV."+bucket+"."+pattern)
+}
+
+// kvRead lets a worker read (direct gets) the keys of bucket matching pattern, and write none.
+func (p *perms) kvRead(bucket, pattern string) {
+	stream := "KV_" + bucket
+	p.pub = append(p.pub, api("STREAM.INFO", stream), api("DIRECT.GET", stream, "$KV", bucket, pattern))
 }
 
 // kv lets a worker read and write bucket; watch adds listing keys (an ordered consumer of
