@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -200,7 +201,7 @@ func attackEnvelope(t *testing.T, typ string, actor events.Actor, payload any) *
 // missing; an honest proposal of every kind still commits.
 func TestAttacksOnTheDevStackAreRefused(t *testing.T) {
 	dir := t.TempDir()
-	st, err := startStack(context.Background(), devFlags{dataDir: dir, host: "127.0.0.1", noDemo: true}, logx.Discard())
+	st, err := startStack(context.Background(), devFlags{dataDir: dir, host: "127.0.0.1", noDemo: true, approvers: []string{"alice"}}, logx.Discard())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -474,7 +475,12 @@ func TestAttacksOnTheDevStackAreRefused(t *testing.T) {
 			publishEnv(t, env, env.IdempotencyKey)
 		}
 		_, opJS := a.as(natsauth.Operator)
-		store, err := approval.Open(context.Background(), opJS)
+		_, aliceJS := a.as(natsauth.ApproverRole("alice"))
+		store, err := approval.Open(context.Background(), aliceJS)
+		if err != nil {
+			t.Fatal(err)
+		}
+		opStore, err := approval.Open(context.Background(), opJS)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -489,12 +495,16 @@ func TestAttacksOnTheDevStackAreRefused(t *testing.T) {
 				r, err := store.Show(context.Background(), p.ProposalID)
 				return err == nil && r.Status == approval.StatusPending
 			})
+			// The shared operator user decides nothing: approving takes a person's own credentials.
+			if err := opStore.Request(context.Background(), approval.Decision{ProposalID: p.ProposalID, Status: approval.StatusApproved, By: "alice"}); !errors.Is(err, approval.ErrNotAnApprover) {
+				t.Fatalf("the shared operator user approving %s: %v; want ErrNotAnApprover", p.ProposalID, err)
+			}
 			if err := store.Request(context.Background(), approval.Decision{ProposalID: p.ProposalID, Status: approval.StatusApproved, By: "whoever"}); err != nil {
 				t.Fatal(err)
 			}
 			rec, err := store.Await(context.Background(), p.ProposalID)
-			if err != nil || rec.DecidedBy != natsauth.Operator {
-				t.Fatalf("approval of %s: decided by %q (%v); want the authenticated operator, not the body's by", p.ProposalID, rec.DecidedBy, err)
+			if err != nil || rec.DecidedBy != "alice" {
+				t.Fatalf("approval of %s: decided by %q (%v); want the authenticated approver alice, not the body's by", p.ProposalID, rec.DecidedBy, err)
 			}
 		}
 		natstest.WaitFor(t, 90*time.Second, "a commit of every kind", func() bool {

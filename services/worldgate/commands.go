@@ -102,7 +102,7 @@ func runProposals(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	var n natsFlags
 	n.register(fs)
 	reason := fs.String("reason", "", "why the proposal is rejected (reject)")
-	by := fs.String("by", currentUser(), "who decides (approve, reject)")
+	by := fs.String("by", currentUser(), "who decides (approve, reject), on a NATS server without users only: otherwise the approver is the person whose approver-<name> credentials connect")
 	all := fs.Bool("all", false, "list decided proposals too (list)")
 	asJSON := fs.Bool("json", false, "print JSON")
 	var id string

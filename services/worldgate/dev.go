@@ -15,6 +15,7 @@ import (
 
 	"github.com/worldgate/worldgate/shared/config"
 	"github.com/worldgate/worldgate/shared/logx"
+	"github.com/worldgate/worldgate/shared/natsx/natsauth"
 	"github.com/worldgate/worldgate/shared/tracing"
 )
 
@@ -36,6 +37,7 @@ type devFlags struct {
 	idleTimeout time.Duration
 	llmConfig   string
 	budgets     string // LLM budget file; "" the embedded dev budgets, "none" no budgets
+	approvers   []string
 	tracing     tracing.Config
 
 	dataDirLocked bool // runDev holds the data directory's lock (lockDataDir)
@@ -61,6 +63,18 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.StringVar(&f.logFile, "log-file", "", "write JSON logs here (default <data-dir>/worldgate.log)")
 	fs.StringVar(&f.llmConfig, "llm-config", "", "YAML LLM provider configuration (see README: Ollama, OpenAI-compatible, Anthropic); default: the offline scripted provider")
 	fs.StringVar(&f.budgets, "budgets", "", "LLM budget file (docs/budgets.md); default: the embedded dev budgets (services/worldgate/demo/budgets.yaml); none: no budgets")
+	fs.Func("approvers", "comma-separated names of the people who may approve held proposals, each with a NATS user approver-<name> in endpoints.json (default: your login name)", func(v string) error {
+		f.approvers = nil
+		for _, a := range strings.Split(v, ",") {
+			if a = strings.TrimSpace(a); a != "" {
+				if err := natsauth.CheckApprover(a); err != nil {
+					return err
+				}
+				f.approvers = append(f.approvers, a)
+			}
+		}
+		return nil
+	})
 	fs.DurationVar(&f.idleTimeout, "idle-timeout", 2*time.Minute, "with -demo-only: give up waiting for the pipeline to go idle after this long")
 	f.tracing.ServiceName = "worldgate-dev"
 	f.tracing.RegisterFlags(fs)

@@ -29,6 +29,7 @@ func runNATSConfig(_ context.Context, args []string, stdout, stderr io.Writer) e
 	out := fs.String("out", "deploy/nats", "directory for "+natsauth.ServerConfFile+" and "+natsauth.AuthConfFile)
 	doc := fs.String("doc", "", "also write the table of roles and permissions here (e.g. docs/nats-permissions.md)")
 	routesFile := fs.String("routes", "", "routes file (YAML) the gates run with; empty: the embedded default")
+	approvers := fs.String("approvers", "", "comma-separated names of the people who may approve held proposals: a user approver-<name> each (deploy/nats has the example approver "+policy.ExampleApprover+")")
 	gateSets := fs.String("gate-sets", "", `extra users for processes running several gates, e.g. "schema,safety;dedup,rate" (users gates-schema-safety, gates-dedup-rate)`)
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -37,9 +38,15 @@ func runNATSConfig(_ context.Context, args []string, stdout, stderr io.Writer) e
 	if err != nil {
 		return err
 	}
-	rs, err := policy.Roles(routes)
+	var names []string
+	for _, a := range strings.Split(*approvers, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			names = append(names, a)
+		}
+	}
+	rs, err := policy.Roles(routes, names...)
 	if err != nil {
-		return err
+		return fmt.Errorf("-approvers: %w", err)
 	}
 	for _, set := range strings.Split(*gateSets, ";") {
 		if set = strings.TrimSpace(set); set == "" {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -18,10 +19,11 @@ import (
 )
 
 // devNATSUsers are the users `worldgate dev` runs its embedded server with: the roles of
-// services/worldgate/policy, exactly as production configures them, with random passwords kept in
-// <data-dir>/nats-users.json so that they survive restarts.
-func devNATSUsers(dataDir string) (map[string]string, []natsx.User, error) {
-	rs, err := policy.Roles(route.Default())
+// services/worldgate/policy, exactly as production configures them, and one approver user per
+// name in approvers, with random passwords kept in <data-dir>/nats-users.json so that they
+// survive restarts.
+func devNATSUsers(dataDir string, approvers []string) (map[string]string, []natsx.User, error) {
+	rs, err := policy.Roles(route.Default(), approvers...)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -66,6 +68,24 @@ func (st *stack) connectAs(role string) (*nats.Conn, jetstream.JetStream, error)
 	}
 	st.onStop(func() { _ = nc.Drain() })
 	return nc, js, nil
+}
+
+// defaultApprover is the approver `worldgate dev` creates when -approvers is not given: the
+// login name, made into an approver name, or "dev".
+func defaultApprover() string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(currentUser()) {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9', r == '-', r == '_':
+			b.WriteRune(r)
+		default:
+			b.WriteRune('-')
+		}
+	}
+	if name := b.String(); natsauth.CheckApprover(name) == nil {
+		return name
+	}
+	return "dev"
 }
 
 // natsCredentials is how endpoints.json names a user.

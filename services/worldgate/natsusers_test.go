@@ -72,15 +72,20 @@ func TestDevPipelineRunsUnderPerRoleNATSUsers(t *testing.T) {
 		t.Fatal(err)
 	}
 	var ep struct {
-		URL       string            `json:"nats.url"`
-		Publisher map[string]string `json:"nats.publisher"`
-		Operator  map[string]string `json:"nats.operator"`
+		URL       string                       `json:"nats.url"`
+		Publisher map[string]string            `json:"nats.publisher"`
+		Operator  map[string]string            `json:"nats.operator"`
+		Approvers map[string]map[string]string `json:"nats.approvers"`
 	}
 	if err := json.Unmarshal(raw, &ep); err != nil {
 		t.Fatal(err)
 	}
 	if ep.Publisher["user"] != natsauth.Publisher || ep.Publisher["password"] == "" || ep.Operator["user"] != natsauth.Operator {
 		t.Fatalf("endpoints.json does not name the publisher and operator credentials: %s", raw)
+	}
+	// One approver by default, the login name: deciding held proposals takes a person's own user.
+	if a := ep.Approvers[defaultApprover()]; len(ep.Approvers) != 1 || a["user"] != natsauth.ApproverRole(defaultApprover()) || a["password"] == "" {
+		t.Fatalf("endpoints.json does not name the default approver %q: %s", defaultApprover(), raw)
 	}
 	var stderr bytes.Buffer
 	err = runPublish(ctx, []string{"-nats-url", ep.URL, "-nats-user", ep.Publisher["user"], "-nats-password", ep.Publisher["password"],
@@ -127,7 +132,7 @@ func TestDevPipelineRunsUnderPerRoleNATSUsers(t *testing.T) {
 func TestNATSConfigWritesTheCommittedFiles(t *testing.T) {
 	dir := t.TempDir()
 	doc := filepath.Join(dir, "nats-permissions.md")
-	if err := runNATSConfig(context.Background(), []string{"-out", dir, "-doc", doc}, &bytes.Buffer{}, &bytes.Buffer{}); err != nil {
+	if err := runNATSConfig(context.Background(), []string{"-out", dir, "-doc", doc, "-approvers", policy.ExampleApprover}, &bytes.Buffer{}, &bytes.Buffer{}); err != nil {
 		t.Fatal(err)
 	}
 	for got, committed := range map[string]string{

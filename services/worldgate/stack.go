@@ -95,7 +95,10 @@ func startStack(ctx context.Context, f devFlags, log *slog.Logger) (_ *stack, er
 	st.workersCtx, st.cancelWorkers = context.WithCancel(context.Background())
 
 	var users []natsx.User
-	st.natsPasswords, users, err = devNATSUsers(f.dataDir)
+	if len(f.approvers) == 0 {
+		f.approvers = []string{defaultApprover()}
+	}
+	st.natsPasswords, users, err = devNATSUsers(f.dataDir, f.approvers)
 	if err != nil {
 		return nil, err
 	}
@@ -109,8 +112,13 @@ func startStack(ctx context.Context, f devFlags, log *slog.Logger) (_ *stack, er
 	st.onStop(st.nats.Shutdown)
 	st.endpoints["nats.url"] = st.nats.ClientURL()
 	st.endpoints["nats.publisher"] = st.natsCredentials(natsauth.Publisher) // worldgate publish
-	st.endpoints["nats.operator"] = st.natsCredentials(natsauth.Operator)   // status, proposals, world load
-	st.endpoints["nats.admin"] = st.natsCredentials(natsauth.Admin)         // every right: the nats CLI, provision
+	st.endpoints["nats.operator"] = st.natsCredentials(natsauth.Operator)   // status, proposals list/show, world load, budget
+	approvers := map[string]any{}                                           // proposals approve/reject, each as the person
+	for _, a := range f.approvers {
+		approvers[a] = st.natsCredentials(natsauth.ApproverRole(a))
+	}
+	st.endpoints["nats.approvers"] = approvers
+	st.endpoints["nats.admin"] = st.natsCredentials(natsauth.Admin) // every right: the nats CLI, provision
 
 	st.nc, st.js, err = st.connectAs(natsauth.Admin)
 	if err != nil {

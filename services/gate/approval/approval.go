@@ -34,6 +34,7 @@ import (
 	"github.com/worldgate/worldgate/services/gate/attest"
 	"github.com/worldgate/worldgate/services/gate/slip"
 	"github.com/worldgate/worldgate/shared/natsx"
+	"github.com/worldgate/worldgate/shared/natsx/natsauth"
 )
 
 // Gate is the gate name decisions are recorded under.
@@ -257,23 +258,34 @@ func (s *Store) Request(ctx context.Context, d Decision) error {
 	if err != nil {
 		return err
 	}
-	msg := &nats.Msg{Subject: events.DecisionsSubject(s.operator(d.By)), Data: data, Header: nats.Header{}}
+	by, err := s.approver(d.By)
+	if err != nil {
+		return err
+	}
+	msg := &nats.Msg{Subject: events.DecisionsSubject(by), Data: data, Header: nats.Header{}}
 	msg.Header.Set(events.HeaderCorrelationID, r.CorrelationID)
-	id := "decision:" + d.ProposalID + ":" + strconv.Itoa(r.Attempt) + ":" + string(d.Status) + ":" + d.By
+	id := "decision:" + d.ProposalID + ":" + strconv.Itoa(r.Attempt) + ":" + string(d.Status) + ":" + by
 	if _, err := s.js.PublishMsg(ctx, msg, jetstream.WithMsgID(id)); err != nil {
 		return fmt.Errorf("publish the decision on %s: %w", d.ProposalID, err)
 	}
 	return nil
 }
 
-// operator is the operator subject token a decision is published under: the user this store
-// is connected as (the NATS server lets each operator's user publish only to its own
-// decisions subject), falling back to by for a connection without a user.
-func (s *Store) operator(by string) string {
-	if s.user != "" {
-		return s.user
+// ErrNotAnApprover is Request's error on a connection whose NATS user is no approver's.
+var ErrNotAnApprover = errors.New("deciding a held proposal takes an approver's own NATS credentials (user approver-<name>, docs/nats-permissions.md)")
+
+// approver is the subject token a decision is published under: the person whose NATS user
+// this store is connected as (approver-<name>; the NATS server lets that user publish only to
+// proposals.decisions.<name>), falling back to by on a server without users.
+func (s *Store) approver(by string) (string, error) {
+	if s.user == "" {
+		return by, nil
 	}
-	return by
+	name, ok := natsauth.ApproverOf(s.user)
+	if !ok {
+		return "", fmt.Errorf("connected as %q: %w", s.user, ErrNotAnApprover)
+	}
+	return name, nil
 }
 
 // Await polls the record of proposalID until its decision is carried out (Published), and

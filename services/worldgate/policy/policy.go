@@ -3,7 +3,7 @@
 // event-processor. `worldgate dev`, `worldgate nats-config` and the harnesses all take their
 // users from here.
 //
-//go:generate go run .. nats-config -out ../../../deploy/nats -doc ../../../docs/nats-permissions.md
+//go:generate go run .. nats-config -out ../../../deploy/nats -doc ../../../docs/nats-permissions.md -approvers ops
 package policy
 
 import (
@@ -19,6 +19,10 @@ import (
 	"github.com/worldgate/worldgate/shared/natsx"
 	"github.com/worldgate/worldgate/shared/natsx/natsauth"
 )
+
+// ExampleApprover is the one approver of the committed configuration (deploy/nats, compose):
+// a studio generates its own with `worldgate nats-config -approvers alice,bob`.
+const ExampleApprover = "ops"
 
 // Service names the workers register with NATS service discovery (runtime.Options.Name).
 const (
@@ -67,12 +71,24 @@ func ForLayouts(routes events.Routes, layouts ...gates.Layout) (natsauth.Policy,
 	return natsauth.Policy{Workers: ws, Entry: routes.FirstGates()}, nil
 }
 
-// Roles returns every role with its permissions, computed from routes.
-func Roles(routes events.Routes) ([]natsauth.Role, error) {
+// Roles returns every role with its permissions, computed from routes, with a user for each
+// of the people who approve held proposals.
+func Roles(routes events.Routes, approvers ...string) ([]natsauth.Role, error) {
 	p, err := Policy(routes)
 	if err != nil {
 		return nil, err
 	}
+	seen := map[string]bool{}
+	for _, a := range approvers {
+		if err := natsauth.CheckApprover(a); err != nil {
+			return nil, err
+		}
+		if seen[a] {
+			return nil, fmt.Errorf("approver %q is named twice", a)
+		}
+		seen[a] = true
+	}
+	p.Approvers = approvers
 	return natsauth.Roles(p), nil
 }
 

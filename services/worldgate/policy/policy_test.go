@@ -36,7 +36,7 @@ func password(role string) string { return "pw-" + role }
 
 func startServer(t *testing.T) *authServer {
 	t.Helper()
-	rs, err := policy.Roles(route.Default())
+	rs, err := policy.Roles(route.Default(), "alice", "bob")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -347,12 +347,14 @@ func TestOperatorDecidesButCannotStealWork(t *testing.T) {
 	if _, err := store.List(ctx); err != nil {
 		t.Fatalf("operator listing held proposals: %v", err)
 	}
-	// Decisions are requests to the approval gate, on the operator's own subject (the gate
-	// takes the approver from it); the operator moves no proposal itself, and world building
-	// enters on the operator emitter's subject.
-	stored(t, js, natsauth.Operator, events.DecisionsSubject(natsauth.Operator), events.StreamProposals)
+	// The shared operator user decides nothing: a decision is a person's, on that person's own
+	// subject. World building enters on the operator emitter's subject.
+	if err := store.Request(ctx, approval.Decision{ProposalID: "p-x", Status: approval.StatusApproved, By: "alice"}); !errors.Is(err, approval.ErrNotAnApprover) && !errors.Is(err, approval.ErrNotFound) {
+		t.Fatalf("operator requesting a decision: %v", err)
+	}
 	stored(t, js, natsauth.Operator, events.EmitSubject(events.EmitterOperator), events.StreamProposals)
-	refused(t, nc, natsauth.Operator, events.SubjectDecisions, events.DecisionsSubject("mallory"), events.GateSubject(gates.Schema),
+	refused(t, nc, natsauth.Operator, events.SubjectDecisions, events.DecisionsSubject(natsauth.Operator), events.DecisionsSubject("alice"),
+		events.DecisionsSubject("mallory"), events.GateSubject(gates.Schema),
 		events.EmitSubject(events.EmitterWorldLoader), events.EmitSubject(events.EmitterAmbience), events.EmitSubject(events.EmitterNarrator))
 	var moves []string
 	for _, h := range hops(gates.Approval) {
@@ -369,6 +371,39 @@ func TestOperatorDecidesButCannotStealWork(t *testing.T) {
 	// Reading is allowed: stream information through JetStream.
 	if _, err := js.Stream(ctx, events.StreamProposals); err != nil {
 		t.Fatalf("operator reading stream information: %v", err)
+	}
+}
+
+// Each approver decides on their own subject only, and may do nothing an operator may not:
+// the approval gate takes the approver from the subject, so no one decides in another's name.
+func TestEachApproverDecidesAsThemselvesOnly(t *testing.T) {
+	s := startServer(t)
+	alice := natsauth.ApproverRole("alice")
+	nc, js := s.connect(alice)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	store, err := approval.Open(ctx, js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.List(ctx); err != nil {
+		t.Fatalf("approver listing held proposals: %v", err)
+	}
+	stored(t, js, alice, events.DecisionsSubject("alice"), events.StreamProposals)
+	refused(t, nc, alice, events.DecisionsSubject("bob"), events.DecisionsSubject(natsauth.Operator), events.SubjectDecisions,
+		events.EmitSubject(events.EmitterOperator), events.GateSubject(gates.Schema), events.GateSubject(gates.Audit),
+		events.SubjectValidated, "$KV."+natsx.BucketApprovals+".p", "$KV."+natsx.BucketBudget+".x",
+		events.RetrySubject(gates.Approval), "$JS.API.CONSUMER.MSG.NEXT.PROPOSALS."+gates.DecisionsDurable)
+	if violation(t, nc, "subscribe", natsx.InboxPrefix(natsauth.ApproverRole("bob"))+".x") == nil {
+		t.Error("alice subscribed to bob's inbox")
+	}
+	for _, bad := range []string{"", "Alice", "a.b", "a*", "1abc", strings.Repeat("a", 33)} {
+		if _, err := policy.Roles(route.Default(), bad); err == nil {
+			t.Errorf("approver name %q accepted", bad)
+		}
+	}
+	if _, err := policy.Roles(route.Default(), "alice", "alice"); err == nil {
+		t.Error("an approver named twice accepted")
 	}
 }
 
@@ -398,7 +433,7 @@ func TestWorkersReadTheLagOfTheirStreams(t *testing.T) {
 	}
 }
 
-// The approval gate holds a destructive proposal; the operator asks to approve it; the gate
+// The approval gate holds a destructive proposal; an approver asks to approve it; the gate
 // applies the decision and forwards the proposal to its next hop; the gate's expiry sweep
 // lists the held proposals. Each as its own user.
 func TestApprovalHeldByTheGateDecidedByTheOperator(t *testing.T) {
@@ -419,7 +454,7 @@ func TestApprovalHeldByTheGateDecidedByTheOperator(t *testing.T) {
 	if n, err := gate.ExpireDue(ctx); err != nil || n != 0 {
 		t.Fatalf("approval gate sweeping: %d, %v", n, err)
 	}
-	_, ojs := s.connect(natsauth.Operator)
+	_, ojs := s.connect(natsauth.ApproverRole("alice"))
 	op, err := approval.Open(ctx, ojs)
 	if err != nil {
 		t.Fatal(err)
@@ -432,18 +467,19 @@ func TestApprovalHeldByTheGateDecidedByTheOperator(t *testing.T) {
 	_, err = op.Approve(short, p.ProposalID, "tester") // refused by the server: the ack never comes
 	cancelShort()
 	if err == nil {
-		t.Fatal("the operator wrote the decision into the approvals bucket itself")
+		t.Fatal("the approver wrote the decision into the approvals bucket itself")
 	}
 	d := approval.Decision{ProposalID: p.ProposalID, Status: approval.StatusApproved, By: "tester"}
 	if err := op.Request(ctx, d); err != nil {
-		t.Fatalf("operator requesting the approval: %v", err)
+		t.Fatalf("approver requesting the approval: %v", err)
 	}
+	d.By = "alice" // what the gate's decisions handler takes from the subject
 	// The approval gate's side (gates.Register's decisions handler): apply what was requested.
 	if rec, err := gate.Apply(ctx, d); err != nil || rec.Status != approval.StatusApproved || !rec.Published {
 		t.Fatalf("approval gate applying the decision: %+v, %v", rec, err)
 	}
-	if rec, err := op.Await(ctx, p.ProposalID); err != nil || rec.DecidedBy != "tester" {
-		t.Fatalf("operator reading the decision back: %+v, %v", rec, err)
+	if rec, err := op.Await(ctx, p.ProposalID); err != nil || rec.DecidedBy != "alice" {
+		t.Fatalf("approver reading the decision back: %+v, %v", rec, err)
 	}
 	_, ajs := s.connect(natsauth.Admin)
 	natstest.WaitFor(t, 5*time.Second, "the approved proposal at the audit gate", func() bool {

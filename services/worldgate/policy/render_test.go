@@ -15,7 +15,7 @@ import (
 
 // The committed files are what the generator writes: they cannot drift from the code.
 func TestCommittedConfigurationIsUpToDate(t *testing.T) {
-	rs, err := policy.Roles(route.Default())
+	rs, err := policy.Roles(route.Default(), policy.ExampleApprover)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +37,7 @@ func TestCommittedConfigurationIsUpToDate(t *testing.T) {
 // nats-server reads the generated configuration into exactly the users and permissions the
 // embedded server runs with, passwords from the environment.
 func TestGeneratedConfigurationLoadsIntoTheSameUsers(t *testing.T) {
-	rs, err := policy.Roles(route.Default())
+	rs, err := policy.Roles(route.Default(), policy.ExampleApprover)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ package natsauth
 
 import (
 	"cmp"
+	"fmt"
 	"slices"
 	"strings"
 
@@ -37,6 +38,40 @@ const (
 	// Gates is the union of every gate's permissions: `gate -gate all` and `worldgate dev`.
 	Gates = "gates"
 )
+
+// approverPrefix starts the NATS user name of every approver.
+const approverPrefix = "approver-"
+
+// ApproverRole is the NATS user of the person named name: approver-<name>.
+func ApproverRole(name string) string { return approverPrefix + name }
+
+// ApproverOf returns the person a NATS user belongs to, and false for a user that is no
+// approver's.
+func ApproverOf(user string) (string, bool) {
+	name, ok := strings.CutPrefix(user, approverPrefix)
+	if !ok || CheckApprover(name) != nil {
+		return "", false
+	}
+	return name, true
+}
+
+// CheckApprover reports whether name can name an approver: 1 to 32 lowercase letters, digits,
+// '-' or '_', starting with a letter (it becomes a NATS user, a subject token and an
+// environment variable's name).
+func CheckApprover(name string) error {
+	if name == "" || len(name) > 32 {
+		return fmt.Errorf("approver name %q: 1 to 32 characters", name)
+	}
+	for i, r := range name {
+		switch {
+		case r >= 'a' && r <= 'z':
+		case i > 0 && (r >= '0' && r <= '9' || r == '-' || r == '_'):
+		default:
+			return fmt.Errorf("approver name %q: lowercase letters, digits, '-' and '_' only, starting with a letter", name)
+		}
+	}
+	return nil
+}
 
 // GateRole is the role of a process running the one gate g: gate-<g>.
 func GateRole(g string) string { return "gate-" + g }
@@ -78,11 +113,15 @@ type Worker struct {
 	Grants  []Grant
 }
 
-// Policy describes every runtime worker user, and the subjects where new proposals enter (the
-// operator may submit world files there).
+// Policy describes every runtime worker user, the subjects where new proposals enter (the
+// operator may submit world files there), and the people who may approve held proposals.
 type Policy struct {
 	Workers []Worker
 	Entry   []string
+	// Approvers are the people who decide held proposals, each with a NATS user of their own
+	// (ApproverRole): the approval gate records the approver from the subject the decision
+	// came on, which only that person's user may publish to.
+	Approvers []string
 }
 
 // Role is one NATS user and what it may do.
@@ -101,6 +140,9 @@ func Roles(p Policy) []Role {
 		{Name: Publisher, Summary: "game backends and `worldgate publish`: world events only", Permissions: publisher()},
 		{Name: Operator, Summary: "the `worldgate` CLI: status, trace, proposals list/show/approve/reject, world load", Permissions: operator(p)},
 		{Name: WorldLoader, Summary: "a world-file loader: world-building proposals on proposals.emit.world-loader", Permissions: emitterOnly(WorldLoader, events.EmitterWorldLoader)},
+	}
+	for _, a := range p.Approvers {
+		out = append(out, Role{Name: ApproverRole(a), Summary: "approver " + a + ": `worldgate proposals` list/show/approve/reject, decisions recorded as " + a, Permissions: approver(p, a)})
 	}
 	for _, w := range p.Workers {
 		out = append(out, Role{Name: w.User, Summary: w.Summary, Permissions: w.permissions()})
@@ -297,30 +339,44 @@ func mcpWorld() *natsx.Permissions {
 
 // operator reads everything (stream and consumer information, messages through its own
 // ephemeral consumers, direct gets, service discovery) and writes only what its commands
-// need: decisions in the approvals bucket, a decided proposal to the approval gate's next hop
-// or its rejection, and world files to the first gate. It may not create, delete or pull from
-// the workers' durable consumers.
+// need: world files to the operator emitter's subject and the LLM budgets' control keys. It
+// may not create, delete or pull from the workers' durable consumers, and it decides no held
+// proposal: that takes an approver's own credentials (approver).
 func operator(pol Policy) *natsx.Permissions {
-	p := &perms{}
-	p.inbox(Operator)
-	p.pub = append(p.pub, "$SRV.>", api("INFO"),
-		api("STREAM.INFO", "*"), api("STREAM.NAMES"), api("STREAM.LIST"), api("STREAM.MSG.GET", "*"), api("DIRECT.GET", ">"),
-		api("CONSUMER.INFO", "*", "*"), api("CONSUMER.NAMES", "*"), api("CONSUMER.LIST", "*"),
-		api("CONSUMER.CREATE", ">"), api("CONSUMER.DELETE", ">"), api("CONSUMER.MSG.NEXT", ">"), "$JS.FC.>")
-	// A person's decision on a held proposal is a request the approval gate carries out: the
-	// operator neither writes held proposals nor publishes to any gate but the first.
-	// The decisions go on the operator's own subject, where the approval gate takes the
-	// approver from; world building enters on the operator emitter's subject.
-	p.pub = append(p.pub, events.DecisionsSubject(Operator), events.EmitSubject(events.EmitterOperator))
+	p := reader(pol, Operator)
+	p.pub = append(p.pub, "$SRV.>")
+	// World building enters on the operator emitter's subject.
+	p.pub = append(p.pub, events.EmitSubject(events.EmitterOperator))
 	// worldgate budget: set, raise, pause and resume LLM budgets (the control bucket); the
 	// spend windows are only read (DIRECT.GET).
 	p.pub = append(p.pub, "$KV."+natsx.BucketBudget+".>")
+	return p.build()
+}
+
+// approver is the person name: reads like the operator (to list and show held proposals) and
+// publishes decisions on its own subject only, proposals.decisions.<name>, where the approval
+// gate takes the approver from. It neither writes held proposals nor publishes to any gate.
+func approver(pol Policy, name string) *natsx.Permissions {
+	p := reader(pol, ApproverRole(name))
+	p.pub = append(p.pub, events.DecisionsSubject(name))
+	return p.build()
+}
+
+// reader is what the operator's and the approvers' CLI reads with: stream and consumer
+// information, its own ephemeral consumers, direct gets; never the workers' durables.
+func reader(pol Policy, user string) *perms {
+	p := &perms{}
+	p.inbox(user)
+	p.pub = append(p.pub, api("INFO"),
+		api("STREAM.INFO", "*"), api("STREAM.NAMES"), api("STREAM.LIST"), api("STREAM.MSG.GET", "*"), api("DIRECT.GET", ">"),
+		api("CONSUMER.INFO", "*", "*"), api("CONSUMER.NAMES", "*"), api("CONSUMER.LIST", "*"),
+		api("CONSUMER.CREATE", ">"), api("CONSUMER.DELETE", ">"), api("CONSUMER.MSG.NEXT", ">"), "$JS.FC.>")
 	for _, c := range durables(pol) {
 		p.pubDeny = append(p.pubDeny,
 			api("CONSUMER.CREATE", c.Stream, c.Durable), api("CONSUMER.CREATE", c.Stream, c.Durable, ">"),
 			api("CONSUMER.DELETE", c.Stream, c.Durable), api("CONSUMER.MSG.NEXT", c.Stream, c.Durable))
 	}
-	return p.build()
+	return p
 }
 
 // durables are the workers' durable consumers.

@@ -136,7 +136,7 @@ const docIntro = "Least privilege is enforced by the NATS server, not by the wor
 	"**One source of truth.** `shared/natsx/natsauth` computes the permissions from the subjects and\n" +
 	"topology (`events`, `shared/natsx`), the agent roles and the gate routes. `worldgate dev` runs\n" +
 	"its embedded server with these users (random passwords kept in `<data-dir>/nats-users.json`;\n" +
-	"`endpoints.json` names the `publisher`, `operator` and `admin` credentials) and connects every\n" +
+	"`endpoints.json` names the `publisher`, `operator`, approvers' and `admin` credentials) and connects every\n" +
 	"in-process worker as its own role (the gates as `gates`). `worldgate nats-config -out deploy/nats -doc docs/nats-permissions.md`\n" +
 	"(or `go generate ./services/worldgate/policy`) writes `deploy/nats/auth.conf`, `deploy/nats/nats-server.conf`\n" +
 	"and this page; a test fails when the committed files differ from what it writes. Passwords are\n" +
@@ -149,6 +149,14 @@ const docIntro = "Least privilege is enforced by the NATS server, not by the wor
 	"subscribe only to its own inboxes, `_INBOX.<user>.>`, so no worker reads replies meant for\n" +
 	"another: `shared/natsx.Connect` sets that inbox prefix from the user name; a client in another\n" +
 	"language sets it too (e.g. `nats.CustomInboxPrefix(\"_INBOX.publisher\")`).\n\n" +
+	"**Approvers.** A held proposal (destructive kinds) is decided by a person, as that person: each\n" +
+	"approver has a user `approver-<name>` that may publish decisions only on\n" +
+	"`proposals.decisions.<name>`, and the approval gate records the approver from that subject (its\n" +
+	"signed hop covers it), never from the message body. The shared `operator` user lists and shows\n" +
+	"held proposals but decides none. Name your approvers with `worldgate nats-config -approvers\n" +
+	"alice,bob` (the committed files have the example approver `ops`) or `worldgate dev -approvers\n" +
+	"alice,bob` (default: your login name); then `worldgate proposals approve ID -nats-user\n" +
+	"approver-alice -nats-password …`.\n\n" +
 	"**Provisioning.** In production the streams and buckets are created and updated by one\n" +
 	"deployment step running as `admin` (`worldgate provision -nats-user admin -replicas 3`, e.g. a\n" +
 	"Kubernetes Job or a compose one-shot service before the workers start). Workers hold no\n" +
