@@ -171,10 +171,33 @@ func taskKey(role, eventID string) string { return "task." + sum(role, eventID)[
 
 func railKey(role, eventID string) string { return "rail." + sum(role, eventID)[:40] }
 
-// feedback is a gate's refusal, carried into a reprompt.
-type feedback struct {
-	rej      *events.Rejection
-	previous json.RawMessage
+// Generation is one model task: the role, its trigger and what the role took from it, and how
+// the request is built. Handling a trigger or a rejection builds one, and so do replays and
+// shadow runs (package replay), so that all of them send the model the same request for the
+// same recorded context.
+type Generation struct {
+	Role    roles.Role
+	Trigger *events.Envelope
+	Input   roles.Input
+	// Attempt is 0 for the first proposal of a trigger, n for its n-th reprompt.
+	Attempt int
+	// Rejection and Previous are a reprompt's feedback: the gate's refusal and the refused
+	// payload (nil on attempt 0).
+	Rejection *events.Rejection
+	Previous  json.RawMessage
+	// Template is the template version to render (nil: the newest version of the role's).
+	Template *templates.Spec
+	// Model pins the request to "provider:model" (empty: the purpose's tier decides).
+	Model string
+}
+
+// Generate runs one generation as a trigger's handling would, without the input rail and the
+// ambience freshness check (those decide whether to generate at all). Results are cached in
+// the agent's Cache like any other: give a replay an agent of its own with a cache that
+// never hits.
+func (a *Agent) Generate(ctx context.Context, g Generation) (*Result, error) {
+	ctx = mcpx.WithCorrelationID(ctx, g.Trigger.CorrelationID)
+	return a.generate(ctx, g)
 }
 
 // Handle runs the role's task for one trigger event (decoded with events.DecodeEnvelope).
@@ -222,7 +245,7 @@ func (a *Agent) Handle(ctx context.Context, role roles.Role, env *events.Envelop
 			return nil, fmt.Errorf("remember the input rail for reprompts: %w", err)
 		}
 	}
-	return a.generate(ctx, role, env, in, 0, nil)
+	return a.generate(ctx, Generation{Role: role, Trigger: env, Input: in})
 }
 
 func (a *Agent) logger(ctx context.Context) *slog.Logger { return logx.From(ctx, a.log) }
@@ -253,11 +276,17 @@ type task struct {
 	downgrade string
 }
 
-func (a *Agent) generate(ctx context.Context, role roles.Role, env *events.Envelope, in roles.Input, attempt int, fb *feedback) (*Result, error) {
-	t := &task{role: role, env: env, in: in, attempt: attempt}
-	spec, ok := templates.Get(role.Template)
-	if !ok {
-		return nil, fmt.Errorf("role %s names template %q, which is not registered", role.Name, role.Template)
+func (a *Agent) generate(ctx context.Context, g Generation) (*Result, error) {
+	role, env, in := g.Role, g.Trigger, g.Input
+	t := &task{role: role, env: env, in: in, attempt: g.Attempt}
+	var spec templates.Spec
+	if g.Template != nil {
+		spec = *g.Template
+	} else {
+		var ok bool
+		if spec, ok = templates.Get(role.Template); !ok {
+			return nil, fmt.Errorf("role %s names template %q, which is not registered", role.Name, role.Template)
+		}
 	}
 	t.spec = spec
 	if a.cfg.LLM == nil {
@@ -268,9 +297,9 @@ func (a *Agent) generate(ctx context.Context, role roles.Role, env *events.Envel
 		return nil, err
 	}
 	data := templates.Data{Facts: in.Facts, Untrusted: in.Untrusted}
-	if fb != nil {
-		r := prompt.Data("rejection_reason", fmt.Sprintf("%s gate, %s: %s", fb.rej.Gate, fb.rej.Code, fb.rej.Reason))
-		p := prompt.Data("previous_answer", string(fb.previous))
+	if rej := g.Rejection; rej != nil {
+		r := prompt.Data("rejection_reason", fmt.Sprintf("%s gate, %s: %s", rej.Gate, rej.Code, rej.Reason))
+		p := prompt.Data("previous_answer", string(g.Previous))
 		data.Rejection, data.Previous = &r, &p
 	}
 	user, err := spec.Render(data)
@@ -294,7 +323,7 @@ func (a *Agent) generate(ctx context.Context, role roles.Role, env *events.Envel
 		Messages:    []llm.Message{{Role: llm.RoleUser, Content: user}},
 		Tools:       tools,
 		Output:      &llm.OutputSchema{Name: role.Kind, Description: "the " + role.Kind + " proposal payload", Schema: schema},
-		Temperature: &temp, Seed: &seed, MaxTokens: spec.MaxTokens,
+		Temperature: &temp, Seed: &seed, MaxTokens: spec.MaxTokens, Model: g.Model,
 	}
 	planned := a.plannedModel(req)
 	inputDigest := sum(user)

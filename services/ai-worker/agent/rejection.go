@@ -102,7 +102,7 @@ func (a *Agent) Rejected(ctx context.Context, rej *events.Rejection, mine []role
 	}
 	a.m.reprompts.WithLabelValues(string(role.Purpose)).Inc()
 	log.Info(telemetry.PromptReprompted, telemetry.DimRetryCount, next, "reason", rej.Reason)
-	return a.generate(ctx, role, env, in, next, &feedback{rej: rej, previous: p.Payload})
+	return a.generate(ctx, Generation{Role: role, Trigger: env, Input: in, Attempt: next, Rejection: rej, Previous: p.Payload})
 }
 
 // invocation is the ai.* dimensions of the model invocation behind a refused proposal (zero when

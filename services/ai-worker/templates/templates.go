@@ -158,6 +158,17 @@ func Get(id string) (Spec, bool) {
 	return Spec{}, false
 }
 
+// Version returns version version of template id, older versions included (replays and
+// shadow runs render the version a proposal recorded or the one they are told to try).
+func Version(id, version string) (Spec, bool) {
+	for _, s := range specs {
+		if s.ID == id && s.Version == version {
+			return s, true
+		}
+	}
+	return Spec{}, false
+}
+
 // List describes every template version, by id then version.
 func List() []Info {
 	out := make([]Info, 0, len(specs))
