@@ -272,46 +272,18 @@ func scanStream(ctx context.Context, js jetstream.JetStream, stream, id string, 
 	if si.State.Msgs == 0 || si.State.LastTime.Before(start) {
 		return nil, info, nil
 	}
-	c, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
-		DeliverPolicy: jetstream.DeliverByStartTimePolicy, OptStartTime: &start, HeadersOnly: true})
+	var match, unlabelled []uint64
+	info.Headers, err = scanHeaders(ctx, s, start, last, func(seq uint64, h nats.Header) bool {
+		switch h.Get(events.HeaderCorrelationID) {
+		case id:
+			match = append(match, seq)
+		case "":
+			unlabelled = append(unlabelled, seq)
+		}
+		return false
+	})
 	if err != nil {
 		return nil, info, fmt.Errorf("read %s: %w", stream, err)
-	}
-	var match, unlabelled []uint64
-	for done := false; !done; {
-		// No wait: the server sends what the window holds now and ends the request, instead
-		// of holding it open for a full batch.
-		batch, err := c.FetchNoWait(1024)
-		if err != nil {
-			return nil, info, fmt.Errorf("read %s: %w", stream, err)
-		}
-		got := 0
-		for m := range batch.Messages() {
-			got++
-			meta, err := m.Metadata()
-			if err != nil {
-				continue
-			}
-			seq := meta.Sequence.Stream
-			if seq > last {
-				done = true
-				break
-			}
-			info.Headers++
-			switch m.Headers().Get(events.HeaderCorrelationID) {
-			case id:
-				match = append(match, seq)
-			case "":
-				unlabelled = append(unlabelled, seq)
-			}
-			done = seq == last
-		}
-		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) {
-			return nil, info, fmt.Errorf("read %s: %w", stream, err)
-		}
-		if got == 0 {
-			break
-		}
 	}
 	var out []found
 	get := func(seq uint64) (*jetstream.RawStreamMsg, error) {
@@ -346,6 +318,50 @@ func scanStream(ctx context.Context, js jetstream.JetStream, stream, id string, 
 	slices.SortFunc(out, func(a, b found) int { return cmp.Compare(a.seq, b.seq) })
 	info.Matched = len(out)
 	return out, info, nil
+}
+
+// scanHeaders reads the headers of s's messages from start up to sequence last, handing each to
+// fn until fn returns true; it returns how many it read.
+func scanHeaders(ctx context.Context, s jetstream.Stream, start time.Time, last uint64, fn func(seq uint64, h nats.Header) (stop bool)) (int, error) {
+	c, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
+		DeliverPolicy: jetstream.DeliverByStartTimePolicy, OptStartTime: &start, HeadersOnly: true})
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for done := false; !done; {
+		// No wait: the server sends what the window holds now and ends the request, instead
+		// of holding it open for a full batch.
+		batch, err := c.FetchNoWait(1024)
+		if err != nil {
+			return n, err
+		}
+		got := 0
+		for m := range batch.Messages() {
+			got++
+			meta, err := m.Metadata()
+			if err != nil {
+				continue
+			}
+			seq := meta.Sequence.Stream
+			if seq > last {
+				done = true
+				break
+			}
+			n++
+			if fn(seq, m.Headers()) {
+				return n, nil
+			}
+			done = seq == last
+		}
+		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) {
+			return n, err
+		}
+		if got == 0 {
+			break
+		}
+	}
+	return n, nil
 }
 
 // buildJourney assembles the journey from its messages.

@@ -1,0 +1,273 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/worldgate/worldgate/events"
+	"github.com/worldgate/worldgate/services/ai-worker/replay"
+	"github.com/worldgate/worldgate/services/ai-worker/roles"
+	"github.com/worldgate/worldgate/shared/logx"
+	"github.com/worldgate/worldgate/shared/natsx/natsauth"
+)
+
+// The demo's traffic on the dev stack (real NATS, graphd, MCP servers, the scripted
+// provider): `worldgate replay` regenerates every proposal the ai-worker's model roles made —
+// first answers, cache hits, reprompts and fallback content — and each comes back
+// byte-identical, committed ones of every AI kind among them. A template version that is gone
+// or whose text changed, an unknown id and incomplete provenance are reported as such.
+func TestReplayRegeneratesTheDemosProposals(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	st, err := startStack(ctx, devFlags{dataDir: dir, host: "127.0.0.1", noDemo: true, idleTimeout: 3 * time.Minute}, logx.Discard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.stop()
+	if _, err := st.runDemo(ctx); err != nil {
+		t.Fatal(err)
+	}
+	idle, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	if err := st.waitIdle(idle); err != nil {
+		t.Fatal(err)
+	}
+	_, js, err := st.connectAs(natsauth.Operator)
+	if err != nil {
+		t.Fatal(err)
+	}
+	emitted := aiProposals(t, js)
+	committed := committedProposals(t, js)
+
+	c := st.natsCredentials(natsauth.Operator)
+	args := []string{"-nats-url", st.nats.ClientURL(), "-nats-user", c["user"], "-nats-password", c["password"],
+		"-mcp-world-url", st.mcpURLs["world"], "-mcp-lore-url", st.mcpURLs["lore"], "-mcp-classify-url", st.mcpURLs["classify"],
+		"-mcp-token", st.mcpToken, "-json"}
+	run := func(id string) (string, error) {
+		var out, stderr bytes.Buffer
+		err := runReplay(ctx, append([]string{id}, args...), &out, &stderr)
+		return out.String() + stderr.String(), err
+	}
+
+	identical := map[string]int{} // kind → committed and replayed identically
+	var fallbacks, reprompts, cacheHits, models int
+	for _, p := range emitted {
+		out, err := run(p.ProposalID)
+		var rep replay.Report
+		if jerr := json.Unmarshal([]byte(out), &rep); jerr != nil || rep.ProposalID != p.ProposalID {
+			if p.Provenance.InputRail != nil && len(p.Provenance.InputRail.Redactions) > 0 {
+				continue // the redacted words are not recorded (checked below)
+			}
+			t.Fatalf("replay %s (%s, attempt %d): %v\n%s", p.ProposalID, p.Kind, p.Attempt, err, out)
+		}
+		if err != nil || !rep.Identical || !rep.ContextHashMatches {
+			t.Errorf("replay %s (%s by %s, attempt %d, fallback %q): identical %v, context hash %v, err %v\n%s",
+				p.ProposalID, p.Kind, p.AgentRole, p.Attempt, p.Provenance.Fallback, rep.Identical, rep.ContextHashMatches, err, out)
+			continue
+		}
+		if string(rep.Replayed) != string(p.Payload) {
+			t.Fatalf("replay %s says identical, but replayed %s, recorded %s", p.ProposalID, rep.Replayed, p.Payload)
+		}
+		switch {
+		case rep.Fallback:
+			fallbacks++
+		default:
+			models++
+			if len(rep.Tools) != countExecuted(p) {
+				t.Errorf("replay %s answered %d tool calls from the recording; the proposal recorded %d run ones", p.ProposalID, len(rep.Tools), countExecuted(p))
+			}
+		}
+		if p.Attempt > 0 && !rep.Fallback {
+			reprompts++
+		}
+		if p.Provenance.CacheHit {
+			cacheHits++
+		}
+		if committed[p.ProposalID] && !rep.Fallback {
+			identical[p.Kind]++
+		}
+	}
+	t.Logf("replayed %d proposals byte-identically: %d written by the model (%d reprompts, %d cache hits), %d fallback; committed per kind %v",
+		models+fallbacks, models, reprompts, cacheHits, fallbacks, identical)
+	for _, kind := range []string{events.KindAmbience, events.KindNPCDialogue, events.KindQuestSeed} {
+		if identical[kind] == 0 {
+			t.Errorf("no committed %s written by the model was replayed identically (%v)", kind, identical)
+		}
+	}
+	if fallbacks == 0 {
+		t.Error("the demo's fallback content (the ghost NPC, the threat) was not replayed")
+	}
+
+	t.Run("text output", func(t *testing.T) {
+		var out, stderr bytes.Buffer
+		err := runReplay(ctx, append([]string{emitted[0].ProposalID}, args[:len(args)-1]...), &out, &stderr)
+		if err != nil || !strings.Contains(out.String(), "result    IDENTICAL") || !strings.Contains(out.String(), emitted[0].ProposalID) {
+			t.Fatalf("replay %s: %v\n%s%s", emitted[0].ProposalID, err, out.String(), stderr.String())
+		}
+	})
+	t.Run("unknown id", func(t *testing.T) {
+		out, err := run("00000000-0000-5000-8000-000000000000")
+		if err == nil || !strings.Contains(out, string(replay.ProblemUnknown)) {
+			t.Fatalf("want unknown_proposal, got %v\n%s", err, out)
+		}
+	})
+
+	// The rest tamper with a real recording in memory: the streams stay as they are.
+	var model *events.Proposal
+	for _, p := range emitted {
+		if p.Provenance.Fallback == "" && p.Kind == events.KindNPCDialogue && len(p.Provenance.ToolCalls) > 0 &&
+			(p.Provenance.InputRail == nil || len(p.Provenance.InputRail.Redactions) == 0) {
+			model = p
+			break
+		}
+	}
+	if model == nil {
+		t.Fatal("no dialogue written by the model with tool calls")
+	}
+	rec, err := findRecording(ctx, js, model.ProposalID, time.Now().Add(-time.Hour))
+	if err != nil || rec == nil || rec.Trigger == nil {
+		t.Fatalf("recording of %s: %+v, %v", model.ProposalID, rec, err)
+	}
+	var f regenFlags
+	f.worldURL, f.loreURL, f.classifyURL, f.mcpToken = st.mcpURLs["world"], st.mcpURLs["lore"], st.mcpURLs["classify"], st.mcpToken
+	r, tools, err := f.replayer(ctx, logx.Discard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tools.Close()
+	tampered := func(change func(p *events.Proposal, rec *replay.Recording)) replay.Recording {
+		p := *rec.Proposal
+		pv := *p.Provenance
+		tpl := *pv.PromptTemplate
+		pv.PromptTemplate, pv.ToolCalls = &tpl, append([]events.ToolCall(nil), pv.ToolCalls...)
+		p.Provenance = &pv
+		c := replay.Recording{Proposal: &p, Trigger: rec.Trigger, Rejection: rec.Rejection}
+		change(&p, &c)
+		return c
+	}
+	for _, tc := range []struct {
+		name   string
+		change func(p *events.Proposal, rec *replay.Recording)
+		want   replay.Problem
+		says   string
+	}{
+		{"template version gone", func(p *events.Proposal, _ *replay.Recording) { p.Provenance.PromptTemplate.Version = "0.9.0" },
+			replay.ProblemTemplateGone, "npc-dialogue@0.9.0 is not registered"},
+		{"template text changed", func(p *events.Proposal, _ *replay.Recording) {
+			p.Provenance.PromptTemplate.SHA256 = strings.Repeat("ab", 32)
+		}, replay.ProblemTemplateChanged, "its text changed without a new version"},
+		{"tool result missing", func(p *events.Proposal, _ *replay.Recording) { p.Provenance.ToolCalls[0].Result = nil },
+			replay.ProblemIncomplete, "has no recorded result"},
+		{"trigger gone", func(_ *events.Proposal, rec *replay.Recording) { rec.Trigger = nil },
+			replay.ProblemIncomplete, "is not on stream WORLD"},
+		{"no model", func(p *events.Proposal, _ *replay.Recording) { p.Provenance.Model = "" },
+			replay.ProblemIncomplete, "provenance.model"},
+		{"deterministic role", func(p *events.Proposal, _ *replay.Recording) { p.AgentRole = roles.WorldRules },
+			replay.ProblemNotReplayable, "without a model"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rep, err := r.Replay(ctx, tampered(tc.change))
+			var re *replay.Error
+			if !errors.As(err, &re) || re.Problem != tc.want || !strings.Contains(re.Error(), tc.says) {
+				t.Fatalf("want %s saying %q, got %+v, %v", tc.want, tc.says, rep, err)
+			}
+		})
+	}
+	t.Run("another model differs and shows a diff", func(t *testing.T) {
+		// The same recording on the rich tier's model: the scripted provider writes richer
+		// content for a "large" model, so the payload differs and the report shows how.
+		rep, err := r.Replay(ctx, tampered(func(p *events.Proposal, _ *replay.Recording) { p.Provenance.Model = "scripted-large" }))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Identical || rep.Diff == "" || !strings.Contains(rep.Diff, "line") {
+			t.Fatalf("want a difference in the line, got identical %v diff %q", rep.Identical, rep.Diff)
+		}
+	})
+}
+
+// aiProposals are the proposals the ai-worker's model roles emitted, in stream order.
+func aiProposals(t *testing.T, js jetstream.JetStream) []*events.Proposal {
+	t.Helper()
+	var out []*events.Proposal
+	for _, data := range streamBodies(t, js, events.StreamProposals, events.SubjectEmitAll) {
+		p, err := events.DecodeProposal(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r, ok := roles.Lookup(p.AgentRole); ok && r.UsesLLM {
+			out = append(out, p)
+		}
+	}
+	if len(out) == 0 {
+		t.Fatal("the demo emitted no AI proposal")
+	}
+	return out
+}
+
+// committedProposals are the ids of the proposals the event-processor committed.
+func committedProposals(t *testing.T, js jetstream.JetStream) map[string]bool {
+	t.Helper()
+	out := map[string]bool{}
+	for _, data := range streamBodies(t, js, events.StreamCommitted, "") {
+		var de events.DomainEvent
+		if err := json.Unmarshal(data, &de); err != nil {
+			t.Fatal(err)
+		}
+		out[de.ProposalID] = true
+	}
+	return out
+}
+
+// streamBodies reads every message of stream (on subject filter, "" for all) now in it.
+func streamBodies(t *testing.T, js jetstream.JetStream, stream, filter string) [][]byte {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s, err := js.Stream(ctx, stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := jetstream.OrderedConsumerConfig{}
+	if filter != "" {
+		cfg.FilterSubjects = []string{filter}
+	}
+	c, err := s.OrderedConsumer(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out [][]byte
+	for {
+		batch, err := c.Fetch(500, jetstream.FetchMaxWait(2*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for m := range batch.Messages() {
+			n++
+			out = append(out, m.Data())
+		}
+		if n == 0 {
+			return out
+		}
+	}
+}
+
+// countExecuted is how many of p's recorded tool calls reached a server (the ones a replay
+// answers from the recording; refusals over the budget or allow-list never did).
+func countExecuted(p *events.Proposal) int {
+	n := 0
+	for _, c := range p.Provenance.ToolCalls {
+		if c.Server != "none" && !strings.HasPrefix(c.Error, "not run:") {
+			n++
+		}
+	}
+	return n
+}
