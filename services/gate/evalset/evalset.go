@@ -1,0 +1,210 @@
+// Package evalset is the labelled evaluation set of the gates' rules (issue #20 item 3) and the
+// runner that grades the invariant, dedup and safety gates on it (Run): the gates are built
+// from their registry Specs and checked against real parts (graphd in-process loaded with the
+// evaluation world, embedded NATS for dedup's KV bucket, mcp-classify over MCP), so what is
+// measured is the decision code the gates run. See README.md for the set, its categories and
+// its split. The package writes nothing outside the parts it starts.
+package evalset
+
+import (
+	"bufio"
+	"bytes"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"slices"
+	"strings"
+
+	"github.com/worldgate/worldgate/events"
+	"github.com/worldgate/worldgate/services/mcp-classify/classifytools"
+	"github.com/worldgate/worldgate/services/worldgate/worldfile"
+)
+
+//go:embed proposals.jsonl
+var proposals []byte
+
+//go:embed world.yaml
+var world []byte
+
+// The gates the set grades.
+const (
+	GateInvariant = "invariant"
+	GateDedup     = "dedup"
+	GateSafety    = "safety"
+)
+
+// Expected verdicts.
+const (
+	Passed   = "passed"
+	Rejected = "rejected"
+)
+
+// Case is one labelled proposal.
+type Case struct {
+	ID       string `json:"id"`
+	Gate     string `json:"gate"`
+	Category string `json:"category"`
+	// Accept lists further categories a safety rejection may name for this case (a threat
+	// flagged as harassment); Category first.
+	Accept  []string        `json:"accept,omitempty"`
+	Expect  string          `json:"expect"`
+	Kind    string          `json:"kind"`
+	Before  []Earlier       `json:"before,omitempty"` // dedup: content accepted earlier
+	Payload json.RawMessage `json:"payload"`
+	Note    string          `json:"note,omitempty"`
+	// HeldOut: the case belongs to the held-out half, which tuning never looks at.
+	HeldOut bool `json:"-"`
+}
+
+// Earlier is content the dedup gate accepted before the case's proposal, AgoMinutes earlier.
+type Earlier struct {
+	Payload    json.RawMessage `json:"payload"`
+	AgoMinutes int             `json:"agoMinutes"`
+}
+
+// Set is the evaluation set and the world its invariant cases are checked against.
+type Set struct {
+	Cases []Case
+	World *worldfile.World
+}
+
+// HeldOut is the fixed split: the FNV-1a 64-bit hash of key, odd → held-out. The key is a
+// case's id, or for the safety cases the sentence (the moderation set's own split, so its
+// held-out half stays held out here).
+func HeldOut(key string) bool {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(key))
+	return h.Sum64()%2 == 1
+}
+
+// Load reads the embedded set, adds the safety cases of the labelled moderation set, and
+// checks every case: a known gate and verdict, a category, a payload its kind decodes strictly.
+func Load() (*Set, error) {
+	w, err := worldfile.Parse("world.yaml", world)
+	if err != nil {
+		return nil, fmt.Errorf("evaluation world: %w", err)
+	}
+	s := &Set{World: w}
+	sc := bufio.NewScanner(bytes.NewReader(proposals))
+	sc.Buffer(make([]byte, 0, 64*1024), 1<<20)
+	for n := 1; sc.Scan(); n++ {
+		var c Case
+		d := json.NewDecoder(bytes.NewReader(sc.Bytes()))
+		d.DisallowUnknownFields()
+		if err := d.Decode(&c); err != nil {
+			return nil, fmt.Errorf("proposals.jsonl:%d: %w", n, err)
+		}
+		c.HeldOut = HeldOut(c.ID)
+		s.Cases = append(s.Cases, c)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	safety, err := safetyCases()
+	if err != nil {
+		return nil, err
+	}
+	s.Cases = append(s.Cases, safety...)
+	return s, s.check()
+}
+
+// The safety cases are lines an NPC says to a player at the fish market.
+const (
+	safetyNPC, safetyPlayer, safetyLocation = "npc:fenn", "player:rook", "loc:fish-market"
+	benign                                  = "benign"
+)
+
+// safetyCases turns each line of the labelled moderation set into an NPC's line: the text the
+// safety gate reads. A harmful line must be rejected for its category (or one it also accepts).
+func safetyCases() ([]Case, error) {
+	var out []Case
+	sc := bufio.NewScanner(bytes.NewReader(classifytools.LabelledModerationSet()))
+	for n := 1; sc.Scan(); n++ {
+		labels, text, ok := strings.Cut(sc.Text(), "\t")
+		if !ok || text == "" {
+			return nil, fmt.Errorf("labelled moderation set, line %d: want labels<TAB>text", n)
+		}
+		accept := strings.Split(labels, ",")
+		payload, err := json.Marshal(events.NPCDialoguePayload{NPCID: safetyNPC, PlayerID: safetyPlayer, LocationID: safetyLocation, Line: text, Intent: "chat"})
+		if err != nil {
+			return nil, err
+		}
+		c := Case{ID: fmt.Sprintf("mod-%03d", n), Gate: GateSafety, Category: accept[0], Accept: accept,
+			Expect: Rejected, Kind: events.KindNPCDialogue, Payload: payload, HeldOut: HeldOut(text)}
+		if c.Category == benign {
+			c.Expect, c.Accept = Passed, nil
+		}
+		out = append(out, c)
+	}
+	return out, sc.Err()
+}
+
+func (s *Set) check() error {
+	var probs []string
+	seen := map[string]bool{}
+	for _, c := range s.Cases {
+		bad := func(format string, args ...any) {
+			probs = append(probs, c.ID+": "+fmt.Sprintf(format, args...))
+		}
+		if c.ID == "" || seen[c.ID] {
+			bad("missing or duplicate id")
+		}
+		seen[c.ID] = true
+		if !slices.Contains([]string{GateInvariant, GateDedup, GateSafety}, c.Gate) {
+			bad("unknown gate %q", c.Gate)
+		}
+		if c.Expect != Passed && c.Expect != Rejected {
+			bad("expect must be %q or %q, not %q", Passed, Rejected, c.Expect)
+		}
+		if c.Category == "" {
+			bad("no category")
+		}
+		if _, err := events.DecodePayload(c.Kind, c.Payload); err != nil {
+			bad("payload: %v", err)
+		}
+		if (c.Gate == GateDedup) != (len(c.Before) > 0) {
+			bad("dedup cases, and only they, list the content accepted before them")
+		}
+		for i, b := range c.Before {
+			if _, err := events.DecodePayload(c.Kind, b.Payload); err != nil {
+				bad("before[%d]: %v", i, err)
+			}
+			if b.AgoMinutes < 0 {
+				bad("before[%d]: agoMinutes is negative", i)
+			}
+		}
+	}
+	if len(probs) > 0 {
+		return errors.New("evaluation set: " + strings.Join(probs, "; "))
+	}
+	return nil
+}
+
+// Half selects cases: the tuning half, the held-out half, or both.
+type Half int
+
+// Halves.
+const (
+	Tuning Half = iota
+	HeldOutHalf
+)
+
+func (h Half) String() string {
+	if h == HeldOutHalf {
+		return "held-out"
+	}
+	return "tuning"
+}
+
+// Of returns the set's cases of half h.
+func (s *Set) Of(h Half) []Case {
+	var out []Case
+	for _, c := range s.Cases {
+		if c.HeldOut == (h == HeldOutHalf) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
