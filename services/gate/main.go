@@ -81,7 +81,7 @@ func parse(args []string) (flags, error) {
 	fs.DurationVar(&f.rateWindow, "rate-window", time.Minute, "rate budget window (≤ 1h)")
 	fs.StringVar(&f.budgets, "rate-budgets", `{"*":{"actorCount":30,"actorCostUsd":0.5,"globalCount":3000,"globalCostUsd":20}}`, `rate budgets per kind (JSON; "*" for the rest)`)
 	fs.StringVar(&f.blocked, "safety-blocked", "", `blocked moderation categories per policy version (JSON {"version": ["hate", …], "*": […]}); empty: every flagged category blocks`)
-	fs.IntVar(&f.dedupDistance, "dedup-distance", 6, "SimHash Hamming distance at or under which texts are near-duplicates")
+	fs.IntVar(&f.dedupDistance, "dedup-distance", gates.DefaultConfig().Dedup.MaxDistance, "SimHash Hamming distance at or under which texts are near-duplicates")
 	fs.DurationVar(&f.dedupWindow, "dedup-window", time.Hour, "how long accepted fingerprints count")
 	fs.DurationVar(&f.approvalExpiry, "approval-expiry", 0, "held proposals expire after this long (0: never)")
 	fs.DurationVar(&f.refWait, "invariant-reference-wait", 3*time.Second, "how long world-building proposals wait for referenced entities of their batch")

@@ -98,7 +98,7 @@ type InvariantConfig struct {
 
 // DedupConfig tunes the near-duplicate gate.
 type DedupConfig struct {
-	MaxDistance int           // SimHash Hamming distance at or under which texts are near-duplicates; default 6
+	MaxDistance int           // SimHash Hamming distance at or under which texts are near-duplicates; default 14
 	Window      time.Duration // how long accepted fingerprints count; default 1h (bounded by the bucket TTL)
 	Keep        int           // fingerprints remembered per kind and target; default 64
 }
@@ -129,7 +129,7 @@ func DefaultConfig() Config {
 		MaxDeliver: 5,
 		Backoff:    []time.Duration{500 * time.Millisecond, 2 * time.Second, 5 * time.Second, 15 * time.Second},
 		Invariant:  InvariantConfig{ReferenceWait: 3 * time.Second, PollInterval: 100 * time.Millisecond},
-		Dedup:      DedupConfig{MaxDistance: 6, Window: time.Hour, Keep: 64},
+		Dedup:      DedupConfig{MaxDistance: 14, Window: time.Hour, Keep: 64},
 		Rate: RateConfig{Window: time.Minute, Budgets: map[string]Budget{
 			"*": {ActorCount: 30, ActorCostUSD: 0.50, GlobalCount: 3000, GlobalCostUSD: 20},
 		}},
