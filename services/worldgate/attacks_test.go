@@ -29,12 +29,12 @@ import (
 // of its NATS users and read what the pipeline decided.
 type attackStack struct {
 	t  *testing.T
-	st *stack
+	st *devStack
 }
 
 func (a *attackStack) as(role string) (*nats.Conn, jetstream.JetStream) {
 	a.t.Helper()
-	nc, js, err := natsx.Connect(natsx.ConnConfig{URL: a.st.nats.ClientURL(), Name: "attacker/" + role, User: role, Password: a.st.natsPasswords[role]}, logx.Discard())
+	nc, js, err := natsx.Connect(natsx.ConnConfig{URL: a.st.NATS.ClientURL(), Name: "attacker/" + role, User: role, Password: a.st.NATSCredentials(role)["password"]}, logx.Discard())
 	if err != nil {
 		a.t.Fatal(err)
 	}
@@ -57,7 +57,7 @@ func (a *attackStack) each(stream, subject string, fn func(m jetstream.Msg)) {
 	a.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	s, err := a.st.js.Stream(ctx, stream)
+	s, err := a.st.JS.Stream(ctx, stream)
 	if err != nil {
 		a.t.Fatal(err)
 	}
@@ -254,7 +254,7 @@ func TestAttacksOnTheDevStackAreRefused(t *testing.T) {
 		if err := publishAs(opJS, events.EmitSubject(events.EmitterOperator), p.ProposalID, mustJSON(t, p)); err != nil {
 			t.Fatal(err)
 		}
-		store, err := approval.Open(context.Background(), st.js)
+		store, err := approval.Open(context.Background(), st.JS)
 		if err != nil {
 			t.Fatal(err)
 		}

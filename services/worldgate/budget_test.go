@@ -25,17 +25,17 @@ import (
 // second; a paused budget turns an NPC's line into fallback content.
 func TestBudgetCommandSteersEveryReplica(t *testing.T) {
 	st := startQuietStack(t)
-	if st.ledger == nil {
+	if st.Ledger == nil {
 		t.Fatal("worldgate dev started without its embedded budgets")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	op := st.natsCredentials(natsauth.Operator)
+	op := st.NATSCredentials(natsauth.Operator)
 	var issued time.Time // when the last command was started (the CLI connects to NATS first)
 	cli := func(args ...string) (string, error) {
 		var out, errOut bytes.Buffer
 		issued = time.Now()
-		args = append(args, "-nats-url", st.nats.ClientURL(), "-nats-user", op["user"], "-nats-password", op["password"])
+		args = append(args, "-nats-url", st.NATS.ClientURL(), "-nats-user", op["user"], "-nats-password", op["password"])
 		err := runBudget(ctx, args, &out, &errOut)
 		if err != nil && errOut.Len() > 0 {
 			t.Logf("budget %v: %s", args[:1], errOut.String())
@@ -66,7 +66,7 @@ func TestBudgetCommandSteersEveryReplica(t *testing.T) {
 	}
 
 	// One NPC line through the whole pipeline: it is paid for, and the budgets show it.
-	_, pub, err := st.connectAs(natsauth.Publisher)
+	_, pub, err := st.ConnectAs(natsauth.Publisher)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,9 +113,9 @@ func TestBudgetCommandSteersEveryReplica(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ledgers := []*budget.Ledger{st.ledger}
+	ledgers := []*budget.Ledger{st.Ledger}
 	for range 2 {
-		_, js, err := st.connectAs(natsauth.AIWorker)
+		_, js, err := st.ConnectAs(natsauth.AIWorker)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -248,9 +248,9 @@ func TestBudgetCommandSteersEveryReplica(t *testing.T) {
 	}
 }
 
-func scrape(t *testing.T, st *stack) string {
+func scrape(t *testing.T, st *devStack) string {
 	t.Helper()
-	url, _ := st.endpoints["metrics.url"].(string)
+	url, _ := st.Endpoints["metrics.url"].(string)
 	resp, err := http.Get(url)
 	if err != nil {
 		t.Fatal(err)
@@ -271,11 +271,11 @@ func TestRepeatOffenderOnTheDevStack(t *testing.T) {
 	st := startQuietStack(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	_, pub, err := st.connectAs(natsauth.Publisher)
+	_, pub, err := st.ConnectAs(natsauth.Publisher)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, js, err := st.connectAs(natsauth.Operator)
+	_, js, err := st.ConnectAs(natsauth.Operator)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -324,9 +324,9 @@ func TestRepeatOffenderOnTheDevStack(t *testing.T) {
 	if o := talk("player:cass", "Any news from the mines?"); o.Kind != events.OutcomeCommitted {
 		t.Fatalf("another player should get the model's line, got %s %+v", o.Kind, o.Refusal)
 	}
-	op := st.natsCredentials(natsauth.Operator)
+	op := st.NATSCredentials(natsauth.Operator)
 	var out bytes.Buffer
-	if err := runBudget(ctx, []string{"-nats-url", st.nats.ClientURL(), "-nats-user", op["user"], "-nats-password", op["password"]}, &out, io.Discard); err != nil {
+	if err := runBudget(ctx, []string{"-nats-url", st.NATS.ClientURL(), "-nats-user", op["user"], "-nats-password", op["password"]}, &out, io.Discard); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(out.String(), "player:bram") || !strings.Contains(out.String(), "repeat offender: strike 1") {
@@ -334,7 +334,7 @@ func TestRepeatOffenderOnTheDevStack(t *testing.T) {
 	}
 	// worldgate trace shows why the line was not paid for: the repeat-offender cool-down.
 	var tr bytes.Buffer
-	if err := runTrace(ctx, []string{cooling.CorrelationID, "-nats-url", st.nats.ClientURL(), "-nats-user", op["user"], "-nats-password", op["password"]}, &tr, io.Discard); err != nil {
+	if err := runTrace(ctx, []string{cooling.CorrelationID, "-nats-url", st.NATS.ClientURL(), "-nats-user", op["user"], "-nats-password", op["password"]}, &tr, io.Discard); err != nil {
 		t.Fatalf("trace: %v\n%s", err, tr.String())
 	}
 	if !strings.Contains(tr.String(), "cools down until") || !strings.Contains(tr.String(), "repeat offender: strike 1") {

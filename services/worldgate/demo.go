@@ -24,22 +24,22 @@ var demoRepeat []byte
 
 // runDemo publishes the demo scenario, waits for the pipeline to go idle, then repeats a few
 // of its events.
-func (st *stack) runDemo(ctx context.Context) (int, error) {
+func (st *devStack) runDemo(ctx context.Context) (int, error) {
 	n, err := st.publishDemo(ctx, demoScenario)
 	if err != nil {
 		return n, err
 	}
 	idle, cancel := context.WithTimeout(ctx, st.f.idleTimeout)
 	defer cancel()
-	if err := st.waitIdle(idle); err != nil {
+	if err := st.WaitIdle(idle); err != nil {
 		return n, err
 	}
 	m, err := st.publishDemo(ctx, demoRepeat)
 	return n + m, err
 }
 
-func (st *stack) publishDemo(ctx context.Context, lines []byte) (int, error) {
-	_, js, err := st.connectAs(natsauth.Publisher) // as a game backend would
+func (st *devStack) publishDemo(ctx context.Context, lines []byte) (int, error) {
+	_, js, err := st.ConnectAs(natsauth.Publisher) // as a game backend would
 	if err != nil {
 		return 0, err
 	}

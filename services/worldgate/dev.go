@@ -126,13 +126,13 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	defer st.stop()
-	say("play: %s/play/   (the console: walk the demo world, talk to its NPCs)", st.edgeURL)
+	say("play: %s/play/   (the console: walk the demo world, talk to its NPCs)", st.EdgeURL)
 	say("worldgate dev: data in %s, logs in %s", f.dataDir, logPath)
-	for _, k := range sortedKeys(st.endpoints) {
-		if secretEndpoint(k, st.endpoints[k]) {
+	for _, k := range sortedKeys(st.Endpoints) {
+		if secretEndpoint(k, st.Endpoints[k]) {
 			continue // credentials are never printed: they are in endpoints.json (0600)
 		}
-		v, _ := json.Marshal(st.endpoints[k])
+		v, _ := json.Marshal(st.Endpoints[k])
 		say("  %-22s %s", k, strings.Trim(string(v), `"`))
 	}
 	say("  (these and the credentials — NATS users, graph users, the MCP token — are in %s, readable only by you)", filepath.Join(f.dataDir, "endpoints.json"))
@@ -163,7 +163,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if f.demoOnly {
 		idleCtx, cancel := context.WithTimeout(ctx, f.idleTimeout)
 		defer cancel()
-		if err := st.waitIdle(idleCtx); err != nil {
+		if err := st.WaitIdle(idleCtx); err != nil {
 			return fmt.Errorf("the pipeline did not go idle: %w", err)
 		}
 		sum, err := runTally.update(ctx)

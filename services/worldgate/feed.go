@@ -32,10 +32,10 @@ func (t *termOut) line(s string) {
 
 // feed prints every outcome as it is decided, compactly: who said what where, which gate
 // refused what and why.
-func (st *stack) feed(ctx context.Context, out *termOut) {
-	w, err := events.Watch(ctx, st.js, events.WatchOptions{})
+func (st *devStack) feed(ctx context.Context, out *termOut) {
+	w, err := events.Watch(ctx, st.JS, events.WatchOptions{})
 	if err != nil {
-		st.log.Warn("the terminal feed of outcomes cannot start", "err", err)
+		st.Log.Warn("the terminal feed of outcomes cannot start", "err", err)
 		return
 	}
 	defer w.Close()

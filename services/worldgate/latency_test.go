@@ -25,8 +25,8 @@ import (
 func BenchmarkEventToSSEOutcome(b *testing.B) {
 	st := startQuietStack(b)
 	ctx := context.Background()
-	req, _ := http.NewRequestWithContext(ctx, "GET", st.edgeURL+"/v1/outcomes", nil)
-	req.Header.Set("Authorization", "Bearer "+st.edgeKey)
+	req, _ := http.NewRequestWithContext(ctx, "GET", st.EdgeURL+"/v1/outcomes", nil)
+	req.Header.Set("Authorization", "Bearer "+st.EdgeKey)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil || resp.StatusCode != 200 {
 		b.Fatalf("SSE: %v %v", err, resp)
@@ -36,8 +36,8 @@ func BenchmarkEventToSSEOutcome(b *testing.B) {
 	defer stop()
 	post := func(env *events.Envelope) {
 		body, _ := json.Marshal(env)
-		r, _ := http.NewRequestWithContext(ctx, "POST", st.edgeURL+"/v1/events", bytes.NewReader(body))
-		r.Header.Set("Authorization", "Bearer "+st.edgeKey)
+		r, _ := http.NewRequestWithContext(ctx, "POST", st.EdgeURL+"/v1/events", bytes.NewReader(body))
+		r.Header.Set("Authorization", "Bearer "+st.EdgeKey)
 		r.Header.Set("Content-Type", "application/json")
 		pr, err := http.DefaultClient.Do(r)
 		if err != nil || pr.StatusCode != http.StatusAccepted {

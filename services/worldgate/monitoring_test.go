@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/prometheus/promql/parser"
 	"gopkg.in/yaml.v3"
 
+	"github.com/worldgate/worldgate/services/worldgate/stack"
 	"github.com/worldgate/worldgate/shared/logx"
 )
 
@@ -81,11 +82,11 @@ func TestMonitoring(t *testing.T) {
 	if _, err := st.runDemo(ctx); err != nil {
 		t.Fatalf("demo: %v", err)
 	}
-	if err := st.waitIdle(ctx); err != nil {
+	if err := st.WaitIdle(ctx); err != nil {
 		t.Fatal(err)
 	}
 
-	cat, err := catalogOf(st.reg)
+	cat, err := catalogOf(st.Reg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,9 +114,9 @@ var descPattern = regexp.MustCompile(`^Desc\{fqName: ("(?:[^"\\]|\\.)*"), help: 
 
 // catalogOf lists the Worldgate metrics registered on reg: names, help and labels from the
 // descriptors (so metrics without series yet are there too), types and series from a gather.
-func catalogOf(reg *registry) (map[string]*metricInfo, error) {
+func catalogOf(reg *stack.Registry) (map[string]*metricInfo, error) {
 	cat := map[string]*metricInfo{}
-	for _, c := range reg.registered() {
+	for _, c := range reg.Registered() {
 		descs := make(chan *prometheus.Desc, 16)
 		go func() { c.Describe(descs); close(descs) }()
 		for d := range descs {
@@ -257,8 +258,8 @@ func checkDoc(t *testing.T, cat map[string]*metricInfo) {
 }
 
 // checkEndpoint: worldgate dev's admin port serves every metric of the in-process workers.
-func checkEndpoint(t *testing.T, st *stack, cat map[string]*metricInfo) {
-	url, _ := st.endpoints["metrics.url"].(string)
+func checkEndpoint(t *testing.T, st *devStack, cat map[string]*metricInfo) {
+	url, _ := st.Endpoints["metrics.url"].(string)
 	resp, err := http.Get(url)
 	if err != nil {
 		t.Fatal(err)

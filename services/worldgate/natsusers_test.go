@@ -44,12 +44,12 @@ func TestDevPipelineRunsUnderPerRoleNATSUsers(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.stop()
-	world := natstest.StreamMsgs(t, st.js, events.StreamCommitted, "")
+	world := natstest.StreamMsgs(t, st.JS, events.StreamCommitted, "")
 	if world == 0 {
 		t.Fatal("the demo world was not committed")
 	}
 
-	connz, err := st.nats.Server().Connz(&server.ConnzOptions{Username: true})
+	connz, err := st.NATS.Server().Connz(&server.ConnzOptions{Username: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +95,7 @@ func TestDevPipelineRunsUnderPerRoleNATSUsers(t *testing.T) {
 		t.Fatalf("publish as publisher: %v\n%s", err, stderr.String())
 	}
 	natstest.WaitFor(t, 30*time.Second, "the move to be committed", func() bool {
-		return natstest.StreamMsgs(t, st.js, events.StreamCommitted, "") > world
+		return natstest.StreamMsgs(t, st.JS, events.StreamCommitted, "") > world
 	})
 
 	var out bytes.Buffer

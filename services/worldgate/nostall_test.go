@@ -72,7 +72,7 @@ func TestNothingStallsThePipeline(t *testing.T) {
 	defer st.stop()
 
 	var maxDeliveries atomic.Int64
-	adv, err := st.nc.Subscribe("$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.>", func(m *nats.Msg) {
+	adv, err := st.Conn.Subscribe("$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.>", func(m *nats.Msg) {
 		maxDeliveries.Add(1)
 		t.Logf("max deliveries reached: %s", m.Data)
 	})
@@ -81,11 +81,11 @@ func TestNothingStallsThePipeline(t *testing.T) {
 	}
 	defer adv.Unsubscribe()
 
-	_, js, err := st.connectAs(natsauth.Publisher)
+	_, js, err := st.ConnectAs(natsauth.Publisher)
 	if err != nil {
 		t.Fatal(err)
 	}
-	dlqBefore := natstest.StreamMsgs(t, st.js, events.StreamDLQ, "")
+	dlqBefore := natstest.StreamMsgs(t, st.JS, events.StreamDLQ, "")
 	// WORLD takes 1 MiB, headers included: the largest envelope it stores leaves room for the
 	// Nats-Msg-Id header.
 	big := []int{1<<20 - 128, 1<<20 - 1<<10}
@@ -103,7 +103,7 @@ func TestNothingStallsThePipeline(t *testing.T) {
 	}
 
 	// Subjects of no known event type: refused at once, nothing stored.
-	worldBefore := natstest.StreamMsgs(t, st.js, events.StreamWorld, "")
+	worldBefore := natstest.StreamMsgs(t, st.JS, events.StreamWorld, "")
 	accepted := 0
 	for i := range 100 {
 		subject := "world.events.zzz"
@@ -118,18 +118,18 @@ func TestNothingStallsThePipeline(t *testing.T) {
 			}
 		}
 	}
-	if n := natstest.StreamMsgs(t, st.js, events.StreamWorld, ""); n != worldBefore || accepted > 0 {
+	if n := natstest.StreamMsgs(t, st.JS, events.StreamWorld, ""); n != worldBefore || accepted > 0 {
 		t.Errorf("%d of 100 publishes on unknown subjects accepted; WORLD stored %d of them", accepted, n-worldBefore)
 	}
 
 	idle, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	if err := st.waitIdle(idle); err != nil {
+	if err := st.WaitIdle(idle); err != nil {
 		t.Fatalf("after the oversized envelopes: %v", err)
 	}
 	// Each big envelope is dead-lettered (by every consumer that reads its subject), with a
 	// reason, a bounded excerpt and where it came from.
-	dls := readDeadLetters(t, st.js, dlqBefore)
+	dls := readDeadLetters(t, st.JS, dlqBefore)
 	for _, seq := range bigIDs {
 		found := false
 		for _, dl := range dls {
@@ -155,11 +155,11 @@ func TestNothingStallsThePipeline(t *testing.T) {
 	}
 	idle2, cancel2 := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel2()
-	if err := st.waitIdle(idle2); err != nil {
+	if err := st.WaitIdle(idle2); err != nil {
 		t.Fatalf("the demo (%d events) did not finish: %v", n, err)
 	}
-	checkConsumerLimits(t, st.js)
-	_ = st.nc.Flush()
+	checkConsumerLimits(t, st.JS)
+	_ = st.Conn.Flush()
 	if got := maxDeliveries.Load(); got != 0 {
 		t.Errorf("%d messages reached their consumer's delivery limit on the server", got)
 	}
@@ -235,7 +235,7 @@ func TestSecondDevOnTheSameDataDirFailsFast(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.stop()
-	before := natstest.StreamMsgs(t, st.js, events.StreamCommitted, "")
+	before := natstest.StreamMsgs(t, st.JS, events.StreamCommitted, "")
 
 	var stdout, stderr strings.Builder
 	start := time.Now()
@@ -253,7 +253,7 @@ func TestSecondDevOnTheSameDataDirFailsFast(t *testing.T) {
 		t.Errorf("the second dev wrote its log into the data directory in use (%v)", err)
 	}
 	// The first still works on its store: a new event is committed.
-	_, js, err := st.connectAs(natsauth.Publisher)
+	_, js, err := st.ConnectAs(natsauth.Publisher)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -266,7 +266,7 @@ func TestSecondDevOnTheSameDataDirFailsFast(t *testing.T) {
 		t.Fatal(err)
 	}
 	natstest.WaitFor(t, 30*time.Second, "the move to be committed", func() bool {
-		return natstest.StreamMsgs(t, st.js, events.StreamCommitted, "") > before
+		return natstest.StreamMsgs(t, st.JS, events.StreamCommitted, "") > before
 	})
 	st.stop()
 	log, err := os.ReadFile(logPath)

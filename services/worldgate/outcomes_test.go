@@ -22,7 +22,7 @@ import (
 
 // startQuietStack starts `worldgate dev`'s stack without the demo scenario (the demo world is
 // loaded) on free ports, logging into the test's directory.
-func startQuietStack(t testing.TB) *stack {
+func startQuietStack(t testing.TB) *devStack {
 	t.Helper()
 	dir := t.TempDir()
 	logOut, err := os.Create(filepath.Join(dir, "worldgate.log"))
@@ -52,7 +52,7 @@ func envelope(t testing.TB, typ, player string, payload any) *events.Envelope {
 // delivers what came after it and nothing before.
 func TestAwaitAndWatchOutcomesOnTheRealStack(t *testing.T) {
 	st := startQuietStack(t)
-	_, js, err := st.connectAs(natsauth.Publisher)
+	_, js, err := st.ConnectAs(natsauth.Publisher)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,8 +139,8 @@ func TestEdgePublishOverHTTPReceiveOverSSE(t *testing.T) {
 	st := startQuietStack(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, "GET", st.edgeURL+"/v1/outcomes?actor=player:cass", nil)
-	req.Header.Set("Authorization", "Bearer "+st.edgeKey)
+	req, _ := http.NewRequestWithContext(ctx, "GET", st.EdgeURL+"/v1/outcomes?actor=player:cass", nil)
+	req.Header.Set("Authorization", "Bearer "+st.EdgeKey)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil || resp.StatusCode != 200 {
 		t.Fatalf("SSE: %v %v", err, resp)
@@ -152,8 +152,8 @@ func TestEdgePublishOverHTTPReceiveOverSSE(t *testing.T) {
 	env := envelope(t, events.PlayerSpokeToNPC, "player:cass", events.PlayerSpokeToNPCPayload{
 		PlayerID: "player:cass", NPCID: "npc:oren", LocationID: "loc:tavern", Utterance: "Any news from the mines?"})
 	body, _ := json.Marshal(env)
-	post, _ := http.NewRequestWithContext(ctx, "POST", st.edgeURL+"/v1/events", bytes.NewReader(body))
-	post.Header.Set("Authorization", "Bearer "+st.edgeKey)
+	post, _ := http.NewRequestWithContext(ctx, "POST", st.EdgeURL+"/v1/events", bytes.NewReader(body))
+	post.Header.Set("Authorization", "Bearer "+st.EdgeKey)
 	post.Header.Set("Content-Type", "application/json")
 	post.Header.Set("Idempotency-Key", env.IdempotencyKey)
 	pr, err := http.DefaultClient.Do(post)
@@ -178,8 +178,8 @@ func TestEdgePublishOverHTTPReceiveOverSSE(t *testing.T) {
 		}
 		break
 	}
-	lp, _ := http.NewRequestWithContext(ctx, "GET", st.edgeURL+"/v1/events/"+env.EventID+"/outcome?wait=30", nil)
-	lp.Header.Set("Authorization", "Bearer "+st.edgeKey)
+	lp, _ := http.NewRequestWithContext(ctx, "GET", st.EdgeURL+"/v1/events/"+env.EventID+"/outcome?wait=30", nil)
+	lp.Header.Set("Authorization", "Bearer "+st.EdgeKey)
 	lr, err := http.DefaultClient.Do(lp)
 	if err != nil || lr.StatusCode != 200 {
 		t.Fatalf("long poll: %v %v", err, lr)

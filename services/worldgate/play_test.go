@@ -57,7 +57,7 @@ func TestPlayConsoleInABrowser(t *testing.T) {
 			time.Sleep(200 * time.Millisecond)
 		}
 	}
-	run("open /play", chromedp.Navigate(st.edgeURL+"/play/"))
+	run("open /play", chromedp.Navigate(st.EdgeURL+"/play/"))
 	run("exits shown", chromedp.WaitVisible(chromedp.CSS(`button[data-direction="north"]`)))
 	waitText("start", "#loc-name", "The Ash Gate")
 	waitText("live", "#status", "live")

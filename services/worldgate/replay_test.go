@@ -36,20 +36,20 @@ func TestReplayRegeneratesTheDemosProposals(t *testing.T) {
 	}
 	idle, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
-	if err := st.waitIdle(idle); err != nil {
+	if err := st.WaitIdle(idle); err != nil {
 		t.Fatal(err)
 	}
-	_, js, err := st.connectAs(natsauth.Operator)
+	_, js, err := st.ConnectAs(natsauth.Operator)
 	if err != nil {
 		t.Fatal(err)
 	}
 	emitted := aiProposals(t, js)
 	committed := committedProposals(t, js)
 
-	c := st.natsCredentials(natsauth.Operator)
-	args := []string{"-nats-url", st.nats.ClientURL(), "-nats-user", c["user"], "-nats-password", c["password"],
-		"-mcp-world-url", st.mcpURLs["world"], "-mcp-lore-url", st.mcpURLs["lore"], "-mcp-classify-url", st.mcpURLs["classify"],
-		"-mcp-token", st.mcpToken, "-json"}
+	c := st.NATSCredentials(natsauth.Operator)
+	args := []string{"-nats-url", st.NATS.ClientURL(), "-nats-user", c["user"], "-nats-password", c["password"],
+		"-mcp-world-url", st.MCPURLs["world"], "-mcp-lore-url", st.MCPURLs["lore"], "-mcp-classify-url", st.MCPURLs["classify"],
+		"-mcp-token", st.MCPToken, "-json"}
 	run := func(id string) (string, error) {
 		var out, stderr bytes.Buffer
 		err := runReplay(ctx, append([]string{id}, args...), &out, &stderr)
@@ -136,7 +136,7 @@ func TestReplayRegeneratesTheDemosProposals(t *testing.T) {
 		t.Fatalf("recording of %s: %+v, %v", model.ProposalID, rec, err)
 	}
 	var f regenFlags
-	f.worldURL, f.loreURL, f.classifyURL, f.mcpToken = st.mcpURLs["world"], st.mcpURLs["lore"], st.mcpURLs["classify"], st.mcpToken
+	f.worldURL, f.loreURL, f.classifyURL, f.mcpToken = st.MCPURLs["world"], st.MCPURLs["lore"], st.MCPURLs["classify"], st.MCPToken
 	r, tools, err := f.replayer(ctx, logx.Discard())
 	if err != nil {
 		t.Fatal(err)

@@ -2,253 +2,91 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"maps"
-	"net"
 	"os"
-	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
-	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/worldgate/worldgate/events"
-	"github.com/worldgate/worldgate/services/ai-worker/budget"
-	"github.com/worldgate/worldgate/services/graphd/server"
-	"github.com/worldgate/worldgate/services/mcp-lore/loretools"
-	"github.com/worldgate/worldgate/shared/admin"
-	"github.com/worldgate/worldgate/shared/graphx"
-	"github.com/worldgate/worldgate/shared/natsx"
+	"github.com/worldgate/worldgate/services/worldgate/stack"
 	"github.com/worldgate/worldgate/shared/natsx/natsauth"
 )
 
-// Development credentials of the embedded graph, so that the writer/read-only split is
-// exercised exactly as in production. The passwords are drawn at each start (the graph runs in
-// this process and endpoints.json is rewritten), so none is a guessable constant.
-const (
-	devGraphWriter = "worldgate"
-	devGraphReader = "reader"
-)
-
-var (
-	devGraphWriterPassword = rand.Text()
-	devGraphReaderPassword = rand.Text()
-)
-
-// stack is everything `worldgate dev` runs in one process.
-type stack struct {
-	f     devFlags
-	log   *slog.Logger
-	nats  *natsx.Embedded
-	nc    *nats.Conn
-	js    jetstream.JetStream
-	reg   *registry
-	admin *admin.Server
-	graph *server.Server
-
-	// natsPasswords are the dev passwords of the NATS users (shared/natsx/natsauth), by role; st.nc
-	// is the admin's connection (provisioning, the summary), each worker connects as its role.
-	natsPasswords map[string]string
-
-	graphRO  *graphx.Conn      // graphd's read-only user, shared by readers
-	mcpURLs  map[string]string // server name → Streamable HTTP URL
-	lore     *loretools.Server // refreshed once the demo world is committed
-	mcpToken string
-
-	endpoints map[string]any
-	edgeURL   string // edge, the HTTP API (and /play)
-	edgeKey   string // its dev API key
-
-	ledger    *budget.Ledger    // the ai-worker's LLM budget ledger (nil with -budgets none)
-	offenders *budget.Offenders // its repeat-offender counter
-
-	workersCtx    context.Context
-	cancelWorkers context.CancelFunc
-	workers       sync.WaitGroup
-	stops         []func() // run in reverse order
+// devStack is the stack `worldgate dev` runs (package stack: stack.Dev and the demo world),
+// with the dev command's own views of it (the demo, the feed, the live status line).
+type devStack struct {
+	*stack.Stack
+	f      devFlags
+	unlock func() // releases the data directory, after everything in it is closed
 }
 
-func startStack(ctx context.Context, f devFlags, log *slog.Logger) (_ *stack, err error) {
-	st := &stack{f: f, log: log, reg: newRegistry(), endpoints: map[string]any{}}
-	defer func() {
-		if err != nil {
-			st.stop()
-		}
-	}()
+// devParts is what `worldgate dev` runs, in order: edge, the pipeline, then the demo world.
+func devParts() []stack.Part { return append(stack.Dev(), demoWorld) }
+
+func startStack(ctx context.Context, f devFlags, log *slog.Logger) (_ *devStack, err error) {
+	st := &devStack{f: f}
 	if !f.dataDirLocked {
-		unlock, err := lockDataDir(f.dataDir)
-		if err != nil {
+		if st.unlock, err = lockDataDir(f.dataDir); err != nil {
 			return nil, err
 		}
-		st.onStop(unlock) // runs last
+		defer func() {
+			if err != nil {
+				st.unlock()
+			}
+		}()
 	}
-	st.workersCtx, st.cancelWorkers = context.WithCancel(context.Background())
-
-	var users []natsx.User
 	if len(f.approvers) == 0 {
 		f.approvers = []string{defaultApprover()}
 	}
-	st.natsPasswords, users, err = devNATSUsers(f.dataDir, f.approvers)
+	gcfg := devGateConfig()
+	st.Stack, err = stack.Start(ctx, stack.Config{
+		DataDir: f.dataDir, Host: f.host,
+		NATSPort: f.natsPort, GraphPort: f.graphPort, AdminPort: f.adminPort, MCPPort: f.mcpPort, EdgePort: f.edgePort,
+		SyncAlways: f.syncAlways, MCPNoAuth: f.mcpNoAuth, Approvers: f.approvers,
+		LLMConfig: f.llmConfig, Budgets: f.budgets, DefaultBudgets: devBudgets,
+		Gates: &gcfg, Logger: log,
+	}, devParts())
 	if err != nil {
 		return nil, err
 	}
-	st.nats, err = natsx.StartEmbedded(natsx.EmbeddedConfig{
-		Host: f.host, Port: portOrRandom(f.natsPort), StoreDir: filepath.Join(f.dataDir, "nats"),
-		SyncAlways: f.syncAlways, Users: users, Logger: log,
-	})
-	if err != nil {
-		return nil, portHint(err, "nats-port", f.natsPort)
-	}
-	st.onStop(st.nats.Shutdown)
-	st.endpoints["nats.url"] = st.nats.ClientURL()
-	st.endpoints["nats.publisher"] = st.natsCredentials(natsauth.Publisher) // worldgate publish
-	st.endpoints["nats.operator"] = st.natsCredentials(natsauth.Operator)   // status, proposals list/show, world load, budget
-	approvers := map[string]any{}                                           // proposals approve/reject, each as the person
-	for _, a := range f.approvers {
-		approvers[a] = st.natsCredentials(natsauth.ApproverRole(a))
-	}
-	st.endpoints["nats.approvers"] = approvers
-	st.endpoints["nats.admin"] = st.natsCredentials(natsauth.Admin) // every right: the nats CLI, provision
-
-	st.nc, st.js, err = st.connectAs(natsauth.Admin)
-	if err != nil {
-		return nil, err
-	}
-	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	if err := natsx.Provision(pctx, st.js, natsx.DefaultTopology(natsx.TopologyOptions{}), log); err != nil {
-		return nil, err
-	}
-
-	st.graph, err = server.New(server.Config{
-		Listen:  net.JoinHostPort(f.host, strconv.Itoa(f.graphPort)),
-		DataDir: filepath.Join(f.dataDir, "graph"),
-		Users: []server.User{
-			{Name: devGraphWriter, Password: devGraphWriterPassword},
-			{Name: devGraphReader, Password: devGraphReaderPassword, ReadOnly: true},
-		},
-		Logger: log.With("component", "graphd"),
-	})
-	if err != nil {
-		return nil, err
-	}
-	if err := st.graph.Start(ctx); err != nil {
-		return nil, portHint(err, "graph-port", f.graphPort)
-	}
-	st.onStop(func() {
-		c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = st.graph.Close(c)
-	})
-	st.endpoints["graph.url"] = st.graph.URL()
-	st.endpoints["graph.writer"] = map[string]string{"username": devGraphWriter, "password": devGraphWriterPassword}
-	st.endpoints["graph.reader"] = map[string]string{"username": devGraphReader, "password": devGraphReaderPassword}
-
-	st.reg.MustRegister(natsx.NewLagCollector(st.js, log, events.StreamWorld, events.StreamProposals))
-	st.admin = admin.New(st.reg, log)
-	st.admin.AddCheck("nats", func(context.Context) error {
-		if !st.nc.IsConnected() {
-			return errors.New("not connected to NATS")
-		}
-		return nil
-	})
-	if err := st.admin.Start(net.JoinHostPort(f.host, strconv.Itoa(f.adminPort))); err != nil {
-		return nil, portHint(err, "admin-port", f.adminPort)
-	}
-	st.onStop(func() {
-		c, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = st.admin.Close(c)
-	})
-	st.endpoints["metrics.url"] = "http://" + st.admin.Addr() + "/metrics"
-	st.endpoints["health.url"] = "http://" + st.admin.Addr() + "/readyz"
-
-	if err := st.startParts(ctx); err != nil {
-		return nil, err
-	}
-	return st, st.writeEndpoints()
+	return st, nil
 }
 
-// startParts starts the MCP servers and the workers, in the order their dependencies need.
-func (st *stack) startParts(ctx context.Context) error {
-	for _, p := range parts {
-		if err := p.start(ctx, st); err != nil {
-			return fmt.Errorf("start %s: %w", p.name, err)
+// stop stops the stack, then releases the data directory.
+func (st *devStack) stop() {
+	if st.Stack != nil {
+		st.Stack.Stop()
+	}
+	if st.unlock != nil {
+		st.unlock()
+		st.unlock = nil
+	}
+}
+
+// defaultApprover is the approver `worldgate dev` creates when -approvers is not given: the
+// login name, made into an approver name, or "dev".
+func defaultApprover() string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(currentUser()) {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9', r == '-', r == '_':
+			b.WriteRune(r)
+		default:
+			b.WriteRune('-')
 		}
 	}
-	return nil
-}
-
-// part is one component of the dev stack.
-type part struct {
-	name  string
-	start func(ctx context.Context, st *stack) error
-}
-
-// parts lists the components beyond NATS, the graph and the admin server; each file that
-// adds one appends to it in an init function.
-var parts []part
-
-// goRun runs a worker until the stack stops.
-func (st *stack) goRun(name string, run func(ctx context.Context) error) {
-	st.workers.Add(1)
-	go func() {
-		defer st.workers.Done()
-		if err := run(st.workersCtx); err != nil {
-			st.log.Error("worker stopped with an error", "worker", name, "err", err)
-		}
-	}()
-}
-
-func (st *stack) onStop(f func()) { st.stops = append(st.stops, f) }
-
-// stop drains the workers first, then closes the servers they use.
-func (st *stack) stop() {
-	if st.cancelWorkers != nil {
-		st.cancelWorkers()
-		st.workers.Wait()
+	if name := b.String(); natsauth.CheckApprover(name) == nil {
+		return name
 	}
-	for i := len(st.stops) - 1; i >= 0; i-- {
-		st.stops[i]()
-	}
-	st.stops = nil
-}
-
-func (st *stack) writeEndpoints() error {
-	b, err := json.MarshalIndent(st.endpoints, "", "  ")
-	if err != nil {
-		return err
-	}
-	path := filepath.Join(st.f.dataDir, "endpoints.json")
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
-}
-
-func portOrRandom(p int) int {
-	if p == 0 {
-		return -1
-	}
-	return p
-}
-
-func portHint(err error, flagName string, port int) error {
-	if port != 0 && strings.Contains(err.Error(), "address already in use") {
-		return fmt.Errorf("%w: port %d is taken (another worldgate dev?); pass -%s 0 to pick a free port", err, port, flagName)
-	}
-	return err
+	return "dev"
 }
 
 func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
@@ -275,7 +113,7 @@ type Summary struct {
 // counts only this run's messages even though the data directory keeps earlier ones. Each
 // update reads only the messages that arrived since the previous one.
 type tally struct {
-	st   *stack
+	st   *devStack
 	next map[string]uint64 // per stream: the last sequence already counted
 	sum  Summary
 	seen map[string]bool // proposal ids already counted
@@ -283,11 +121,11 @@ type tally struct {
 
 var tallyStreams = []string{events.StreamWorld, events.StreamProposals, events.StreamCommitted, events.StreamDLQ, events.StreamOutcomes}
 
-func (st *stack) newTally(ctx context.Context) (*tally, error) {
+func (st *devStack) newTally(ctx context.Context) (*tally, error) {
 	t := &tally{st: st, next: map[string]uint64{}, seen: map[string]bool{},
 		sum: Summary{ProposalsByKind: map[string]int{}, Rejected: map[string]int{}, Outcomes: map[string]int{}}}
 	for _, name := range tallyStreams {
-		s, err := st.js.Stream(ctx, name)
+		s, err := st.JS.Stream(ctx, name)
 		if err != nil {
 			return nil, err
 		}
@@ -303,7 +141,7 @@ func (st *stack) newTally(ctx context.Context) (*tally, error) {
 // scan calls fn for every message of stream after what was already counted, and returns how
 // many there were. With a nil fn it only counts.
 func (t *tally) scan(ctx context.Context, stream string, fn func(subject string, data []byte)) (int, error) {
-	s, err := t.st.js.Stream(ctx, stream)
+	s, err := t.st.JS.Stream(ctx, stream)
 	if err != nil {
 		return 0, err
 	}
@@ -380,7 +218,7 @@ func (t *tally) update(ctx context.Context) (*Summary, error) {
 	if err != nil {
 		return nil, err
 	}
-	reg := t.st.reg
+	reg := t.st.Reg
 	s.Tokens = int(sumMetric(reg, "worldgate_ai_tokens_total", "type", "prompt", "completion"))
 	s.CostUSD = sumMetric(reg, "worldgate_ai_cost_usd_total", "")
 	s.CacheHits = int(sumMetric(reg, "worldgate_ai_cache_hits_total", ""))
@@ -421,51 +259,8 @@ func sumMetric(g prometheus.Gatherer, name, label string, values ...string) floa
 	return sum
 }
 
-// waitIdle returns once every durable consumer on WORLD and PROPOSALS has nothing pending and
-// nothing unacknowledged, three checks in a row.
-func (st *stack) waitIdle(ctx context.Context) error {
-	quiet := 0
-	for quiet < 3 {
-		busy, err := st.busyConsumers(ctx)
-		if err != nil {
-			return err
-		}
-		if len(busy) == 0 {
-			quiet++
-		} else {
-			quiet = 0
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%w; still busy: %s", ctx.Err(), strings.Join(busy, ", "))
-		case <-time.After(250 * time.Millisecond):
-		}
-	}
-	return nil
-}
-
-func (st *stack) busyConsumers(ctx context.Context) ([]string, error) {
-	var busy []string
-	for _, stream := range []string{events.StreamWorld, events.StreamProposals} {
-		s, err := st.js.Stream(ctx, stream)
-		if err != nil {
-			return nil, err
-		}
-		lister := s.ListConsumers(ctx)
-		for info := range lister.Info() {
-			if info.NumPending > 0 || info.NumAckPending > 0 {
-				busy = append(busy, fmt.Sprintf("%s (%d pending, %d unacked)", info.Name, info.NumPending, info.NumAckPending))
-			}
-		}
-		if err := lister.Err(); err != nil {
-			return nil, err
-		}
-	}
-	return busy, nil
-}
-
 // liveStatus keeps one status line up to date until ctx ends.
-func (st *stack) liveStatus(ctx context.Context, t *tally, out *termOut) {
+func (st *devStack) liveStatus(ctx context.Context, t *tally, out *termOut) {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	w, tty := out.w, out.tty

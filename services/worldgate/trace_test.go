@@ -53,9 +53,9 @@ func TestTraceRebuildsCommittedAndRejectedJourneys(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.stop()
-	url := st.nats.ClientURL()
+	url := st.NATS.ClientURL()
 	as := func(role string) []string {
-		c := st.natsCredentials(role)
+		c := st.NATSCredentials(role)
 		return []string{"-nats-url", url, "-nats-user", c["user"], "-nats-password", c["password"]}
 	}
 	for id, ev := range map[string]struct{ typ, payload string }{
@@ -79,7 +79,7 @@ func TestTraceRebuildsCommittedAndRejectedJourneys(t *testing.T) {
 	}
 	idle, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	if err := st.waitIdle(idle); err != nil {
+	if err := st.WaitIdle(idle); err != nil {
 		t.Fatal(err)
 	}
 	trace := func(t *testing.T, args ...string) (string, error) {
@@ -213,7 +213,7 @@ func TestTraceRebuildsCommittedAndRejectedJourneys(t *testing.T) {
 			}
 		}
 		// The audit gate's record, published beside the pipeline, points into the same trace.
-		audit, _, err := scanStream(ctx, st.js, events.StreamAudit, "trace-commit", time.Now().Add(-time.Hour))
+		audit, _, err := scanStream(ctx, st.JS, events.StreamAudit, "trace-commit", time.Now().Add(-time.Hour))
 		if err != nil || len(audit) != 1 || !strings.Contains(audit[0].header.Get(events.HeaderTraceParent), traceIDs[0]) {
 			t.Errorf("audit records %+v (%v): want one, in trace %s", audit, err, traceIDs[0])
 		}

@@ -1,4 +1,4 @@
-package main
+package stack
 
 import (
 	"sync"
@@ -8,20 +8,21 @@ import (
 	"github.com/worldgate/worldgate/shared/metrics"
 )
 
-// registry is the dev stack's one Prometheus registry, served at the admin port. It also
+// Registry is the stack's one Prometheus registry, served at the admin port. It also
 // remembers what was registered on it, so that the metric catalog (docs/metrics.md) and the
 // dashboard test see every metric the workers export, including those with no series yet
 // (dead letters in a run that had none).
-type registry struct {
+type Registry struct {
 	*prometheus.Registry
 	mu         sync.Mutex
 	collectors []prometheus.Collector
 }
 
-func newRegistry() *registry { return &registry{Registry: metrics.NewRegistry()} }
+// NewRegistry returns an registry with the Go runtime and process collectors registered.
+func NewRegistry() *Registry { return &Registry{Registry: metrics.NewRegistry()} }
 
 // Register implements prometheus.Registerer.
-func (r *registry) Register(c prometheus.Collector) error {
+func (r *Registry) Register(c prometheus.Collector) error {
 	if err := r.Registry.Register(c); err != nil {
 		return err
 	}
@@ -32,7 +33,7 @@ func (r *registry) Register(c prometheus.Collector) error {
 }
 
 // MustRegister implements prometheus.Registerer.
-func (r *registry) MustRegister(cs ...prometheus.Collector) {
+func (r *Registry) MustRegister(cs ...prometheus.Collector) {
 	for _, c := range cs {
 		if err := r.Register(c); err != nil {
 			panic(err)
@@ -41,7 +42,7 @@ func (r *registry) MustRegister(cs ...prometheus.Collector) {
 }
 
 // Unregister implements prometheus.Registerer.
-func (r *registry) Unregister(c prometheus.Collector) bool {
+func (r *Registry) Unregister(c prometheus.Collector) bool {
 	if !r.Registry.Unregister(c) {
 		return false
 	}
@@ -56,8 +57,8 @@ func (r *registry) Unregister(c prometheus.Collector) bool {
 	return true
 }
 
-// registered returns what the workers registered, in registration order.
-func (r *registry) registered() []prometheus.Collector {
+// Registered returns what the workers registered, in registration order.
+func (r *Registry) Registered() []prometheus.Collector {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return append([]prometheus.Collector(nil), r.collectors...)

@@ -1,4 +1,4 @@
-package main
+package stack
 
 import (
 	"context"
@@ -14,8 +14,9 @@ import (
 // consolePlayer is the demo world's player the /play console plays as.
 const consolePlayer = "player:ana"
 
-func init() {
-	consoleRoutes = func(st *stack, key string) map[string]http.Handler {
+// consoleRoutes are edge's extra routes: the /play console.
+func consoleRoutes(st *Stack, key string) map[string]http.Handler {
+	{
 		// The page reads the world through the MCP world server, as the agents do; the client
 		// is made on first use (the MCP servers start after edge).
 		var (
@@ -28,10 +29,10 @@ func init() {
 			if mcp != nil {
 				return mcp, nil
 			}
-			if st.mcpURLs == nil {
+			if st.MCPURLs == nil {
 				return nil, errors.New("the MCP servers are not running yet")
 			}
-			c, err := st.mcpClient(st.workersCtx, "world")
+			c, err := st.MCPClient(st.WorkersCtx, "world")
 			if err != nil {
 				return nil, err
 			}

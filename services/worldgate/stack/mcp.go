@@ -1,4 +1,4 @@
-package main
+package stack
 
 import (
 	"context"
@@ -15,90 +15,92 @@ import (
 	"github.com/worldgate/worldgate/services/mcp-lore/loretools"
 	"github.com/worldgate/worldgate/services/mcp-propose/proposetools"
 	"github.com/worldgate/worldgate/services/mcp-world/worldtools"
-	"github.com/worldgate/worldgate/shared/graphx"
 	"github.com/worldgate/worldgate/shared/mcpx"
 	"github.com/worldgate/worldgate/shared/mcpx/issuer"
 	"github.com/worldgate/worldgate/shared/natsx/natsauth"
 )
 
-func init() { parts = append(parts, part{"mcp servers", startMCP}) }
-
-// startMCP serves the three read-only MCP servers on one port, at /mcp/world, /mcp/lore and
+// MCP serves the three read-only MCP servers on one port, at /mcp/world, /mcp/lore and
 // /mcp/classify, and the narrators' proposal server at /mcp/propose (scope propose, granted
 // only to its own dev client), with the dev token issuer beside them (OAuth authorization server metadata,
 // client_credentials token endpoint, JWKS): each server publishes its protected-resource
 // metadata and accepts the issuer's ES256 tokens naming it as audience, and the static dev key
 // (HS256 tokens signed with a secret kept in the data directory).
-func startMCP(ctx context.Context, st *stack) error {
-	secret, err := devSecret(filepath.Join(st.f.dataDir, "mcp-jwt.secret"))
+var MCP = Part{"mcp servers", startMCP}
+
+func startMCP(ctx context.Context, st *Stack) error {
+	secret, err := devSecret(filepath.Join(st.DataDir, "mcp-jwt.secret"))
 	if err != nil {
 		return err
 	}
-	key, err := issuer.LoadOrCreateKey(filepath.Join(st.f.dataDir, "mcp-issuer.jwk"))
+	key, err := issuer.LoadOrCreateKey(filepath.Join(st.DataDir, "mcp-issuer.jwk"))
 	if err != nil {
 		return err
 	}
-	clientSecret, err := devClientSecret(filepath.Join(st.f.dataDir, "mcp-client.secret"))
+	clientSecret, err := devClientSecret(filepath.Join(st.DataDir, "mcp-client.secret"))
 	if err != nil {
 		return err
 	}
-	narratorSecret, err := devClientSecret(filepath.Join(st.f.dataDir, "mcp-narrator.secret"))
+	narratorSecret, err := devClientSecret(filepath.Join(st.DataDir, "mcp-narrator.secret"))
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", net.JoinHostPort(st.f.host, strconv.Itoa(st.f.mcpPort)))
+	ln, err := net.Listen("tcp", net.JoinHostPort(st.Host, strconv.Itoa(st.MCPPort)))
 	if err != nil {
-		return portHint(err, "mcp-port", st.f.mcpPort)
+		return portHint(err, "mcp-port", st.MCPPort)
 	}
 	base := "http://" + ln.Addr().String()
-	st.mcpURLs = map[string]string{"world": base + "/mcp/world", "lore": base + "/mcp/lore", "classify": base + "/mcp/classify", "propose": base + "/mcp/propose"}
+	st.MCPURLs = map[string]string{"world": base + "/mcp/world", "lore": base + "/mcp/lore", "classify": base + "/mcp/classify", "propose": base + "/mcp/propose"}
 	readScopes := []string{mcpx.ScopeWorldRead, mcpx.ScopeLoreRead, mcpx.ScopeClassifyRead}
 	iss, err := issuer.New(issuer.Config{URL: base, Key: key, TTL: time.Hour,
 		Clients: []issuer.Client{{ID: devClientID, Secret: clientSecret, Scopes: readScopes},
 			{ID: devNarratorID, Secret: narratorSecret, Scopes: []string{mcpx.ScopePropose}}},
 		Resources: []issuer.Resource{
-			{URL: st.mcpURLs["world"], Scope: mcpx.ScopeWorldRead},
-			{URL: st.mcpURLs["lore"], Scope: mcpx.ScopeLoreRead},
-			{URL: st.mcpURLs["classify"], Scope: mcpx.ScopeClassifyRead},
-			{URL: st.mcpURLs["propose"], Scope: mcpx.ScopePropose},
+			{URL: st.MCPURLs["world"], Scope: mcpx.ScopeWorldRead},
+			{URL: st.MCPURLs["lore"], Scope: mcpx.ScopeLoreRead},
+			{URL: st.MCPURLs["classify"], Scope: mcpx.ScopeClassifyRead},
+			{URL: st.MCPURLs["propose"], Scope: mcpx.ScopePropose},
 		}})
 	if err != nil {
 		_ = ln.Close()
 		return err
 	}
-	token, err := iss.Mint("worldgate-dev", readScopes, []string{st.mcpURLs["world"], st.mcpURLs["lore"], st.mcpURLs["classify"]}, 30*24*time.Hour)
+	token, err := iss.Mint("worldgate-dev", readScopes, []string{st.MCPURLs["world"], st.MCPURLs["lore"], st.MCPURLs["classify"]}, 30*24*time.Hour)
 	if err != nil {
 		_ = ln.Close()
 		return err
 	}
-	auth := mcpx.AuthConfig{JWTSecret: secret, JWKS: mcpx.StaticKeySet{Set: iss.JWKS()}, Issuer: iss.URL(), Disabled: st.f.mcpNoAuth}
-	if st.f.mcpNoAuth {
-		st.log.Warn("MCP servers without authentication (-mcp-no-auth): local development only")
+	auth := mcpx.AuthConfig{JWTSecret: secret, JWKS: mcpx.StaticKeySet{Set: iss.JWKS()}, Issuer: iss.URL(), Disabled: st.MCPNoAuth}
+	if st.MCPNoAuth {
+		st.Log.Warn("MCP servers without authentication (-mcp-no-auth): local development only")
 	}
-	common := mcpx.Options{Logger: st.log.With("component", "mcp"), Registerer: st.reg, RateLimit: mcpx.RateLimit{PerSecond: 50, Burst: 100}}
+	rate := mcpx.RateLimit{PerSecond: 50, Burst: 100}
+	if st.MCPRateLimit != nil {
+		rate = *st.MCPRateLimit
+	}
+	common := mcpx.Options{Logger: st.Log.With("component", "mcp"), Registerer: st.Reg, RateLimit: rate}
 	opts := func(name string) mcpx.Options {
 		o := common
-		o.Auth = auth.ForResource(st.mcpURLs[name])
+		o.Auth = auth.ForResource(st.MCPURLs[name])
 		return o
 	}
-	st.graphRO, err = graphx.Open(graphx.Settings{ReadOnly: true, URL: st.graph.URL(), Username: devGraphReader, Password: devGraphReaderPassword})
+	st.GraphRO, err = st.OpenGraph(GraphReader)
 	if err != nil {
 		_ = ln.Close()
 		return err
 	}
-	st.onStop(st.graphRO.Close)
 
-	_, js, err := st.connectAs(natsauth.MCPWorld)
+	_, js, err := st.ConnectAs(natsauth.MCPWorld)
 	if err != nil {
 		_ = ln.Close()
 		return err
 	}
-	world, err := worldtools.New(worldtools.Options{Options: opts("world"), GraphConn: st.graphRO, JetStream: js})
+	world, err := worldtools.New(worldtools.Options{Options: opts("world"), GraphConn: st.GraphRO, JetStream: js})
 	if err != nil {
 		_ = ln.Close()
 		return err
 	}
-	lore, err := loretools.New(loretools.Options{Options: opts("lore"), GraphConn: st.graphRO, RefreshInterval: 5 * time.Second})
+	lore, err := loretools.New(loretools.Options{Options: opts("lore"), GraphConn: st.GraphRO, RefreshInterval: 5 * time.Second})
 	if err != nil {
 		_ = ln.Close()
 		return err
@@ -108,7 +110,7 @@ func startMCP(ctx context.Context, st *stack) error {
 		_ = ln.Close()
 		return err
 	}
-	_, pjs, err := st.connectAs(natsauth.MCPPropose)
+	_, pjs, err := st.ConnectAs(natsauth.MCPPropose)
 	if err != nil {
 		_ = ln.Close()
 		return err
@@ -118,8 +120,8 @@ func startMCP(ctx context.Context, st *stack) error {
 		_ = ln.Close()
 		return err
 	}
-	st.lore = lore
-	st.goRun("mcp-lore refresh", func(ctx context.Context) error { lore.Run(ctx); return nil })
+	st.Lore = lore
+	st.Go("mcp-lore refresh", func(ctx context.Context) error { lore.Run(ctx); return nil })
 
 	mux := http.NewServeMux()
 	mcpx.Mount(mux, "/mcp/world", world.Handler(), opts("world").Auth, mcpx.ScopeWorldRead)
@@ -133,25 +135,25 @@ func startMCP(ctx context.Context, st *stack) error {
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			st.log.Error("MCP server stopped", "err", err)
+			st.Log.Error("MCP server stopped", "err", err)
 		}
 	}()
-	st.onStop(func() {
+	st.OnStop(func() {
 		c, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = srv.Shutdown(c)
 	})
-	st.mcpToken = token
-	st.endpoints["mcp.world.url"] = st.mcpURLs["world"]
-	st.endpoints["mcp.lore.url"] = st.mcpURLs["lore"]
-	st.endpoints["mcp.classify.url"] = st.mcpURLs["classify"]
-	st.endpoints["mcp.propose.url"] = st.mcpURLs["propose"]
-	st.endpoints["mcp.narrator.client.id"] = devNarratorID
-	st.endpoints["mcp.narrator.client.secret"] = narratorSecret
-	st.endpoints["mcp.token"] = token
-	st.endpoints["mcp.issuer"] = iss.URL()
-	st.endpoints["mcp.client.id"] = devClientID
-	st.endpoints["mcp.client.secret"] = clientSecret
+	st.MCPToken = token
+	st.Endpoints["mcp.world.url"] = st.MCPURLs["world"]
+	st.Endpoints["mcp.lore.url"] = st.MCPURLs["lore"]
+	st.Endpoints["mcp.classify.url"] = st.MCPURLs["classify"]
+	st.Endpoints["mcp.propose.url"] = st.MCPURLs["propose"]
+	st.Endpoints["mcp.narrator.client.id"] = devNarratorID
+	st.Endpoints["mcp.narrator.client.secret"] = narratorSecret
+	st.Endpoints["mcp.token"] = token
+	st.Endpoints["mcp.issuer"] = iss.URL()
+	st.Endpoints["mcp.client.id"] = devClientID
+	st.Endpoints["mcp.client.secret"] = clientSecret
 	return nil
 }
 

@@ -1,11 +1,10 @@
-package main
+package stack
 
 import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -15,8 +14,6 @@ import (
 	"github.com/worldgate/worldgate/services/edge/edge"
 	"github.com/worldgate/worldgate/shared/natsx/natsauth"
 )
-
-func init() { parts = append(parts, part{"edge", startEdge}) }
 
 // devEdgeKey is the dev API key of edge (every scope), kept in <data-dir>/edge-dev.key.
 func devEdgeKey(dataDir string) (string, error) {
@@ -32,13 +29,12 @@ func devEdgeKey(dataDir string) (string, error) {
 	return key, os.WriteFile(path, []byte(key+"\n"), 0o600)
 }
 
-// consoleRoutes are extra routes of edge under `worldgate dev` (the /play console); set by the
-// console's file.
-var consoleRoutes func(st *stack, key string) map[string]http.Handler
+// Edge serves edge, the HTTP API, as its own NATS user, with a dev key of every scope, and the
+// /play console beside it.
+var Edge = Part{"edge", startEdge}
 
-// startEdge serves edge, the HTTP API, as its own NATS user, with a dev key of every scope.
-func startEdge(_ context.Context, st *stack) error {
-	key, err := devEdgeKey(st.f.dataDir)
+func startEdge(_ context.Context, st *Stack) error {
+	key, err := devEdgeKey(st.DataDir)
 	if err != nil {
 		return err
 	}
@@ -46,21 +42,17 @@ func startEdge(_ context.Context, st *stack) error {
 	if err != nil {
 		return err
 	}
-	nc, js, err := st.connectAs(natsauth.Edge)
+	nc, js, err := st.ConnectAs(natsauth.Edge)
 	if err != nil {
 		return err
 	}
-	var extra map[string]http.Handler
-	if consoleRoutes != nil {
-		extra = consoleRoutes(st, key)
-	}
-	srv, err := edge.New(edge.Config{JetStream: js, Keys: ring, Logger: st.log.With("component", "edge"), Registerer: st.reg, Extra: extra})
+	srv, err := edge.New(edge.Config{JetStream: js, Keys: ring, Logger: st.Log.With("component", "edge"), Registerer: st.Reg, Extra: consoleRoutes(st, key)})
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", net.JoinHostPort(st.f.host, strconv.Itoa(st.f.edgePort)))
+	ln, err := net.Listen("tcp", net.JoinHostPort(st.Host, strconv.Itoa(st.EdgePort)))
 	if err != nil {
-		return portHint(err, "edge-port", st.f.edgePort)
+		return portHint(err, "edge-port", st.EdgePort)
 	}
 	url := "http://" + ln.Addr().String()
 	svc, err := edge.Register(nc, "0.0.0-dev", url)
@@ -73,16 +65,16 @@ func startEdge(_ context.Context, st *stack) error {
 	go func() {
 		defer close(done)
 		if err := srv.Serve(ctx, ln, 5*time.Second); err != nil {
-			st.log.Error("edge stopped", "err", err)
+			st.Log.Error("edge stopped", "err", err)
 		}
 	}()
-	st.onStop(func() {
+	st.OnStop(func() {
 		cancel()
 		<-done
 		_ = svc.Stop()
 	})
-	st.endpoints["edge.url"] = url
-	st.endpoints["edge.key"] = key
-	st.edgeURL, st.edgeKey = url, key
+	st.Endpoints["edge.url"] = url
+	st.Endpoints["edge.key"] = key
+	st.EdgeURL, st.EdgeKey = url, key
 	return nil
 }

@@ -1,4 +1,4 @@
-package main
+package stack
 
 import (
 	"crypto/rand"
@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -18,11 +17,11 @@ import (
 	"github.com/worldgate/worldgate/shared/natsx/natsauth"
 )
 
-// devNATSUsers are the users `worldgate dev` runs its embedded server with: the roles of
+// natsUsers are the users the embedded server runs with: the roles of
 // services/worldgate/policy, exactly as production configures them, and one approver user per
 // name in approvers, with random passwords kept in <data-dir>/nats-users.json so that they
 // survive restarts.
-func devNATSUsers(dataDir string, approvers []string) (map[string]string, []natsx.User, error) {
+func natsUsers(dataDir string, approvers []string) (map[string]string, []natsx.User, error) {
 	rs, err := policy.Roles(route.Default(), approvers...)
 	if err != nil {
 		return nil, nil, err
@@ -58,37 +57,19 @@ func devNATSUsers(dataDir string, approvers []string) (map[string]string, []nats
 	return passwords, natsauth.Users(rs, func(role string) string { return passwords[role] }), nil
 }
 
-// connectAs connects to the embedded server as role's user; the connection drains when the
+// ConnectAs connects to the embedded server as role's user; the connection drains when the
 // stack stops (after the workers).
-func (st *stack) connectAs(role string) (*nats.Conn, jetstream.JetStream, error) {
-	nc, js, err := natsx.Connect(natsx.ConnConfig{URL: st.nats.ClientURL(), Name: "worldgate-dev/" + role,
-		User: role, Password: st.natsPasswords[role]}, st.log)
+func (st *Stack) ConnectAs(role string) (*nats.Conn, jetstream.JetStream, error) {
+	nc, js, err := natsx.Connect(natsx.ConnConfig{URL: st.NATS.ClientURL(), Name: "worldgate-dev/" + role,
+		User: role, Password: st.natsPasswords[role]}, st.Log)
 	if err != nil {
 		return nil, nil, err
 	}
-	st.onStop(func() { _ = nc.Drain() })
+	st.OnStop(func() { _ = nc.Drain() })
 	return nc, js, nil
 }
 
-// defaultApprover is the approver `worldgate dev` creates when -approvers is not given: the
-// login name, made into an approver name, or "dev".
-func defaultApprover() string {
-	var b strings.Builder
-	for _, r := range strings.ToLower(currentUser()) {
-		switch {
-		case r >= 'a' && r <= 'z', r >= '0' && r <= '9', r == '-', r == '_':
-			b.WriteRune(r)
-		default:
-			b.WriteRune('-')
-		}
-	}
-	if name := b.String(); natsauth.CheckApprover(name) == nil {
-		return name
-	}
-	return "dev"
-}
-
-// natsCredentials is how endpoints.json names a user.
-func (st *stack) natsCredentials(role string) map[string]string {
+// NATSCredentials is how endpoints.json names a NATS user.
+func (st *Stack) NATSCredentials(role string) map[string]string {
 	return map[string]string{"user": role, "password": st.natsPasswords[role]}
 }

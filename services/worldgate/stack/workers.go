@@ -1,0 +1,237 @@
+package stack
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/worldgate/worldgate/services/ai-worker/aiworker"
+	"github.com/worldgate/worldgate/services/ai-worker/budget"
+	"github.com/worldgate/worldgate/services/ai-worker/llmsetup"
+	"github.com/worldgate/worldgate/services/ai-worker/templates"
+	"github.com/worldgate/worldgate/services/event-processor/processor"
+	"github.com/worldgate/worldgate/services/gate/attest"
+	"github.com/worldgate/worldgate/services/gate/gates"
+	"github.com/worldgate/worldgate/shared/mcpx/client"
+	"github.com/worldgate/worldgate/shared/natsx"
+	"github.com/worldgate/worldgate/shared/natsx/natsauth"
+	"github.com/worldgate/worldgate/shared/runtime"
+)
+
+// The workers' parts.
+var (
+	// Processor is the event-processor, the only graph writer, and its marker pruner.
+	Processor = Part{"event-processor", startProcessor}
+	// Gates runs each gate as its own worker on its own NATS user (gates.OneProcessPerGate).
+	Gates = Part{"gates", startGates}
+	// AIWorker is the ai-worker on the LLMConfig provider (default: scripted), under Budgets.
+	AIWorker = Part{"ai-worker", startAIWorker}
+)
+
+// NewApp builds one worker's runtime app on the stack's metrics registry, connected to NATS as
+// its role's user (shared/natsx/natsauth), so dev runs under the production permissions.
+func (st *Stack) NewApp(name, role, description string) (*runtime.App, jetstream.JetStream, error) {
+	nc, js, err := st.ConnectAs(role)
+	if err != nil {
+		return nil, nil, err
+	}
+	app, err := runtime.New(runtime.Options{Name: name, Description: description, Conn: nc, JetStream: js,
+		Registerer: st.Reg, Logger: st.Log.With("worker", name)})
+	if err != nil {
+		return nil, nil, err
+	}
+	st.Admin.AddCheck(name, app.Ready)
+	return app, js, nil
+}
+
+func startProcessor(_ context.Context, st *Stack) error {
+	// The processor is the only component given the graph's write credentials.
+	conn, err := st.OpenGraph(GraphWriter)
+	if err != nil {
+		return err
+	}
+	app, _, err := st.NewApp("event-processor", natsauth.EventProcessor, "applies validated proposals to the graph, exactly once")
+	if err != nil {
+		return err
+	}
+	_, ring, err := st.GateKeys()
+	if err != nil {
+		return err
+	}
+	if _, err := processor.Register(app, processor.Deps{Graph: conn, Keyring: ring, Registerer: st.Reg, Logger: st.Log.With("worker", "event-processor"),
+		MaxInFlight: st.ProcessorInFlight}); err != nil {
+		return err
+	}
+	st.Admin.AddCheck("graph", conn.Ping)
+	st.Go("event-processor", app.Run)
+	// Apply-once markers past the default horizon (72h) are pruned, as in production.
+	pruner, err := processor.NewPruner(conn, processor.PruneConfig{}, st.Reg, st.Log.With("worker", "marker-pruner"))
+	if err != nil {
+		return err
+	}
+	st.Go("marker-pruner", func(ctx context.Context) error { pruner.Run(ctx); return nil })
+	return nil
+}
+
+// MCPClient is a client of the named MCP servers (MCP must have started), with the stack's
+// read token; it closes when the stack stops.
+func (st *Stack) MCPClient(ctx context.Context, servers ...string) (*client.Client, error) {
+	cfg := client.Config{Logger: st.Log.With("component", "mcp-client")}
+	for _, name := range servers {
+		cfg.Servers = append(cfg.Servers, client.ServerConfig{Name: name, URL: st.MCPURLs[name], Token: st.MCPToken})
+	}
+	c, err := client.New(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	st.OnStop(func() { _ = c.Close() })
+	return c, nil
+}
+
+// templateLookup lets the replay gate check template hashes against the ai-worker's registry.
+type templateLookup struct{}
+
+func (templateLookup) Lookup(id, version string) (string, bool) {
+	t, ok := templates.Registry().GetVersion(id, version)
+	if !ok {
+		return "", false
+	}
+	return t.SHA256, true
+}
+
+// GateKeys are the gates' signing keys and the keyring that accepts them, kept in
+// <data-dir>/keys (generated on first start; docs/attestation.md).
+func (st *Stack) GateKeys() (map[string]*attest.Signer, *attest.Keyring, error) {
+	return attest.Ensure(filepath.Join(st.DataDir, "keys"), gates.Known())
+}
+
+// startGates runs each gate as its own worker on its own NATS user (gate-<name>), with its own
+// signing key: a gate can publish only to its next hops and write only its own retry tickets,
+// and sign only its own decisions.
+func startGates(ctx context.Context, st *Stack) error {
+	classify, err := st.MCPClient(ctx, "classify")
+	if err != nil {
+		return err
+	}
+	signers, _, err := st.GateKeys()
+	if err != nil {
+		return err
+	}
+	cfg := gates.DefaultConfig()
+	if st.Config.Gates != nil {
+		cfg = *st.Config.Gates
+	}
+	// Production's layout: each gate its own process, NATS user and signing key.
+	for _, proc := range gates.OneProcessPerGate() {
+		name := proc.User()
+		nc, js, err := st.ConnectAs(name)
+		if err != nil {
+			return err
+		}
+		app, err := runtime.New(runtime.Options{Name: "gate", Description: "gates " + strings.Join(proc.Gates, ", "), Conn: nc, JetStream: js,
+			Registerer: st.Reg, Logger: st.Log.With("worker", name)})
+		if err != nil {
+			return err
+		}
+		st.Admin.AddCheck(name, app.Ready)
+		err = gates.Register(app, gates.Deps{
+			JetStream: js, Classify: classify, Graph: st.GraphRO, Templates: templateLookup{}, Config: cfg,
+			Signers: signers, Registerer: st.Reg, Logger: st.Log.With("worker", name),
+		}, proc.Gates)
+		if err != nil {
+			return err
+		}
+		st.Go(name, app.Run)
+	}
+	return nil
+}
+
+func startAIWorker(ctx context.Context, st *Stack) error {
+	opts := llmsetup.Options{Registerer: st.Reg, Logger: st.Log.With("component", "llm")}
+	ledger, err := st.startBudgets(ctx)
+	if err != nil {
+		return err
+	}
+	if ledger != nil {
+		opts.Admitter = ledger
+	}
+	provider, err := llmsetup.Default(opts)
+	if st.LLMConfig != "" {
+		provider, err = llmsetup.Load(st.LLMConfig, opts)
+	}
+	if err != nil {
+		return err
+	}
+	tools, err := st.MCPClient(ctx, "world", "lore", "classify")
+	if err != nil {
+		return err
+	}
+	app, js, err := st.NewApp("ai-worker", natsauth.AIWorker, "agent roles: ambience, npc-dialogue, quest-planner, world-rules")
+	if err != nil {
+		return err
+	}
+	kv, err := js.KeyValue(ctx, natsx.BucketAICache)
+	if err != nil {
+		return err
+	}
+	st.Admin.AddDetail("llm", func(context.Context) any { return provider.Health() })
+	deps := aiworker.Deps{LLM: provider, Tools: tools, KV: kv, Registerer: st.Reg, Logger: st.Log.With("worker", "ai-worker")}
+	if st.Offenders != nil {
+		deps.OnInputFlag = st.Offenders.OnFlag // repeat offenders get tighter per-player budgets
+	}
+	if err := aiworker.Register(app, deps); err != nil {
+		return err
+	}
+	st.Go("ai-worker", app.Run)
+	return nil
+}
+
+// startBudgets starts the ai-worker's budget ledger on the Budgets file (default:
+// DefaultBudgets), as the ai-worker user, with its metrics on the stack's registry.
+func (st *Stack) startBudgets(ctx context.Context) (*budget.Ledger, error) {
+	var cfg *budget.Config
+	var err error
+	switch st.Budgets {
+	case "none":
+		return nil, nil
+	case "":
+		if cfg, err = budget.ParseConfig(st.DefaultBudgets); err != nil {
+			return nil, fmt.Errorf("default budgets: %w", err)
+		}
+	default:
+		// A bad file stops start-up with its line and field, as the ai-worker's -budgets does.
+		if cfg, err = budget.LoadConfig(st.Budgets); err != nil {
+			return nil, err
+		}
+	}
+	_, js, err := st.ConnectAs(natsauth.AIWorker)
+	if err != nil {
+		return nil, err
+	}
+	b, err := budget.OpenBuckets(ctx, js)
+	if err != nil {
+		return nil, err
+	}
+	m, err := budget.NewMetrics(st.Reg)
+	if err != nil {
+		return nil, err
+	}
+	log := st.Log.With("component", "budget")
+	l, err := budget.NewLedger(ctx, b, cfg, budget.Options{Metrics: m, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	if err := l.Start(st.WorkersCtx); err != nil {
+		return nil, err
+	}
+	st.OnStop(l.Close)
+	st.Reg.MustRegister(budget.NewCollector(b, log))
+	if st.Offenders, err = budget.NewOffenders(b.Control, budget.OffenderPolicy{}, st.Reg, log, nil); err != nil {
+		return nil, err
+	}
+	st.Ledger = l
+	return l, nil
+}
