@@ -181,3 +181,31 @@ func TestProvisionAsAdmin(t *testing.T) {
 		}
 	}
 }
+
+// `worldgate k8s-gates` writes what is committed in deploy/kubernetes/base/gates, and nothing
+// else is there: a gate's deployment comes from the registry only.
+func TestK8sGatesWritesTheCommittedFiles(t *testing.T) {
+	dir := t.TempDir()
+	if err := runK8sGates(context.Background(), []string{"-out", dir}, &bytes.Buffer{}, &bytes.Buffer{}); err != nil {
+		t.Fatal(err)
+	}
+	const committed = "../../deploy/kubernetes/base/gates"
+	want, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	have, err := os.ReadDir(committed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(have) != len(want) || len(want) != len(gates.Known())+1 {
+		t.Errorf("%s has %d files, k8s-gates writes %d (one per gate of the registry and the kustomization)", committed, len(have), len(want))
+	}
+	for _, e := range want {
+		a, _ := os.ReadFile(filepath.Join(dir, e.Name()))
+		b, err := os.ReadFile(filepath.Join(committed, e.Name()))
+		if err != nil || !bytes.Equal(a, b) {
+			t.Errorf("%s/%s differs from what k8s-gates writes (%v): run `go generate ./services/worldgate/policy`", committed, e.Name(), err)
+		}
+	}
+}

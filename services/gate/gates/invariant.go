@@ -37,6 +37,7 @@ const Invariant = "invariant"
 var invariantGate = Spec{
 	Name: Invariant, New: newInvariant,
 	Summary: "domain rules against the graph, read-only: referenced entities exist, exits unique",
+	Needs:   []Need{NeedGraphReader},
 }
 
 func newInvariant(d Deps) (Gate, error) {

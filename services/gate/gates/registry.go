@@ -38,7 +38,23 @@ type Spec struct {
 	// Publish are the subjects the gate publishes to beyond its next hops (from the routes)
 	// and its rejections (proposals.rejected.<name>).
 	Publish []string
+	// Needs are the outside dependencies New requires (Deps fields), which a deployment must
+	// give the gate's process: the generated Kubernetes manifests wire them.
+	Needs []Need
 }
+
+// Need is an outside dependency of a gate.
+type Need string
+
+// The dependencies a gate may need.
+const (
+	// NeedClassifier: an MCP client of mcp-classify (Deps.Classify), with its token.
+	NeedClassifier Need = "classifier"
+	// NeedGraphReader: a read-only graph connection (Deps.Graph), as the graph's reader.
+	NeedGraphReader Need = "graph-reader"
+	// NeedTemplates: the prompt templates file (Deps.Templates).
+	NeedTemplates Need = "templates"
+)
 
 // Consumer is an extra durable consumer of a gate on stream PROPOSALS.
 type Consumer struct {
@@ -102,7 +118,7 @@ func (s Spec) validate() error {
 }
 
 func cloneSpec(s Spec) Spec {
-	s.Buckets, s.Consumers, s.Publish = slices.Clone(s.Buckets), slices.Clone(s.Consumers), slices.Clone(s.Publish)
+	s.Buckets, s.Consumers, s.Publish, s.Needs = slices.Clone(s.Buckets), slices.Clone(s.Consumers), slices.Clone(s.Publish), slices.Clone(s.Needs)
 	return s
 }
 

@@ -24,6 +24,7 @@ const Replay = "replay"
 var replayGate = Spec{
 	Name: Replay, New: newReplay,
 	Summary: "provenance complete: the template is known and the context hash recomputes",
+	Needs:   []Need{NeedTemplates},
 }
 
 func newReplay(d Deps) (Gate, error) {

@@ -33,6 +33,7 @@ const Safety = events.GateSafety
 var safetyGate = Spec{
 	Name: Safety, New: newSafety,
 	Summary: "the moderation verdict (mcp-classify) on the text that reaches players",
+	Needs:   []Need{NeedClassifier},
 }
 
 func newSafety(d Deps) (Gate, error) {

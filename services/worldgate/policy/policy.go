@@ -4,6 +4,7 @@
 // users from here.
 //
 //go:generate go run .. nats-config -out ../../../deploy/nats -doc ../../../docs/nats-permissions.md -approvers ops
+//go:generate go run .. k8s-gates -out ../../../deploy/kubernetes/base/gates
 package policy
 
 import (
