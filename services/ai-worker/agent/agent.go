@@ -276,27 +276,62 @@ type task struct {
 	downgrade string
 }
 
+// generate runs one generation as a sequence of steps: pick the template, build the request,
+// converse with the model (its tool calls answered through MCP, each turn cached), check the
+// answer against the kind's contract (one repair reprompt), then propose it with its
+// provenance. A step that cannot go on returns fallback content (done) or an error that
+// retries the trigger later.
 func (a *Agent) generate(ctx context.Context, g Generation) (*Result, error) {
-	role, env, in := g.Role, g.Trigger, g.Input
-	t := &task{role: role, env: env, in: in, attempt: g.Attempt}
-	var spec templates.Spec
-	if g.Template != nil {
-		spec = *g.Template
-	} else {
-		var ok bool
-		if spec, ok = templates.Get(role.Template); !ok {
-			return nil, fmt.Errorf("role %s names template %q, which is not registered", role.Name, role.Template)
-		}
+	t := &task{role: g.Role, env: g.Trigger, in: g.Input, attempt: g.Attempt}
+	spec, err := template(g)
+	if err != nil {
+		return nil, err
 	}
 	t.spec = spec
 	if a.cfg.LLM == nil {
 		return a.fallback(ctx, t, CauseLLMError, "no LLM provider is configured")
 	}
-	schema, err := templates.OutputSchema(role.Kind)
+	req, servers, done, err := a.request(ctx, t, g)
+	if done != nil || err != nil {
+		return done, err
+	}
+	c, done, err := a.converse(ctx, t, req, servers)
+	if done != nil || err != nil {
+		return done, err
+	}
+	payload, done, err := a.checkAnswer(ctx, t, req, c)
+	if done != nil || err != nil {
+		return done, err
+	}
+	prov, err := a.provenanceOf(t, c)
 	if err != nil {
 		return nil, err
 	}
-	data := templates.Data{Facts: in.Facts, Untrusted: in.Untrusted}
+	return a.proposeAnswer(ctx, t, payload, prov)
+}
+
+// template is the generation's template: the version it names, else the newest of its role's.
+func template(g Generation) (templates.Spec, error) {
+	if g.Template != nil {
+		return *g.Template, nil
+	}
+	spec, ok := templates.Get(g.Role.Template)
+	if !ok {
+		return templates.Spec{}, fmt.Errorf("role %s names template %q, which is not registered", g.Role.Name, g.Role.Template)
+	}
+	return spec, nil
+}
+
+// request renders the prompt (with a reprompt's feedback) and builds the model request with
+// the role's MCP tools; servers maps each tool to its server. Missing required tools end the
+// generation with fallback content.
+func (a *Agent) request(ctx context.Context, t *task, g Generation) (_ *llm.Request, servers map[string]string, done *Result, _ error) {
+	role, spec := t.role, t.spec
+	schema, err := templates.OutputSchema(role.Kind)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	data := templates.Data{Facts: t.in.Facts, Untrusted: t.in.Untrusted}
 	if rej := g.Rejection; rej != nil {
 		r := prompt.Data("rejection_reason", fmt.Sprintf("%s gate, %s: %s", rej.Gate, rej.Code, rej.Reason))
 		p := prompt.Data("previous_answer", string(g.Previous))
@@ -304,156 +339,202 @@ func (a *Agent) generate(ctx context.Context, g Generation) (*Result, error) {
 	}
 	user, err := spec.Render(data)
 	if err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
 	offered := a.cfg.Tools.Tools(role.Tools)
 	if missing := missingTools(role.Required, offered); len(missing) > 0 {
-		return a.fallback(ctx, t, CauseToolsUnavailable,
+		done, err := a.fallback(ctx, t, CauseToolsUnavailable,
 			fmt.Sprintf("MCP tools %s are unavailable (their server is down or unreachable)", strings.Join(missing, ", ")))
+		return nil, nil, done, err
 	}
-	servers := map[string]string{}
+	servers = map[string]string{}
 	tools := make([]llm.Tool, 0, len(offered))
 	for _, tl := range offered {
 		servers[tl.Name] = tl.Server
 		tools = append(tools, llm.Tool{Name: tl.Name, Description: tl.Description, InputSchema: tl.InputSchema})
 	}
 	temp, seed := spec.Temperature, spec.Seed
-	req := &llm.Request{
+	return &llm.Request{
 		Purpose:     role.Purpose,
 		Messages:    []llm.Message{{Role: llm.RoleUser, Content: user}},
 		Tools:       tools,
 		Output:      &llm.OutputSchema{Name: role.Kind, Description: "the " + role.Kind + " proposal payload", Schema: schema},
 		Temperature: &temp, Seed: &seed, MaxTokens: spec.MaxTokens, Model: g.Model,
-	}
-	planned := a.plannedModel(req)
-	inputDigest := sum(user)
+	}, servers, nil, nil
+}
 
-	var (
-		final    *turn
-		fromHit  bool
-		turnKey  string
-		liveTurn bool
-	)
+// conversation is where the model's turns ended.
+type conversation struct {
+	final    *turn  // the answer
+	fromHit  bool   // the answer came from the cache
+	liveTurn bool   // some turn called the model
+	turnKey  string // the answer's cache key
+}
+
+// converse asks the model, answers its tool calls and asks again, up to maxRounds turns and
+// the tool budget; each turn is looked up in the cache first (keyed by the context hash so
+// far) and a tool request is cached too.
+func (a *Agent) converse(ctx context.Context, t *task, req *llm.Request, servers map[string]string) (*conversation, *Result, error) {
+	planned := a.plannedModel(req)
+	inputDigest := sum(req.Messages[0].Content)
+	c := &conversation{}
 	for round := 0; round < maxRounds; round++ {
 		if t.executed >= a.cfg.ToolBudget || round == maxRounds-1 {
 			req.Tools = nil // nothing left to spend: the model must answer
 		}
-		ch, err := provenance.ContextHash(string(role.Purpose), spec.SHA256, provenance.ToolResults(t.calls), planned)
+		ch, err := provenance.ContextHash(string(t.role.Purpose), t.spec.SHA256, provenance.ToolResults(t.calls), planned)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		turnKey = "out." + sum(ch, inputDigest, fmt.Sprint(req.Tools != nil))[:48]
-		tr, hit, err := a.cachedTurn(ctx, turnKey)
+		c.turnKey = "out." + sum(ch, inputDigest, fmt.Sprint(req.Tools != nil))[:48]
+		tr, hit, err := a.cachedTurn(ctx, c.turnKey)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if !hit {
-			resp, err := a.cfg.LLM.Complete(ctx, req)
-			if err != nil {
-				if ctx.Err() != nil {
-					return nil, ctx.Err() // shutting down: the trigger is redelivered
-				}
-				cause := CauseLLMError
-				switch llm.KindOf(err) {
-				case llm.KindInvalidOutput:
-					cause = CauseInvalidOutput
-				case llm.KindBudget:
-					a.logger(ctx).Warn(telemetry.BudgetRefused, "correlationId", env.CorrelationID, telemetry.DimRole, role.Name,
-						telemetry.DimPurpose, string(role.Purpose), telemetry.DimBudgetReason, err.Error())
-					return a.fallback(ctx, t, CauseBudget, "the spending budgets refused every model tier: "+err.Error())
-				}
-				return a.fallback(ctx, t, cause, "the model failed after the provider layer's retries: "+err.Error())
+			var done *Result
+			if tr, done, err = a.callModel(ctx, t, req); done != nil || err != nil {
+				return nil, done, err
 			}
-			t.usage = t.usage.Add(resp.Usage)
-			t.cost += resp.CostUSD
-			t.latency += resp.Latency
-			t.repaired = t.repaired || resp.Repaired
-			for _, d := range resp.Downgrades {
-				a.m.downgrades.WithLabelValues(string(role.Purpose), d.From, d.To).Inc()
-				a.logger(ctx).Warn(telemetry.BudgetDowngraded, "correlationId", env.CorrelationID, telemetry.DimRole, role.Name,
-					telemetry.DimPurpose, string(role.Purpose), telemetry.DimTierFrom, d.From, telemetry.DimTierTo, d.To, telemetry.DimBudgetReason, d.Reason)
-				if t.downgrade == "" {
-					t.downgrade = d.From + "→" + d.To + ": " + d.Reason
-				}
-			}
-			tr = &turn{Text: resp.Text, ToolCalls: resp.ToolCalls, Provider: resp.Provider, Model: resp.Model}
 			if len(tr.ToolCalls) > 0 && req.Tools != nil {
 				// Tool requests are a function of the conversation so far: cache them too, so
 				// that a task served from the cache spends no tokens at all.
-				if err := a.putTurn(ctx, turnKey, tr); err != nil {
-					return nil, err
+				if err := a.putTurn(ctx, c.turnKey, tr); err != nil {
+					return nil, nil, err
 				}
 			}
-			liveTurn = true
+			c.liveTurn = true
 		}
 		if len(tr.ToolCalls) == 0 || req.Tools == nil {
-			final, fromHit = tr, hit
+			c.final, c.fromHit = tr, hit
 			break
 		}
 		req.Messages = append(req.Messages, llm.Message{Role: llm.RoleAssistant, Content: tr.Text, ToolCalls: tr.ToolCalls})
 		down, err := a.runTools(ctx, t, tr.ToolCalls, servers, req)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if down != "" {
-			return a.fallback(ctx, t, CauseToolsUnavailable, down)
+			done, err := a.fallback(ctx, t, CauseToolsUnavailable, down)
+			return nil, done, err
 		}
 	}
-	if final == nil || len(final.ToolCalls) > 0 && final.Text == "" {
-		return a.fallback(ctx, t, CauseInvalidOutput, "the model kept asking for tools and never answered")
+	if c.final == nil || len(c.final.ToolCalls) > 0 && c.final.Text == "" {
+		done, err := a.fallback(ctx, t, CauseInvalidOutput, "the model kept asking for tools and never answered")
+		return nil, done, err
 	}
-	payload, verr := a.validate(final.Text, role, in)
-	if verr != nil && !fromHit && !t.repaired {
-		// One repair reprompt carrying the validation error (the provider layer makes its own
-		// against the output schema; this one also covers what only the contract checks).
+	return c, nil, nil
+}
+
+// callModel makes one model call and accounts for it (tokens, cost, latency, budget
+// downgrades). A failed call ends the generation with fallback content, unless the context
+// ended (shutting down: the trigger is redelivered).
+func (a *Agent) callModel(ctx context.Context, t *task, req *llm.Request) (*turn, *Result, error) {
+	role, env := t.role, t.env
+	resp, err := a.cfg.LLM.Complete(ctx, req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, nil, ctx.Err()
+		}
+		cause := CauseLLMError
+		switch llm.KindOf(err) {
+		case llm.KindInvalidOutput:
+			cause = CauseInvalidOutput
+		case llm.KindBudget:
+			a.logger(ctx).Warn(telemetry.BudgetRefused, "correlationId", env.CorrelationID, telemetry.DimRole, role.Name,
+				telemetry.DimPurpose, string(role.Purpose), telemetry.DimBudgetReason, err.Error())
+			done, err := a.fallback(ctx, t, CauseBudget, "the spending budgets refused every model tier: "+err.Error())
+			return nil, done, err
+		}
+		done, err := a.fallback(ctx, t, cause, "the model failed after the provider layer's retries: "+err.Error())
+		return nil, done, err
+	}
+	t.account(resp)
+	t.repaired = t.repaired || resp.Repaired
+	for _, d := range resp.Downgrades {
+		a.m.downgrades.WithLabelValues(string(role.Purpose), d.From, d.To).Inc()
+		a.logger(ctx).Warn(telemetry.BudgetDowngraded, "correlationId", env.CorrelationID, telemetry.DimRole, role.Name,
+			telemetry.DimPurpose, string(role.Purpose), telemetry.DimTierFrom, d.From, telemetry.DimTierTo, d.To, telemetry.DimBudgetReason, d.Reason)
+		if t.downgrade == "" {
+			t.downgrade = d.From + "→" + d.To + ": " + d.Reason
+		}
+	}
+	return &turn{Text: resp.Text, ToolCalls: resp.ToolCalls, Provider: resp.Provider, Model: resp.Model}, nil, nil
+}
+
+// account adds a model call's usage, cost and latency to the task.
+func (t *task) account(resp *llm.Response) {
+	t.usage = t.usage.Add(resp.Usage)
+	t.cost += resp.CostUSD
+	t.latency += resp.Latency
+}
+
+// checkAnswer validates the answer against the kind's contract, with one repair reprompt
+// carrying the validation error (the provider layer makes its own against the output schema;
+// this one also covers what only the contract checks), and caches the valid answer.
+func (a *Agent) checkAnswer(ctx context.Context, t *task, req *llm.Request, c *conversation) (json.RawMessage, *Result, error) {
+	role := t.role
+	payload, verr := a.validate(c.final.Text, role, t.in)
+	if verr != nil && !c.fromHit && !t.repaired {
 		rep := req.Clone()
 		rep.Tools = nil
-		rep.Messages = append(rep.Messages, llm.Message{Role: llm.RoleAssistant, Content: final.Text},
+		rep.Messages = append(rep.Messages, llm.Message{Role: llm.RoleAssistant, Content: c.final.Text},
 			llm.Message{Role: llm.RoleUser, Content: llm.RepairPrompt(role.Kind, verr)})
 		resp, err := a.cfg.LLM.Complete(ctx, rep)
 		if err != nil {
 			if ctx.Err() != nil {
-				return nil, ctx.Err()
+				return nil, nil, ctx.Err()
 			}
-			return a.fallback(ctx, t, CauseLLMError, "the repair reprompt failed: "+err.Error())
+			done, err := a.fallback(ctx, t, CauseLLMError, "the repair reprompt failed: "+err.Error())
+			return nil, done, err
 		}
-		t.usage = t.usage.Add(resp.Usage)
-		t.cost += resp.CostUSD
-		t.latency += resp.Latency
+		t.account(resp)
 		t.repaired = true
-		final = &turn{Text: resp.Text, Provider: resp.Provider, Model: resp.Model}
-		payload, verr = a.validate(final.Text, role, in)
+		c.final = &turn{Text: resp.Text, Provider: resp.Provider, Model: resp.Model}
+		payload, verr = a.validate(c.final.Text, role, t.in)
 	}
 	if verr != nil {
-		return a.fallback(ctx, t, CauseInvalidOutput, "the answer does not match the "+role.Kind+" schema: "+verr.Error())
+		done, err := a.fallback(ctx, t, CauseInvalidOutput, "the answer does not match the "+role.Kind+" schema: "+verr.Error())
+		return nil, done, err
 	}
-	if !fromHit {
-		if err := a.putTurn(ctx, turnKey, final); err != nil {
-			return nil, err
+	if !c.fromHit {
+		if err := a.putTurn(ctx, c.turnKey, c.final); err != nil {
+			return nil, nil, err
 		}
 	}
-	purpose := string(role.Purpose)
-	if fromHit && !liveTurn {
+	return payload, nil, nil
+}
+
+// provenanceOf is what the proposal records of how it was made (and counts the cache hit or
+// miss and the tool calls).
+func (a *Agent) provenanceOf(t *task, c *conversation) (*events.Provenance, error) {
+	purpose, spec := string(t.role.Purpose), t.spec
+	cacheHit := c.fromHit && !c.liveTurn
+	if cacheHit {
 		a.m.cacheHits.WithLabelValues(purpose).Inc()
 	} else {
 		a.m.cacheMiss.WithLabelValues(purpose).Inc()
 	}
 	a.m.toolCalls.WithLabelValues(purpose).Observe(float64(t.executed))
-	ch, err := provenance.ContextHash(purpose, spec.SHA256, provenance.ToolResults(t.calls), final.Model)
+	ch, err := provenance.ContextHash(purpose, spec.SHA256, provenance.ToolResults(t.calls), c.final.Model)
 	if err != nil {
 		return nil, err
 	}
 	ref := spec.Ref()
-	prov := &events.Provenance{
-		Provider: final.Provider, Model: final.Model,
+	return &events.Provenance{
+		Provider: c.final.Provider, Model: c.final.Model,
 		PromptTemplate: &events.TemplateRef{ID: ref.ID, Version: ref.Version, SHA256: ref.SHA256},
 		ContextHash:    ch, ToolCalls: t.calls,
 		Tokens:      events.Tokens{Prompt: t.usage.PromptTokens, Completion: t.usage.CompletionTokens, Cached: t.usage.CachedPromptTokens},
 		CostUSD:     t.cost,
-		Temperature: temp, Seed: seed,
+		Temperature: spec.Temperature, Seed: spec.Seed,
 		LatencyMs: float64(t.latency.Microseconds()) / 1000,
-		CacheHit:  fromHit && !liveTurn,
-	}
+		CacheHit:  cacheHit,
+	}, nil
+}
+
+// proposeAnswer builds the proposal, counts it and logs the prompt as issued.
+func (a *Agent) proposeAnswer(ctx context.Context, t *task, payload json.RawMessage, prov *events.Provenance) (*Result, error) {
 	res, err := a.propose(t, payload, prov)
 	if err != nil {
 		return nil, err
@@ -463,7 +544,7 @@ func (a *Agent) generate(ctx context.Context, g Generation) (*Result, error) {
 	if t.repaired {
 		outcome = telemetry.OutcomeModified
 	}
-	a.m.tasks.WithLabelValues(role.Name, "proposed").Inc()
+	a.m.tasks.WithLabelValues(t.role.Name, "proposed").Inc()
 	a.logger(ctx).Info(telemetry.PromptIssued, a.dims(t, res.Proposal, outcome)...)
 	return res, nil
 }
