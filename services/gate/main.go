@@ -153,7 +153,7 @@ func run(args []string) error {
 		return err
 	}
 	deps := gates.Deps{JetStream: js, Routes: &routes, Signers: signers, Config: cfg, Registerer: reg, Logger: log}
-	if slices.Contains(names, gates.Safety) {
+	if len(gates.Needing(names, gates.NeedClassifier)) > 0 {
 		mc, err := client.New(ctx, client.Config{Servers: []client.ServerConfig{{Name: "classify", URL: f.classifyURL, Token: f.classifyToken}},
 			AllowList: []string{gates.ModerateTool}, Logger: log})
 		if err != nil {
@@ -170,18 +170,18 @@ func run(args []string) error {
 			return nil
 		})
 	}
-	if slices.Contains(names, gates.Invariant) {
+	if who := gates.Needing(names, gates.NeedGraphReader); len(who) > 0 {
 		g, err := graphx.Open(f.graph)
 		if err != nil {
-			return fmt.Errorf("the invariant gate needs the graph: %w", err)
+			return fmt.Errorf("gates %s need the graph: %w", strings.Join(who, ", "), err)
 		}
 		defer g.Close()
 		deps.Graph = g
 		adm.AddCheck("graph", g.Ping)
 	}
-	if slices.Contains(names, gates.Replay) {
+	if who := gates.Needing(names, gates.NeedTemplates); len(who) > 0 {
 		if f.templates == "" {
-			return errors.New("the replay gate needs -templates: a JSON file mapping \"id@version\" to each prompt template's sha256")
+			return fmt.Errorf("gates %s need -templates: a JSON file mapping \"id@version\" to each prompt template's sha256", strings.Join(who, ", "))
 		}
 		data, err := os.ReadFile(f.templates)
 		if err != nil {

@@ -46,6 +46,18 @@ type Spec struct {
 // Need is an outside dependency of a gate.
 type Need string
 
+// Needing returns those of the named gates whose Spec needs n: what a process running them
+// must be given (the gate service connects to a dependency only for them).
+func Needing(names []string, n Need) []string {
+	var out []string
+	for _, name := range names {
+		if s, ok := Lookup(name); ok && slices.Contains(s.Needs, n) {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
 // The dependencies a gate may need.
 const (
 	// NeedClassifier: an MCP client of mcp-classify (Deps.Classify), with its token.
