@@ -19,8 +19,10 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/worldgate/worldgate/services/mcp-classify/classifytools"
 	"github.com/worldgate/worldgate/shared/mcpx"
+	"github.com/worldgate/worldgate/shared/natsx"
 )
 
 func main() {
@@ -46,10 +48,22 @@ func run() error {
 	fs.StringVar(&guardCfg.Model, "moderation-guard-model", "llama-guard3", "the guard classifier's model name")
 	fs.StringVar(&guardCfg.APIKey, "moderation-guard-key", "", "API key for the guard server, if it needs one")
 	modTimeout := fs.Duration("moderation-model-timeout", 5*time.Second, "timeout of one model-backed moderation request")
+	// NATS only registers the server with service discovery (worldgate status).
+	ncfg := natsx.ConnConfig{Name: "mcp-classify", User: "mcp-classify"}
+	ncfg.RegisterFlags(fs, "mcp-classify", true)
 	if err := config.Parse(fs, os.Args[1:], mcpx.EnvPrefix); err != nil {
 		return err
 	}
 	logger := f.Logger(os.Stderr, "mcp-classify")
+	var nc *nats.Conn
+	if ncfg.URL != "" {
+		c, _, err := natsx.Connect(ncfg, logger)
+		if err != nil {
+			return err
+		}
+		defer c.Drain()
+		nc = c
+	}
 	reg := metrics.NewRegistry()
 	common, err := f.ServerOptions(logger, reg)
 	if err != nil {
@@ -81,5 +95,5 @@ func run() error {
 	mcpx.Mount(mux, "/mcp", srv.Handler(), common.Auth, mcpx.ScopeClassifyRead)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	return mcpx.Run(ctx, mcpx.RunOptions{Flags: &f, Service: "mcp-classify", Logger: logger, Server: srv.MCP(), Handler: mux, Gatherer: reg})
+	return mcpx.Run(ctx, mcpx.RunOptions{Flags: &f, Service: "mcp-classify", Logger: logger, Server: srv.MCP(), Handler: mux, Gatherer: reg, NATS: nc})
 }

@@ -20,9 +20,11 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/worldgate/worldgate/services/mcp-lore/loretools"
 	"github.com/worldgate/worldgate/shared/graphx"
 	"github.com/worldgate/worldgate/shared/mcpx"
+	"github.com/worldgate/worldgate/shared/natsx"
 )
 
 func main() {
@@ -43,6 +45,9 @@ func run() error {
 	graph.RegisterFlags(fs, "graph-")
 	factsFile := fs.String("facts", "", "JSON file of extra facts [{id,title,text,tags,canonical}]")
 	refresh := fs.Duration("refresh", time.Minute, "reload facts from the graph this often")
+	// NATS only registers the server with service discovery (worldgate status).
+	ncfg := natsx.ConnConfig{Name: "mcp-lore", User: "mcp-lore"}
+	ncfg.RegisterFlags(fs, "mcp-lore", true)
 	if err := config.Parse(fs, os.Args[1:], mcpx.EnvPrefix); err != nil {
 		return err
 	}
@@ -56,6 +61,15 @@ func run() error {
 		if err := json.Unmarshal(data, &facts); err != nil {
 			return fmt.Errorf("facts file: %w", err)
 		}
+	}
+	var nc *nats.Conn
+	if ncfg.URL != "" {
+		c, _, err := natsx.Connect(ncfg, logger)
+		if err != nil {
+			return err
+		}
+		defer c.Drain()
+		nc = c
 	}
 	reg := metrics.NewRegistry()
 	common, err := f.ServerOptions(logger, reg)
@@ -77,5 +91,5 @@ func run() error {
 	go srv.Run(ctx)
 	mux := http.NewServeMux()
 	mcpx.Mount(mux, "/mcp", srv.Handler(), common.Auth, mcpx.ScopeLoreRead)
-	return mcpx.Run(ctx, mcpx.RunOptions{Flags: &f, Service: "mcp-lore", Logger: logger, Server: srv.MCP(), Handler: mux, Gatherer: reg, Ready: srv.Ready})
+	return mcpx.Run(ctx, mcpx.RunOptions{Flags: &f, Service: "mcp-lore", Logger: logger, Server: srv.MCP(), Handler: mux, Gatherer: reg, Ready: srv.Ready, NATS: nc})
 }

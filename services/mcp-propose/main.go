@@ -71,7 +71,7 @@ func run() error {
 	mcpx.Mount(mux, "/mcp", srv.Handler(), common.Auth, mcpx.ScopePropose)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	return mcpx.Run(ctx, mcpx.RunOptions{Flags: &f, Service: "mcp-propose", Logger: logger, Server: srv.MCP(), Handler: mux, Gatherer: reg,
+	return mcpx.Run(ctx, mcpx.RunOptions{Flags: &f, Service: "mcp-propose", Logger: logger, Server: srv.MCP(), Handler: mux, Gatherer: reg, NATS: nc,
 		Ready: func(context.Context) error {
 			if !nc.IsConnected() {
 				return fmt.Errorf("NATS: %s", nc.Status())

@@ -20,6 +20,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/worldgate/worldgate/services/mcp-world/worldtools"
 	"github.com/worldgate/worldgate/shared/graphx"
@@ -43,7 +44,8 @@ func run() error {
 	graph := graphx.Settings{URL: "ws://127.0.0.1:8182/gremlin", Username: "reader", ReadOnly: true}
 	graph.RegisterFlags(fs, "graph-")
 	// NATS is for the COMMITTED stream (list-recent-events), which is off without it.
-	ncfg := natsx.ConnConfig{Name: "mcp-world"}
+	// It also registers the server with NATS service discovery (worldgate status).
+	ncfg := natsx.ConnConfig{Name: "mcp-world", User: "mcp-world"}
 	ncfg.RegisterFlags(fs, "mcp-world", true)
 	stream := fs.String("stream", worldtools.DefaultStream, "committed stream name")
 	if err := config.Parse(fs, os.Args[1:], mcpx.EnvPrefix); err != nil {
@@ -51,13 +53,14 @@ func run() error {
 	}
 	logger := f.Logger(os.Stderr, "mcp-world")
 	var js jetstream.JetStream
+	var nc *nats.Conn
 	if ncfg.URL != "" {
-		nc, j, err := natsx.Connect(ncfg, logger)
+		c, j, err := natsx.Connect(ncfg, logger)
 		if err != nil {
 			return err
 		}
-		defer nc.Drain()
-		js = j
+		defer c.Drain()
+		nc, js = c, j
 	}
 	reg := metrics.NewRegistry()
 	common, err := f.ServerOptions(logger, reg)
@@ -78,5 +81,5 @@ func run() error {
 	mcpx.Mount(mux, "/mcp", srv.Handler(), common.Auth, mcpx.ScopeWorldRead)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	return mcpx.Run(ctx, mcpx.RunOptions{Flags: &f, Service: "mcp-world", Logger: logger, Server: srv.MCP(), Handler: mux, Gatherer: reg, Ready: srv.Ready})
+	return mcpx.Run(ctx, mcpx.RunOptions{Flags: &f, Service: "mcp-world", Logger: logger, Server: srv.MCP(), Handler: mux, Gatherer: reg, Ready: srv.Ready, NATS: nc})
 }

@@ -78,31 +78,36 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return nil
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SERVICE\tVERSION\tID\tUP\tSTATS")
-	var health []string
+	fmt.Fprintln(tw, "SERVICE\tVERSION\tID\tUP\tHEALTH\tSTATS")
+	var llmHealth []string
 	for _, s := range all {
-		data := ""
+		data, health := "", "-"
 		if len(s.Endpoints) > 0 {
 			var stats map[string]json.RawMessage
 			raw := s.Endpoints[0].Data
 			if json.Unmarshal(raw, &stats) == nil {
 				if llm, ok := stats["llm"]; ok {
-					health = append(health, llmHealthLines(s.Name, s.ID, llm)...)
+					llmHealth = append(llmHealth, llmHealthLines(s.Name, s.ID, llm)...)
 					delete(stats, "llm")
-					raw, _ = json.Marshal(stats)
 				}
+				// natsx.Service's convention: "ok", or why the service is not healthy.
+				if h, ok := stats["health"]; ok {
+					_ = json.Unmarshal(h, &health)
+					delete(stats, "health")
+				}
+				raw, _ = json.Marshal(stats)
 			}
 			data = string(raw)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", s.Name, s.Version, s.ID, time.Since(s.Started).Round(time.Second), data)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, s.Version, s.ID, time.Since(s.Started).Round(time.Second), health, data)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	if len(health) > 0 {
+	if len(llmHealth) > 0 {
 		tw = tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "\nLLM TARGET\tCIRCUIT\tFAILURES\tINSTANCE\tLAST ERROR")
-		for _, l := range health {
+		for _, l := range llmHealth {
 			fmt.Fprintln(tw, l)
 		}
 		return tw.Flush()

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"github.com/worldgate/worldgate/shared/config"
 	"github.com/worldgate/worldgate/shared/logx"
+	"github.com/worldgate/worldgate/shared/natsx"
 	"io"
 	"log/slog"
 	"net"
@@ -16,6 +17,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -149,12 +152,44 @@ type RunOptions struct {
 	Ready    Readiness
 	// OnListen, if set, is told the bound MCP address.
 	OnListen func(net.Addr)
+	// NATS, if set, registers the server with NATS service discovery as worldgate-<Service>
+	// (`worldgate status` lists it with its health, from Ready) for as long as it serves.
+	NATS    *nats.Conn
+	Version string
+}
+
+// Register registers the MCP server service with NATS service discovery on nc: its status
+// (and so `worldgate status`) reports the transport and its health, from ready (nil: healthy
+// while it serves).
+func Register(nc *nats.Conn, service, version, transport string, ready Readiness) (micro.Service, error) {
+	return natsx.Register(nc, natsx.Service{Name: service, Version: version,
+		Description: "MCP server " + service, Metadata: map[string]string{"transport": transport},
+		Status: func() map[string]any {
+			var err error
+			if ready != nil {
+				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+				err = ready(ctx)
+				cancel()
+			}
+			return map[string]any{"service": service, "transport": transport, "health": natsx.Health(err)}
+		}})
 }
 
 // Run serves until ctx is done (SIGTERM/SIGINT in main), then shuts down.
 func Run(ctx context.Context, o RunOptions) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	if o.NATS != nil {
+		transport := strings.ToLower(o.Flags.Transport)
+		if transport == "" {
+			transport = "http"
+		}
+		svc, err := Register(o.NATS, o.Service, o.Version, transport, o.Ready)
+		if err != nil {
+			return fmt.Errorf("register %s with NATS service discovery: %w", o.Service, err)
+		}
+		defer func() { _ = svc.Stop() }()
+	}
 	errc := make(chan error, 2)
 	running := 0
 	if o.Flags.Admin != "" && o.Gatherer != nil {

@@ -19,7 +19,6 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/nats-io/nats.go/micro"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
@@ -147,25 +146,25 @@ func (a *App) Handle(name string, c Consumer, h message.HandlerFunc) {
 // handlers until ctx is cancelled, then drains: it stops taking messages, lets those in flight
 // finish and be acknowledged, and returns.
 func (a *App) Run(ctx context.Context) error {
-	svc, err := micro.AddService(a.opts.Conn, micro.Config{
-		Name:        "worldgate-" + a.opts.Name,
+	svc, err := natsx.Register(a.opts.Conn, natsx.Service{
+		Name:        a.opts.Name,
 		Version:     a.opts.Version,
 		Description: a.opts.Description,
 		Metadata:    map[string]string{"handlers": fmt.Sprint(a.handlers)},
-		StatsHandler: func(*micro.Endpoint) any {
-			return a.extraStats(map[string]any{"handled": a.handled.Load(), "failed": a.failed.Load(), "running": a.running.Load()})
+		Status: func() map[string]any {
+			running := a.running.Load()
+			health := natsx.HealthOK
+			if !running {
+				health = "handlers are not running"
+			}
+			return a.extraStats(map[string]any{"service": a.opts.Name, "running": running, "health": health, "handlers": a.handlers,
+				"handled": a.handled.Load(), "failed": a.failed.Load()})
 		},
 	})
 	if err != nil {
 		return fmt.Errorf("register %s with NATS service discovery: %w", a.opts.Name, err)
 	}
 	defer func() { _ = svc.Stop() }()
-	if err := svc.AddEndpoint("status", micro.HandlerFunc(func(r micro.Request) {
-		_ = r.RespondJSON(a.extraStats(map[string]any{"service": a.opts.Name, "running": a.running.Load(), "handlers": a.handlers,
-			"handled": a.handled.Load(), "failed": a.failed.Load()}))
-	})); err != nil {
-		return err
-	}
 	a.log.Info("worker starting", "handlers", a.handlers)
 	errc := make(chan error, 1)
 	go func() { errc <- a.router.Run(context.Background()) }()

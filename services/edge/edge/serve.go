@@ -3,12 +3,15 @@ package edge
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
+
+	"github.com/worldgate/worldgate/shared/natsx"
 )
 
 // Name is edge's service name (NATS service discovery: worldgate-edge) and NATS user.
@@ -38,16 +41,17 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, drain time.Duration
 // Register registers edge with NATS service discovery (`worldgate status` lists it) and answers
 // its "status" endpoint with the URL it serves.
 func Register(nc *nats.Conn, version, url string) (micro.Service, error) {
-	svc, err := micro.AddService(nc, micro.Config{Name: "worldgate-" + Name, Version: version,
-		Description: "HTTP API: publish world events, receive outcomes (SSE, long poll)", Metadata: map[string]string{"url": url}})
-	if err != nil {
-		return nil, err
+	return natsx.Register(nc, natsx.Service{Name: Name, Version: version,
+		Description: "HTTP API: publish world events, receive outcomes (SSE, long poll)", Metadata: map[string]string{"url": url},
+		Status: func() map[string]any {
+			return map[string]any{"service": Name, "url": url, "health": natsx.Health(statusOf(nc))}
+		}})
+}
+
+// statusOf is edge's health: it serves only while connected to NATS.
+func statusOf(nc *nats.Conn) error {
+	if !nc.IsConnected() {
+		return fmt.Errorf("NATS: %s", nc.Status())
 	}
-	if err := svc.AddEndpoint("status", micro.HandlerFunc(func(r micro.Request) {
-		_ = r.RespondJSON(map[string]any{"service": Name, "url": url})
-	})); err != nil {
-		_ = svc.Stop()
-		return nil, err
-	}
-	return svc, nil
+	return nil
 }

@@ -4,12 +4,15 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
 	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/worldgate/worldgate/services/mcp-classify/classifytools"
 	"github.com/worldgate/worldgate/services/mcp-lore/loretools"
@@ -90,7 +93,7 @@ func startMCP(ctx context.Context, st *Stack) error {
 		return err
 	}
 
-	_, js, err := st.ConnectAs(natsauth.MCPWorld)
+	wnc, js, err := st.ConnectAs(natsauth.MCPWorld)
 	if err != nil {
 		_ = ln.Close()
 		return err
@@ -110,7 +113,7 @@ func startMCP(ctx context.Context, st *Stack) error {
 		_ = ln.Close()
 		return err
 	}
-	_, pjs, err := st.ConnectAs(natsauth.MCPPropose)
+	pnc, pjs, err := st.ConnectAs(natsauth.MCPPropose)
 	if err != nil {
 		_ = ln.Close()
 		return err
@@ -119,6 +122,30 @@ func startMCP(ctx context.Context, st *Stack) error {
 	if err != nil {
 		_ = ln.Close()
 		return err
+	}
+	// Each server registers with NATS service discovery as its own user, as the binaries do
+	// (worldgate status lists them with their health).
+	lnc, _, err := st.ConnectAs(natsauth.MCPLore)
+	if err != nil {
+		_ = ln.Close()
+		return err
+	}
+	cnc, _, err := st.ConnectAs(natsauth.MCPClassify)
+	if err != nil {
+		_ = ln.Close()
+		return err
+	}
+	for _, r := range []struct {
+		nc      *nats.Conn
+		service string
+		ready   mcpx.Readiness
+	}{{wnc, natsauth.MCPWorld, world.Ready}, {lnc, natsauth.MCPLore, lore.Ready}, {cnc, natsauth.MCPClassify, nil}, {pnc, natsauth.MCPPropose, nil}} {
+		svc, err := mcpx.Register(r.nc, r.service, "0.0.0-dev", "http", r.ready)
+		if err != nil {
+			_ = ln.Close()
+			return fmt.Errorf("register %s with NATS service discovery: %w", r.service, err)
+		}
+		st.OnStop(func() { _ = svc.Stop() })
 	}
 	st.Lore = lore
 	st.Go("mcp-lore refresh", func(ctx context.Context) error { lore.Run(ctx); return nil })

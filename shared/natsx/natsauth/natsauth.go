@@ -32,6 +32,9 @@ const (
 	MCPWorld       = "mcp-world"
 	// MCPPropose is mcp-propose, the outside narrators' proposal server (the narrator emitter).
 	MCPPropose = "mcp-propose"
+	// MCPLore and MCPClassify use NATS only to register with service discovery.
+	MCPLore     = "mcp-lore"
+	MCPClassify = "mcp-classify"
 	// WorldLoader is a process that loads world files (the world-loader emitter).
 	WorldLoader = "world-loader"
 	Edge        = "edge"
@@ -133,7 +136,7 @@ type Role struct {
 }
 
 // Roles returns every role with its permissions: the admin, publisher and operator, then p's
-// workers in order, then mcp-world, edge and mcp-propose.
+// workers in order, then mcp-world, edge, mcp-propose, mcp-lore and mcp-classify.
 func Roles(p Policy) []Role {
 	out := []Role{
 		{Name: Admin, Summary: "provisioning (`worldgate provision`, and `worldgate dev` itself): creates and updates streams, consumers and buckets; everything"},
@@ -149,7 +152,18 @@ func Roles(p Policy) []Role {
 	}
 	return append(out, Role{Name: MCPWorld, Summary: "mcp-world: reads the committed log (list-recent-events)", Permissions: mcpWorld()},
 		Role{Name: Edge, Summary: "edge, the HTTP API: publishes world events, reads outcomes", Permissions: edgePerms()},
-		Role{Name: MCPPropose, Summary: "mcp-propose, outside narrators' proposals: proposals.emit.narrator, the content-request world events, reads outcomes", Permissions: mcpPropose()})
+		Role{Name: MCPPropose, Summary: "mcp-propose, outside narrators' proposals: proposals.emit.narrator, the content-request world events, reads outcomes", Permissions: mcpPropose()},
+		Role{Name: MCPLore, Summary: "mcp-lore: service discovery only", Permissions: discoveryOnly(MCPLore)},
+		Role{Name: MCPClassify, Summary: "mcp-classify: service discovery only", Permissions: discoveryOnly(MCPClassify)})
+}
+
+// discoveryOnly lets an MCP server that needs nothing else from NATS register with service
+// discovery under its own name.
+func discoveryOnly(user string) *natsx.Permissions {
+	p := &perms{}
+	p.inbox(user)
+	p.service(user)
+	return p.build()
 }
 
 // mcpPropose: the narrator emitter's proposals, the world events a narrator may enqueue
@@ -161,6 +175,7 @@ func mcpPropose() *natsx.Permissions {
 		p.pub = append(p.pub, events.Subject(t))
 	}
 	p.inbox(MCPPropose)
+	p.service(MCPPropose)
 	p.outcomeReader()
 	return p.build()
 }
@@ -281,7 +296,7 @@ func (p *perms) streamInfo() {
 	}
 }
 
-// service lets a worker register with NATS service discovery as worldgate-<name> and answer
+// service lets a worker or an MCP server register with NATS service discovery as worldgate-<name> and answer
 // the operator's and the admin's discovery requests (`worldgate status`). Replies go only to
 // their inboxes: NATS's allow_responses would let anyone who may send a request make the
 // worker publish to any subject named as the reply.
@@ -332,6 +347,7 @@ func edgePerms() *natsx.Permissions {
 func mcpWorld() *natsx.Permissions {
 	p := &perms{}
 	p.inbox(MCPWorld)
+	p.service(MCPWorld)
 	s := events.StreamCommitted
 	p.pub = append(p.pub, api("STREAM.INFO", s), api("STREAM.MSG.GET", s), api("DIRECT.GET", s), api("DIRECT.GET", s, ">"))
 	return p.build()
