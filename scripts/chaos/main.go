@@ -1,11 +1,15 @@
-// Command chaos runs every Worldgate component as its own OS process (natsd, graphd, the MCP
-// servers, the event-processor, one process per gate, the ai-worker), publishes a steady stream
-// of world events, and at random moments kills a worker, the NATS server or graphd with SIGKILL
-// and lets it restart. At the end it checks, from the streams and the graph, that every event's
-// proposal was committed or rejected exactly once, and prints the lost and duplicated counts.
+// Command chaos runs every Worldgate component as its own OS process (a three-node NATS
+// cluster with R3 streams and buckets, graphd, the MCP servers, the event-processor, one process
+// per gate, the ai-worker; each connects as its own NATS user), publishes a steady stream of
+// world events, and at random moments kills a worker, a NATS node (half of the time the leader
+// of a stream) or graphd with SIGKILL and lets it restart. A NATS node is killed only while the
+// whole cluster is healthy (every node's /healthz), so a quorum always remains. At the end it
+// checks, from the streams and the graph, that every event's proposal was committed or rejected
+// exactly once, and prints the lost and duplicated counts.
 //
 //	go run ./scripts/chaos                           # 2 minutes, 20 kills, 50 events/s
 //	go run ./scripts/chaos -duration 5m -kills 60 -rate 100
+//	go run ./scripts/chaos -nats-nodes 1             # one NATS server, R1
 //
 // It exits 1 when anything was lost or duplicated. Progress goes to stderr, figures to stdout.
 package main
@@ -16,6 +20,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"os"
 	"os/signal"
@@ -23,6 +28,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/worldgate/worldgate/events"
 	"github.com/worldgate/worldgate/scripts/internal/harness"
 	"github.com/worldgate/worldgate/shared/graphx"
 	"github.com/worldgate/worldgate/shared/logx"
@@ -30,8 +36,8 @@ import (
 
 type options struct {
 	duration, settle, downMin, downMax time.Duration
-	kills, players                     int
-	rate                               float64
+	kills, players, natsNodes          int
+	rate, natsShare                    float64
 	seed                               uint64
 	split                              bool
 	binDir, dataDir, jsonOut           string
@@ -41,6 +47,8 @@ type options struct {
 type Kill struct {
 	At      float64 `json:"atSeconds"`
 	Process string  `json:"process"`
+	Kind    string  `json:"kind"`               // worker, nats, graphd
+	Leader  string  `json:"leaderOf,omitempty"` // a NATS node killed as this stream's leader
 	DownMs  int64   `json:"downMs"`
 }
 
@@ -50,8 +58,11 @@ type Result struct {
 	Host      harness.Host   `json:"host"`
 	Seconds   float64        `json:"seconds"`
 	Processes int            `json:"processes"`
+	NATSNodes int            `json:"natsNodes"`
 	Kills     []Kill         `json:"kills"`
 	ByProcess map[string]int `json:"killsByProcess"`
+	ByKind    map[string]int `json:"killsByKind"`
+	Leaders   int            `json:"streamLeaderKills"`
 	Retries   int64          `json:"publishRetries"`
 	Audit     *harness.Audit `json:"audit"`
 	DataDir   string         `json:"dataDir,omitempty"`
@@ -76,6 +87,8 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.SetOutput(stderr)
 	fs.DurationVar(&o.duration, "duration", 2*time.Minute, "how long events are published (kills are spread over it)")
 	fs.IntVar(&o.kills, "kills", 20, "SIGKILLs to inject")
+	fs.IntVar(&o.natsNodes, "nats-nodes", 3, "NATS servers: 3 (a JetStream cluster, R3 streams and buckets) or 1")
+	fs.Float64Var(&o.natsShare, "nats-share", 0.25, "fraction of the kills aimed at NATS nodes (half of them at a stream leader); the rest at workers and graphd")
 	fs.Float64Var(&o.rate, "rate", 50, "events/s (Player.MoveRequested)")
 	fs.IntVar(&o.players, "players", 400, "players; each moves every players/rate seconds")
 	fs.DurationVar(&o.downMin, "down-min", 200*time.Millisecond, "shortest time a killed process stays down")
@@ -93,8 +106,8 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
-	if o.rate <= 0 || o.duration <= 0 || o.kills < 0 || o.downMax < o.downMin {
-		return o, errors.New("need -rate > 0, -duration > 0, -kills ≥ 0 and -down-max ≥ -down-min")
+	if o.rate <= 0 || o.duration <= 0 || o.kills < 0 || o.downMax < o.downMin || o.natsShare < 0 || o.natsShare > 1 || (o.natsNodes != 1 && o.natsNodes != 3) {
+		return o, errors.New("need -rate > 0, -duration > 0, -kills ≥ 0, -down-max ≥ -down-min, 0 ≤ -nats-share ≤ 1 and -nats-nodes 1 or 3")
 	}
 	if o.seed == 0 {
 		o.seed = uint64(time.Now().UnixNano())
@@ -126,7 +139,7 @@ func chaos(ctx context.Context, o options, stderr io.Writer) (*Result, error) {
 		return nil, err
 	}
 	prog.Update("starting every component as its own process (logs: %s/processes.log)", dataDir)
-	ps, err := harness.StartProcs(ctx, harness.ProcsOptions{BinDir: binDir, DataDir: dataDir, Split: o.split, Logger: logx.New(stderr, "chaos", "warn")})
+	ps, err := harness.StartProcs(ctx, harness.ProcsOptions{BinDir: binDir, DataDir: dataDir, Split: o.split, NATSNodes: o.natsNodes, Logger: logx.New(stderr, "chaos", "warn")})
 	if err != nil {
 		return nil, err
 	}
@@ -146,25 +159,34 @@ func chaos(ctx context.Context, o options, stderr io.Writer) (*Result, error) {
 		return nil, err
 	}
 
-	res := &Result{Date: time.Now().UTC().Format(time.RFC3339), Host: harness.ThisHost(), Processes: len(ps.List), ByProcess: map[string]int{}}
+	res := &Result{Date: time.Now().UTC().Format(time.RFC3339), Host: harness.ThisHost(), Processes: len(ps.List), NATSNodes: o.natsNodes,
+		ByProcess: map[string]int{}, ByKind: map[string]int{}}
 	n := int(o.rate * o.duration.Seconds())
 	pub := &harness.ReliablePublisher{JS: ps.JS, Gen: gen, Rate: o.rate}
 	start := time.Now()
 	pubErr := make(chan error, 1)
 	go func() { pubErr <- pub.Run(ctx, 0, n) }()
 
-	// Kill times spread over the publishing window, jittered.
-	var at []time.Duration
+	// Kill times spread over the publishing window, jittered; which of them hit NATS nodes.
+	type slot struct {
+		at   time.Duration
+		nats bool
+	}
+	var at []slot
+	natsKills := int(math.Round(float64(o.kills) * o.natsShare))
+	aimed := rng.Perm(o.kills)
 	for i := range o.kills {
-		slot := o.duration / time.Duration(o.kills)
-		at = append(at, time.Duration(i)*slot+time.Duration(rng.Int64N(int64(slot))))
+		width := o.duration / time.Duration(o.kills)
+		at = append(at, slot{at: time.Duration(i)*width + time.Duration(rng.Int64N(int64(width))), nats: aimed[i] < natsKills})
 	}
 	var targets []*harness.Proc
 	for _, p := range ps.List {
-		if p.Kind != "mcp" {
+		if p.Kind != "mcp" && p.Kind != "nats" {
 			targets = append(targets, p)
 		}
 	}
+	leaderStreams := []string{events.StreamProposals, events.StreamCommitted, events.StreamWorld, events.StreamOutcomes}
+	natsKilled := 0
 	tick := time.NewTicker(500 * time.Millisecond)
 	defer tick.Stop()
 	published := false
@@ -175,15 +197,37 @@ func chaos(ctx context.Context, o options, stderr io.Writer) (*Result, error) {
 		prog.Update("%s · sent %d/%d · decided %d · committed %d · rejected %d · dead letters %d · kills %d/%d · publish retries %d",
 			time.Since(start).Round(time.Second), pub.Sent.Load(), n, c.DecidedCorrs, c.CommitsCorrs, c.Rejected, c.DeadLetters,
 			len(res.Kills), o.kills, pub.Retries.Load())
-		for len(at) > 0 && time.Since(start) >= at[0] {
+		for len(at) > 0 && time.Since(start) >= at[0].at {
+			next := at[0]
 			at = at[1:]
-			p := targets[rng.IntN(len(targets))]
+			p, leaderOf := targets[rng.IntN(len(targets))], ""
+			if next.nats {
+				// Only a healthy cluster loses a node: a quorum of every stream always remains.
+				p = nil
+				if ps.NATSHealthy() {
+					nodes := ps.NATSNodes()
+					p = nodes[rng.IntN(len(nodes))]
+					if natsKilled%2 == 0 {
+						stream := leaderStreams[rng.IntN(len(leaderStreams))]
+						if l := ps.NodeOf(ps.StreamLeader(ctx, stream)); l != nil {
+							p, leaderOf = l, stream
+						}
+					}
+				}
+			}
 			down := o.downMin + time.Duration(rng.Int64N(int64(o.downMax-o.downMin)+1))
-			if p.Kill(down) {
-				res.Kills = append(res.Kills, Kill{At: time.Since(start).Seconds(), Process: p.Name, DownMs: down.Milliseconds()})
+			if p != nil && p.Kill(down) {
+				res.Kills = append(res.Kills, Kill{At: time.Since(start).Seconds(), Process: p.Name, Kind: p.Kind, Leader: leaderOf, DownMs: down.Milliseconds()})
 				res.ByProcess[p.Name]++
+				res.ByKind[p.Kind]++
+				if p.Kind == "nats" {
+					natsKilled++
+					if leaderOf != "" {
+						res.Leaders++
+					}
+				}
 			} else {
-				at = append([]time.Duration{time.Since(start) + time.Second}, at...) // it was down: try again shortly
+				at = append([]slot{{at: time.Since(start) + time.Second, nats: next.nats}}, at...) // it was down: try again shortly
 			}
 		}
 		if published && len(at) == 0 && c.DecidedCorrs >= n {
@@ -195,7 +239,10 @@ func chaos(ctx context.Context, o options, stderr io.Writer) (*Result, error) {
 		if published && len(at) == 0 && time.Since(lastAudit) > 10*time.Second {
 			// The live tracker only drives the progress line: ask the streams themselves.
 			lastAudit = time.Now()
-			if a, err := harness.AuditRun(ctx, ps.JS, graph, gen, n); err == nil && a.Lost == 0 {
+			actx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			a, err := harness.AuditRun(actx, ps.JS, graph, gen, n)
+			cancel()
+			if err == nil && a.Lost == 0 {
 				break
 			}
 		}
@@ -217,7 +264,16 @@ func chaos(ctx context.Context, o options, stderr io.Writer) (*Result, error) {
 	}
 	res.Seconds = time.Since(start).Seconds()
 	res.Retries = pub.Retries.Load()
-	res.Audit, err = harness.AuditRun(ctx, ps.JS, graph, gen, n)
+	// A read cut short (a consumer on a node that just restarted, under load) is read again.
+	for attempt := 1; ; attempt++ {
+		actx, cancel := context.WithTimeout(ctx, time.Minute)
+		res.Audit, err = harness.AuditRun(actx, ps.JS, graph, gen, n)
+		cancel()
+		if err == nil || attempt == 3 || ctx.Err() != nil {
+			break
+		}
+		prog.Update("audit attempt %d: %v; again", attempt, err)
+	}
 	prog.Done()
 	if err != nil {
 		return nil, err
@@ -234,7 +290,7 @@ func printResult(w io.Writer, r *Result) {
 	a := r.Audit
 	fmt.Fprintf(w, "worldgate chaos — %s\n", r.Date)
 	fmt.Fprintf(w, "machine         %s\n", r.Host)
-	fmt.Fprintf(w, "processes       %d, run %.0fs\n", r.Processes, r.Seconds)
+	fmt.Fprintf(w, "processes       %d (%d NATS nodes), run %.0fs\n", r.Processes, r.NATSNodes, r.Seconds)
 	names := make([]string, 0, len(r.ByProcess))
 	for n := range r.ByProcess {
 		names = append(names, n)
@@ -245,6 +301,16 @@ func printResult(w io.Writer, r *Result) {
 		fmt.Fprintf(w, " %s %d", n, r.ByProcess[n])
 	}
 	fmt.Fprintln(w)
+	kinds := make([]string, 0, len(r.ByKind))
+	for k := range r.ByKind {
+		kinds = append(kinds, k)
+	}
+	sort.Strings(kinds)
+	fmt.Fprintf(w, "kills by kind  ")
+	for _, k := range kinds {
+		fmt.Fprintf(w, " %s %d", k, r.ByKind[k])
+	}
+	fmt.Fprintf(w, " (NATS nodes killed as a stream's leader: %d)\n", r.Leaders)
 	fmt.Fprintf(w, "events          %d published (%d publish retries)\n", a.Events, r.Retries)
 	fmt.Fprintf(w, "outcomes        %d committed · %d rejected · %d dead letters\n", a.Committed, a.Rejected, a.DeadLetters)
 	fmt.Fprintf(w, "lost            %d\n", a.Lost)

@@ -1,17 +1,26 @@
-// Command soak runs every Worldgate component as its own process under a constant load for a
-// set time and reports, per process and over time, resident memory (RSS, from /proc) and
-// goroutines (go_goroutines from its /metrics), flagging growth: RSS more than -rss-growth
-// above its level right after the warm-up, or goroutines more than 20 (and 25 %) above it
-// (both compared as medians: the first samples after the warm-up, the last three).
+// Command soak runs every Worldgate component as its own process (by default on a three-node
+// NATS cluster with R3 streams and buckets, each component its own NATS user) under a constant
+// moves-only load for a set time and reports, per process and over time, resident memory (RSS,
+// from /proc), goroutines (go_goroutines from its /metrics) and, for the NATS nodes and graphd,
+// disk use, flagging growth: RSS more than -rss-growth above its level right after the
+// warm-up, or goroutines more than 20 (and 25 %) above it (both compared as medians: the first
+// samples after the warm-up, the last three).
 //
 //	go run ./scripts/soak                           # 12 minutes at 100 events/s, 2 of them warm-up
 //	go run ./scripts/soak -duration 30m -rate 200 -json soak.json
+//	go run ./scripts/soak -duration 36m -warmup 6m -marker-horizon 5m \
+//	    -retention WORLD=2m,PROPOSALS=2m,OUTCOMES=5m,COMMITTED=5m,AUDIT=5m   # past the marker horizon
+//
+// A warm-up longer than the event-processor's marker horizon measures the graph once markers
+// are pruned as fast as they are made; the horizon must cover WORLD's and PROPOSALS' max ages,
+// so a short one needs a short -retention for them.
 //
 // It exits 1 when a process grew. Progress goes to stderr, the table to stdout.
 package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -28,6 +37,7 @@ import (
 
 	"github.com/worldgate/worldgate/scripts/internal/harness"
 	"github.com/worldgate/worldgate/shared/logx"
+	"github.com/worldgate/worldgate/shared/natsx"
 )
 
 type options struct {
@@ -37,13 +47,18 @@ type options struct {
 	rssGrowth                  float64
 	split                      bool
 	binDir, dataDir, jsonOut   string
+	natsNodes                  int
+	retention                  string
+	horizon                    time.Duration
+	topology                   natsx.TopologyOptions
 }
 
 // Sample is one process at one moment.
 type Sample struct {
 	At         float64 `json:"atSeconds"`
 	RSS        int64   `json:"rssBytes"`
-	Goroutines int     `json:"goroutines"` // -1: the process exports no metrics
+	Goroutines int     `json:"goroutines"`          // -1: the process exports no metrics
+	Disk       int64   `json:"diskBytes,omitempty"` // a NATS node's store or graphd's data
 }
 
 // Series is one process over the run.
@@ -53,6 +68,9 @@ type Series struct {
 	BaseRSS     int64    `json:"baseRssBytes"`  // median of the first samples after the warm-up
 	FinalRSS    int64    `json:"finalRssBytes"` // median of the last three samples
 	RSSGrowth   float64  `json:"rssGrowth"`     // FinalRSS / BaseRSS - 1
+	BaseDisk    int64    `json:"baseDiskBytes,omitempty"`
+	FinalDisk   int64    `json:"finalDiskBytes,omitempty"`
+	MaxDisk     int64    `json:"maxDiskBytes,omitempty"`
 	BaseGor     int      `json:"baseGoroutines"`
 	FinalGor    int      `json:"finalGoroutines"`
 	Flagged     bool     `json:"flagged"`
@@ -64,6 +82,9 @@ type Result struct {
 	Date      string         `json:"date"`
 	Host      harness.Host   `json:"host"`
 	Rate      float64        `json:"rate"`
+	NATSNodes int            `json:"natsNodes"`
+	Horizon   string         `json:"markerHorizon,omitempty"`
+	Retention string         `json:"retention,omitempty"`
 	Seconds   float64        `json:"seconds"`
 	Warmup    float64        `json:"warmupSeconds"`
 	Events    int64          `json:"events"`
@@ -102,6 +123,14 @@ func run(args []string, stdout, stderr io.Writer) (*Result, error) {
 	fs.StringVar(&o.binDir, "bin-dir", harness.DefaultBinDir(), "directory for the built binaries, kept between runs")
 	fs.StringVar(&o.dataDir, "data-dir", "", "data directory (default: a temporary one, removed after)")
 	fs.StringVar(&o.jsonOut, "json", "", "also write the figures as JSON to this file (- for stdout)")
+	fs.IntVar(&o.natsNodes, "nats-nodes", 3, "NATS servers: 3 (a JetStream cluster, R3 streams and buckets) or 1")
+	fs.DurationVar(&o.horizon, "marker-horizon", 0, "the event-processor's -marker-horizon (0: its default); at least WORLD's plus PROPOSALS' max age")
+	topo := flag.NewFlagSet("", flag.ContinueOnError)
+	o.topology.RegisterFlags(topo)
+	for _, name := range []string{"retention", "duplicate-window"} {
+		f := topo.Lookup(name)
+		fs.Var(f.Value, name, f.Usage)
+	}
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "Usage: soak [flags]\n\nConstant load on the pipeline run as one process per component; RSS and goroutines per process over time.\n\nFlags:")
 		fs.PrintDefaults()
@@ -109,8 +138,9 @@ func run(args []string, stdout, stderr io.Writer) (*Result, error) {
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
-	if o.warmup >= o.duration || o.rate <= 0 || o.interval <= 0 {
-		return nil, errors.New("need -warmup < -duration, -rate > 0 and -interval > 0")
+	o.retention = fs.Lookup("retention").Value.String()
+	if o.warmup >= o.duration || o.rate <= 0 || o.interval <= 0 || (o.natsNodes != 1 && o.natsNodes != 3) {
+		return nil, errors.New("need -warmup < -duration, -rate > 0, -interval > 0 and -nats-nodes 1 or 3")
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -131,7 +161,8 @@ func soak(ctx context.Context, o options, stderr io.Writer) (*Result, error) {
 		return nil, err
 	}
 	prog.Update("starting the processes")
-	ps, err := harness.StartProcs(ctx, harness.ProcsOptions{BinDir: binDir, DataDir: dataDir, Split: o.split, Logger: logx.New(stderr, "soak", "warn")})
+	ps, err := harness.StartProcs(ctx, harness.ProcsOptions{BinDir: binDir, DataDir: dataDir, Split: o.split, NATSNodes: o.natsNodes,
+		Topology: o.topology, MarkerHorizon: o.horizon, Logger: logx.New(stderr, "soak", "warn")})
 	if err != nil {
 		return nil, err
 	}
@@ -151,7 +182,13 @@ func soak(ctx context.Context, o options, stderr io.Writer) (*Result, error) {
 		return nil, err
 	}
 
-	res := &Result{Date: time.Now().UTC().Format(time.RFC3339), Host: harness.ThisHost(), Rate: o.rate, Warmup: o.warmup.Seconds()}
+	res := &Result{Date: time.Now().UTC().Format(time.RFC3339), Host: harness.ThisHost(), Rate: o.rate, Warmup: o.warmup.Seconds(), NATSNodes: o.natsNodes}
+	if o.horizon > 0 {
+		res.Horizon = o.horizon.String()
+	}
+	if len(o.topology.Limits) > 0 {
+		res.Retention = o.retention
+	}
 	series := map[string]*Series{}
 	for _, p := range ps.List {
 		s := &Series{Process: p.Name}
@@ -180,6 +217,9 @@ func soak(ctx context.Context, o options, stderr io.Writer) (*Result, error) {
 			}
 			if p.Admin != "" {
 				s.Goroutines = goroutines(p.Admin)
+			}
+			if p.Dir != "" {
+				s.Disk = harness.DirSize(p.Dir)
 			}
 			series[p.Name].Samples = append(series[p.Name].Samples, s)
 		}
@@ -237,6 +277,10 @@ func judge(s *Series, o options) {
 	}
 	s.BaseRSS, s.FinalRSS = medianRSS(base), medianRSS(tail)
 	s.BaseGor, s.FinalGor = medianGor(base), medianGor(tail)
+	for _, x := range s.Samples {
+		s.MaxDisk = max(s.MaxDisk, x.Disk)
+	}
+	s.BaseDisk, s.FinalDisk = base[0].Disk, tail[len(tail)-1].Disk
 	if s.BaseRSS > 0 {
 		s.RSSGrowth = float64(s.FinalRSS)/float64(s.BaseRSS) - 1
 	}
@@ -306,6 +350,7 @@ func printResult(w io.Writer, r *Result) {
 	fmt.Fprintf(w, "machine         %s\n", r.Host)
 	fmt.Fprintf(w, "load            %.0f events/s for %.0fs (warm-up %.0fs): %d sent, %d committed, %d rejected, %d dead letters\n",
 		r.Rate, r.Seconds, r.Warmup, r.Events, r.Committed, r.Rejected, r.Dead)
+	fmt.Fprintf(w, "cluster         %d NATS nodes; marker horizon %s; retention %s\n", r.NATSNodes, cmp.Or(r.Horizon, "default"), cmp.Or(r.Retention, "defaults"))
 	fmt.Fprintf(w, "%-20s %12s %12s %8s %12s  %s\n", "process", "RSS base", "RSS end", "growth", "goroutines", "")
 	for _, s := range r.Series {
 		gor := "n/a"
@@ -317,6 +362,11 @@ func printResult(w io.Writer, r *Result) {
 			flag = "GROWTH: " + strings.Join(s.FlagReasons, "; ")
 		}
 		fmt.Fprintf(w, "%-20s %12s %12s %+7.1f%% %12s  %s\n", s.Process, harness.MiB(s.BaseRSS), harness.MiB(s.FinalRSS), 100*s.RSSGrowth, gor, flag)
+	}
+	for _, s := range r.Series {
+		if s.MaxDisk > 0 {
+			fmt.Fprintf(w, "disk %-15s after warm-up %s, end %s, max %s\n", s.Process, harness.MiB(s.BaseDisk), harness.MiB(s.FinalDisk), harness.MiB(s.MaxDisk))
+		}
 	}
 	if len(r.Series) > 0 && len(r.Series[0].Samples) > 0 {
 		fmt.Fprintln(w, "RSS over time (MiB, every sample):")

@@ -2,6 +2,8 @@ package harness
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -24,8 +27,11 @@ import (
 	"github.com/worldgate/worldgate/services/ai-worker/templates"
 	"github.com/worldgate/worldgate/services/gate/attest"
 	"github.com/worldgate/worldgate/services/gate/gates"
+	"github.com/worldgate/worldgate/services/gate/route"
+	"github.com/worldgate/worldgate/services/worldgate/policy"
 	"github.com/worldgate/worldgate/shared/mcpx"
 	"github.com/worldgate/worldgate/shared/natsx"
+	"github.com/worldgate/worldgate/shared/natsx/natsauth"
 )
 
 // Binaries the process stack runs: the services plus natsd (scripts/natsd).
@@ -87,6 +93,10 @@ type Proc struct {
 	env   []string
 	logW  io.Writer
 	Admin string // host:port of /metrics, if any
+	// Monitor is a NATS node's monitoring address (/healthz), and Server its server name.
+	Monitor, Server string
+	// Dir is the data directory of a NATS node or graphd (its disk use is DirSize(Dir)).
+	Dir string
 
 	mu       sync.Mutex
 	cmd      *exec.Cmd
@@ -204,20 +214,106 @@ type ProcsOptions struct {
 	BinDir  string // built binaries (Build)
 	DataDir string // NATS store, graph data, logs
 	// Split runs each gate as its own process; otherwise one gate process runs them all.
-	Split  bool
-	Logger *slog.Logger
+	Split bool
+	// NATSNodes is how many NATS servers run: 1, or 3 (a JetStream cluster with routes between
+	// the nodes, every stream and bucket R3). Default 1.
+	NATSNodes int
+	// Topology is provisioned by the admin user (Replicas is set from NATSNodes); the workers
+	// start with -provision=false, as in production.
+	Topology natsx.TopologyOptions
+	// MarkerHorizon, if set, is the event-processor's -marker-horizon (it must cover WORLD's and
+	// PROPOSALS' max ages in Topology.Limits).
+	MarkerHorizon time.Duration
+	Logger        *slog.Logger
 }
 
-// Procs is the pipeline as one OS process per component: natsd, graphd, the three MCP servers,
-// the event-processor, the gates and the ai-worker, each supervised.
+// Procs is the pipeline as one OS process per component: natsd (one node or three), graphd, the
+// three MCP servers, the event-processor, the gates and the ai-worker, each supervised. Every
+// component connects to NATS as its own user of the policy (services/worldgate/policy), with
+// the permissions production gives it; the harness itself connects as the admin.
 type Procs struct {
 	List    []*Proc
-	NATSURL string
+	NATSURL string // every node's client URL, comma-separated
 	graph   string
 	Conn    *nats.Conn
 	JS      jetstream.JetStream
 	log     *slog.Logger
 	logFile *os.File
+}
+
+// NATSNodes are the NATS server processes.
+func (ps *Procs) NATSNodes() []*Proc { return ps.ofKind("nats") }
+
+func (ps *Procs) ofKind(kind string) []*Proc {
+	var out []*Proc
+	for _, p := range ps.List {
+		if p.Kind == kind {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// NodeOf is the NATS process running the server named server, or nil.
+func (ps *Procs) NodeOf(server string) *Proc {
+	for _, p := range ps.NATSNodes() {
+		if p.Server == server {
+			return p
+		}
+	}
+	return nil
+}
+
+// NATSHealthy reports whether every NATS node is up and answers /healthz with 200 (JetStream
+// current: its streams and consumers caught up with their peers).
+func (ps *Procs) NATSHealthy() bool {
+	c := &http.Client{Timeout: 2 * time.Second}
+	for _, p := range ps.NATSNodes() {
+		if p.PID() == 0 || p.Monitor == "" {
+			return false
+		}
+		resp, err := c.Get("http://" + p.Monitor + "/healthz")
+		if err != nil {
+			return false
+		}
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return false
+		}
+	}
+	return true
+}
+
+// StreamLeader is the server name of stream's current leader ("" if none is known).
+func (ps *Procs) StreamLeader(ctx context.Context, stream string) string {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	s, err := ps.JS.Stream(ctx, stream)
+	if err != nil || s.CachedInfo().Cluster == nil {
+		return ""
+	}
+	return s.CachedInfo().Cluster.Leader
+}
+
+// natsUsers are the policy's users, each with a random password, written for natsd -users.
+func natsUsers(path string) (map[string]string, error) {
+	rs, err := policy.Roles(route.Default())
+	if err != nil {
+		return nil, err
+	}
+	pw := map[string]string{}
+	for _, r := range rs {
+		b := make([]byte, 18)
+		if _, err := rand.Read(b); err != nil {
+			return nil, err
+		}
+		pw[r.Name] = base64.RawURLEncoding.EncodeToString(b)
+	}
+	b, err := json.Marshal(natsauth.Users(rs, func(role string) string { return pw[role] }))
+	if err != nil {
+		return nil, err
+	}
+	return pw, os.WriteFile(path, b, 0o600)
 }
 
 // freePort asks the kernel for a free TCP port.
@@ -271,11 +367,24 @@ func StartProcs(ctx context.Context, o ProcsOptions) (ps *Procs, err error) {
 	}
 	budgets, _ := json.Marshal(map[string]any{"*": map[string]any{"actorCount": RateBudget.ActorCount, "actorCostUsd": RateBudget.ActorCostUSD,
 		"globalCount": RateBudget.GlobalCount, "globalCostUsd": RateBudget.GlobalCostUSD}})
-	natsAddr := port("nats")
-	ps.NATSURL = "nats://" + natsAddr
+	nodes := max(o.NATSNodes, 1)
+	o.Topology.Replicas = nodes
+	passwords, err := natsUsers(filepath.Join(o.DataDir, "nats-users.json"))
+	if err != nil {
+		return nil, err
+	}
+	var natsAddrs, urls []string
+	for i := range nodes {
+		a := port(fmt.Sprintf("nats-%d", i+1))
+		natsAddrs = append(natsAddrs, a)
+		urls = append(urls, "nats://"+a)
+	}
+	ps.NATSURL = strings.Join(urls, ",")
+	as := func(user string) []string {
+		return []string{"-nats-url", ps.NATSURL, "-nats-user", user, "-nats-password", passwords[user]}
+	}
 	graphURL := "ws://" + port("graphd") + "/gremlin"
 	ps.graph = graphURL
-	_, natsPort, _ := net.SplitHostPort(natsAddr)
 	_, graphPort, _ := net.SplitHostPort(port("graphd"))
 	add := func(name, kind, bin string, args ...string) *Proc {
 		p := &Proc{Name: name, Kind: kind, bin: filepath.Join(o.BinDir, bin), args: args, logW: &prefixWriter{w: ps.logFile, prefix: name + " "}}
@@ -287,58 +396,94 @@ func StartProcs(ctx context.Context, o ProcsOptions) (ps *Procs, err error) {
 		ps.List = append(ps.List, p)
 		return p
 	}
-	add("natsd", "nats", "natsd", "-port", natsPort, "-store", filepath.Join(o.DataDir, "nats"))
-	add("graphd", "graphd", "graphd", "-listen", "127.0.0.1:"+graphPort, "-data", filepath.Join(o.DataDir, "graph"),
+	for i, a := range natsAddrs {
+		name := fmt.Sprintf("nats-%d", i+1)
+		_, p, _ := net.SplitHostPort(a)
+		args := []string{"-name", name, "-port", p, "-store", filepath.Join(o.DataDir, name), "-users", filepath.Join(o.DataDir, "nats-users.json"),
+			"-http", strings.TrimPrefix(port(name+"-http"), "127.0.0.1:")}
+		if nodes > 1 {
+			var routes []string
+			for j := range natsAddrs {
+				if j != i {
+					routes = append(routes, "nats-route://"+port(fmt.Sprintf("nats-%d-cluster", j+1)))
+				}
+			}
+			args = append(args, "-cluster", port(name+"-cluster"), "-routes", strings.Join(routes, ","))
+		}
+		n := add(name, "nats", "natsd", args...)
+		n.Monitor, n.Server, n.Dir = port(name+"-http"), name, filepath.Join(o.DataDir, name)
+	}
+	g := add("graphd", "graphd", "graphd", "-listen", "127.0.0.1:"+graphPort, "-data", filepath.Join(o.DataDir, "graph"),
 		"-users", GraphWriter+":"+GraphWriterPassword+","+GraphReader+":"+GraphReaderPassword+":ro", "-log-level", "warn")
+	g.Dir = filepath.Join(o.DataDir, "graph")
 	mcpCommon := func(name string) []string {
 		return []string{"-listen", port(name), "-admin", port(name + "-admin"), "-jwt-secret", secret, "-rate", "0", "-log-level", "warn"}
 	}
-	add("mcp-world", "mcp", "mcp-world", append(mcpCommon("mcp-world"), "-graph-url", graphURL, "-graph-password", GraphReaderPassword, "-nats-url", ps.NATSURL)...)
-	add("mcp-lore", "mcp", "mcp-lore", append(mcpCommon("mcp-lore"), "-graph-url", graphURL, "-graph-password", GraphReaderPassword, "-refresh", "10s")...)
-	add("mcp-classify", "mcp", "mcp-classify", mcpCommon("mcp-classify")...)
-	add("event-processor", "worker", "event-processor", "-nats-url", ps.NATSURL, "-graph-url", graphURL, "-graph-password", GraphWriterPassword,
-		"-admin", port("event-processor-admin"), "-log-level", "warn", "-ack-wait", "10s", "-attest-keys", keysDir)
-	gateSets := [][]string{{"all"}}
+	add("mcp-world", "mcp", "mcp-world", slices.Concat(mcpCommon("mcp-world"), []string{"-graph-url", graphURL, "-graph-password", GraphReaderPassword}, as(natsauth.MCPWorld))...)
+	add("mcp-lore", "mcp", "mcp-lore", slices.Concat(mcpCommon("mcp-lore"), []string{"-graph-url", graphURL, "-graph-password", GraphReaderPassword, "-refresh", "10s"}, as(natsauth.MCPLore))...)
+	add("mcp-classify", "mcp", "mcp-classify", slices.Concat(mcpCommon("mcp-classify"), as(natsauth.MCPClassify))...)
+	epArgs := slices.Concat(as(natsauth.EventProcessor), []string{"-provision=false", "-graph-url", graphURL, "-graph-password", GraphWriterPassword,
+		"-admin", port("event-processor-admin"), "-log-level", "warn", "-ack-wait", "10s", "-attest-keys", keysDir})
+	if o.MarkerHorizon > 0 {
+		epArgs = append(epArgs, "-marker-horizon", o.MarkerHorizon.String())
+	}
+	add("event-processor", "worker", "event-processor", epArgs...)
+	layout := gates.OneProcess()
 	if o.Split {
-		gateSets = nil
-		for _, proc := range gates.OneProcessPerGate() {
-			gateSets = append(gateSets, proc.Gates)
-		}
+		layout = gates.OneProcessPerGate()
 	}
-	for _, set := range gateSets {
+	for _, proc := range layout {
+		set := proc.Gates
 		name := "gate-" + strings.Join(set, "+")
-		add(name, "worker", "gate", "-gate", strings.Join(set, ","), "-nats-url", ps.NATSURL, "-graph-url", graphURL, "-graph-password", GraphReaderPassword,
-			"-classify-url", "http://"+port("mcp-classify")+"/mcp", "-classify-token", token, "-templates", tmplFile,
-			"-rate-budgets", string(budgets), "-admin", port(name+"-admin"), "-log-level", "warn", "-signing-keys", keysDir)
+		if len(layout) == 1 {
+			name = "gate-all"
+		}
+		add(name, "worker", "gate", slices.Concat([]string{"-gate", strings.Join(set, ",")}, as(proc.User()), []string{"-provision=false", "-graph-url", graphURL, "-graph-password", GraphReaderPassword,
+			"-classify-url", "http://" + port("mcp-classify") + "/mcp", "-classify-token", token, "-templates", tmplFile,
+			"-rate-budgets", string(budgets), "-admin", port(name + "-admin"), "-log-level", "warn", "-signing-keys", keysDir})...)
 	}
-	add("ai-worker", "worker", "ai-worker", "-nats-url", ps.NATSURL, "-admin", port("ai-worker-admin"), "-log-level", "warn",
-		"-mcp-world-url", "http://"+port("mcp-world")+"/mcp", "-mcp-lore-url", "http://"+port("mcp-lore")+"/mcp",
-		"-mcp-classify-url", "http://"+port("mcp-classify")+"/mcp", "-mcp-token", token, "-ack-wait", "30s")
+	add("ai-worker", "worker", "ai-worker", slices.Concat(as(natsauth.AIWorker), []string{"-provision=false", "-admin", port("ai-worker-admin"), "-log-level", "warn",
+		"-mcp-world-url", "http://" + port("mcp-world") + "/mcp", "-mcp-lore-url", "http://" + port("mcp-lore") + "/mcp",
+		"-mcp-classify-url", "http://" + port("mcp-classify") + "/mcp", "-mcp-token", token, "-ack-wait", "30s"})...)
 	if err != nil {
 		return nil, err
 	}
 
 	// NATS and the graph first, the topology, then the rest.
-	for _, p := range ps.List[:2] {
+	infra := len(natsAddrs) + 1
+	for _, p := range ps.List[:infra] {
 		if err := p.start(); err != nil {
 			return nil, err
 		}
 		go p.supervise(ps.log)
 	}
-	if err := waitTCP(ctx, natsAddr); err != nil {
-		return nil, fmt.Errorf("natsd: %w", err)
+	for _, a := range natsAddrs {
+		if err := waitTCP(ctx, a); err != nil {
+			return nil, fmt.Errorf("natsd at %s: %w", a, err)
+		}
 	}
 	if err := waitTCP(ctx, "127.0.0.1:"+graphPort); err != nil {
 		return nil, fmt.Errorf("graphd: %w", err)
 	}
-	ps.Conn, ps.JS, err = natsx.Connect(natsx.ConnConfig{URL: ps.NATSURL, Name: "harness"}, ps.log)
+	ps.Conn, ps.JS, err = natsx.Connect(natsx.ConnConfig{URL: ps.NATSURL, Name: "harness", User: natsauth.Admin, Password: passwords[natsauth.Admin]}, ps.log)
 	if err != nil {
 		return nil, err
 	}
-	if err := Provision(ctx, ps.JS, ps.log); err != nil {
-		return nil, err
+	// A cluster takes a few seconds to elect its meta leader: provision until it answers.
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		pctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		err = natsx.Provision(pctx, ps.JS, natsx.DefaultTopology(o.Topology), ps.log)
+		cancel()
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return nil, fmt.Errorf("provision JetStream (%d NATS nodes): %w", nodes, err)
+		}
+		time.Sleep(time.Second)
 	}
-	for _, p := range ps.List[2:] {
+	for _, p := range ps.List[infra:] {
 		if err := p.start(); err != nil {
 			return nil, err
 		}
@@ -365,21 +510,25 @@ func (ps *Procs) Lookup(name string) *Proc {
 	return nil
 }
 
-// Stop terminates every process, workers first.
+// Stop terminates every process: the workers and MCP servers first, then graphd, then the NATS
+// nodes.
 func (ps *Procs) Stop() {
 	if ps.Conn != nil {
 		ps.Conn.Close()
 	}
-	var wg sync.WaitGroup
-	for i := len(ps.List) - 1; i >= 2; i-- {
-		p := ps.List[i]
-		wg.Add(1)
-		go func() { defer wg.Done(); p.stop(15 * time.Second) }()
+	stopAll := func(keep func(*Proc) bool) {
+		var wg sync.WaitGroup
+		for _, p := range ps.List {
+			if keep(p) {
+				wg.Add(1)
+				go func() { defer wg.Done(); p.stop(15 * time.Second) }()
+			}
+		}
+		wg.Wait()
 	}
-	wg.Wait()
-	for i := min(1, len(ps.List)-1); i >= 0; i-- {
-		ps.List[i].stop(15 * time.Second)
-	}
+	stopAll(func(p *Proc) bool { return p.Kind != "nats" && p.Kind != "graphd" })
+	stopAll(func(p *Proc) bool { return p.Kind == "graphd" })
+	stopAll(func(p *Proc) bool { return p.Kind == "nats" })
 	if ps.logFile != nil {
 		_ = ps.logFile.Close()
 	}
@@ -390,6 +539,20 @@ func (ps *Procs) GraphURL() string { return ps.graph }
 
 // LogPath is where every process's output goes, each line prefixed with its name.
 func (ps *Procs) LogPath() string { return ps.logFile.Name() }
+
+// DirSize is the bytes of the files under dir (0 if it cannot be read).
+func DirSize(dir string) int64 {
+	var n int64
+	_ = filepath.WalkDir(dir, func(_ string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			if info, err := d.Info(); err == nil {
+				n += info.Size()
+			}
+		}
+		return nil
+	})
+	return n
+}
 
 func waitTCP(ctx context.Context, addr string) error {
 	deadline := time.Now().Add(30 * time.Second)
