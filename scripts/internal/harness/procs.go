@@ -440,7 +440,10 @@ func StartProcs(ctx context.Context, o ProcsOptions) (ps *Procs, err error) {
 		}
 		add(name, "worker", "gate", slices.Concat([]string{"-gate", strings.Join(set, ",")}, as(proc.User()), []string{"-provision=false", "-graph-url", graphURL, "-graph-password", GraphReaderPassword,
 			"-classify-url", "http://" + port("mcp-classify") + "/mcp", "-classify-token", token, "-templates", tmplFile,
-			"-rate-budgets", string(budgets), "-admin", port(name + "-admin"), "-log-level", "warn", "-signing-keys", keysDir})...)
+			"-rate-budgets", string(budgets), "-admin", port(name + "-admin"), "-log-level", "warn", "-signing-keys", keysDir,
+			// World files reference what their own batch creates: on a loaded machine with three
+			// NATS nodes the default 3 s is not always enough for the referenced vertex to commit.
+			"-invariant-reference-wait", "15s"})...)
 	}
 	add("ai-worker", "worker", "ai-worker", slices.Concat(as(natsauth.AIWorker), []string{"-provision=false", "-admin", port("ai-worker-admin"), "-log-level", "warn",
 		"-mcp-world-url", "http://" + port("mcp-world") + "/mcp", "-mcp-lore-url", "http://" + port("mcp-lore") + "/mcp",

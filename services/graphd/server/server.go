@@ -29,10 +29,14 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/gorilla/websocket"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
 	"github.com/worldgate/worldgate/services/graphd/graph"
 	gb "github.com/worldgate/worldgate/services/graphd/graphbinary"
 	"github.com/worldgate/worldgate/services/graphd/store"
 	"github.com/worldgate/worldgate/services/graphd/traversal"
+	"github.com/worldgate/worldgate/shared/metrics"
 )
 
 // User is a credential. ReadOnly users may not run mutating traversals.
@@ -59,6 +63,10 @@ type Config struct {
 	// DataDir, source NAME keeps its graph in DataDir/sources/NAME; g stays
 	// in DataDir itself.
 	Sources []string
+	// Registerer receives graphd's metrics and Gatherer is what /metrics serves; nil: a
+	// registry of graphd's own (with the Go and process collectors).
+	Registerer prometheus.Registerer
+	Gatherer   prometheus.Gatherer
 }
 
 // Defaults.
@@ -78,6 +86,8 @@ type Server struct {
 	// sources are the stores of the traversal sources, g included.
 	sources map[string]*store.Store
 	users   map[string]User
+	metrics *serverMetrics
+	gather  prometheus.Gatherer
 
 	mu       sync.Mutex
 	ln       net.Listener
@@ -118,7 +128,17 @@ func New(cfg Config) (*Server, error) {
 		}
 		users[u.Name] = u
 	}
-	st, err := store.Open(cfg.DataDir, store.Options{Logger: cfg.Logger, CompactBytes: cfg.CompactBytes})
+	if cfg.Registerer == nil {
+		reg := metrics.NewRegistry()
+		cfg.Registerer, cfg.Gatherer = reg, reg
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger, users: users, conns: map[*conn]struct{}{}, gather: cfg.Gatherer}
+	m, err := newServerMetrics(cfg.Registerer, func() map[string]*store.Store { return s.sources })
+	if err != nil {
+		return nil, fmt.Errorf("graphd: metrics: %w", err)
+	}
+	s.metrics = m
+	st, err := store.Open(cfg.DataDir, store.Options{Logger: cfg.Logger, CompactBytes: cfg.CompactBytes, OnCompact: s.metrics.compacted("g")})
 	if err != nil {
 		return nil, fmt.Errorf("graphd: open data directory: %w", err)
 	}
@@ -141,14 +161,15 @@ func New(cfg Config) (*Server, error) {
 		if cfg.DataDir != "" {
 			dir = filepath.Join(cfg.DataDir, "sources", name)
 		}
-		ss, err := store.Open(dir, store.Options{Logger: cfg.Logger.With("source", name), CompactBytes: cfg.CompactBytes})
+		ss, err := store.Open(dir, store.Options{Logger: cfg.Logger.With("source", name), CompactBytes: cfg.CompactBytes, OnCompact: s.metrics.compacted(name)})
 		if err != nil {
 			closeAll()
 			return nil, fmt.Errorf("graphd: open data directory of traversal source %s: %w", name, err)
 		}
 		sources[name] = ss
 	}
-	return &Server{cfg: cfg, log: cfg.Logger, store: st, sources: sources, users: users, conns: map[*conn]struct{}{}}, nil
+	s.store, s.sources = st, sources
+	return s, nil
 }
 
 // Start listens and serves in the background; it returns once the listener
@@ -171,6 +192,9 @@ func (s *Server) Start(ctx context.Context) error {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/gremlin", s.handleWS)
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
+	if s.gather != nil {
+		mux.Handle("/metrics", promhttp.HandlerFor(s.gather, promhttp.HandlerOpts{}))
+	}
 	s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
 	host := ln.Addr().String()
 	s.url = "ws://" + host + "/gremlin"
@@ -383,6 +407,7 @@ func (c *conn) handleFrame(frame []byte) {
 			code = gb.StatusMalformedRequest
 		}
 		c.s.log.Warn("graphd: malformed request", "err", err, "requestId", id)
+		c.s.metrics.request("invalid", code, 0)
 		c.sendError(id, code, "malformed request: "+err.Error())
 		return
 	}
@@ -422,6 +447,7 @@ func (c *conn) authenticate(auth *gb.Request) {
 	user, err := c.s.checkSASL(auth)
 	if err != nil {
 		c.s.log.Warn("graphd: authentication failed", "err", err, "remote", c.ws.RemoteAddr().String())
+		c.s.metrics.request("authentication", gb.StatusUnauthorized, 0)
 		c.send(&gb.Response{RequestID: replyID, Code: gb.StatusUnauthorized, HasMessage: true,
 			Message: "Username and/or password are incorrect"})
 		return
@@ -429,6 +455,7 @@ func (c *conn) authenticate(auth *gb.Request) {
 	c.amu.Lock()
 	c.user = user
 	c.amu.Unlock()
+	c.s.metrics.request("authentication", gb.StatusSuccess, 0)
 	if orig == nil {
 		c.send(&gb.Response{RequestID: replyID, Code: gb.StatusNoContent})
 		return
@@ -496,40 +523,50 @@ func argInt(req *gb.Request, name string) (int64, bool) {
 }
 
 func (c *conn) process(req *gb.Request) {
+	start := time.Now()
+	op, code := c.serve(req)
+	c.s.metrics.request(op, code, time.Since(start))
+}
+
+// serve answers one request; it returns the request's op as the metrics name it (read, write,
+// eval, close, invalid) and the status code of the answer.
+func (c *conn) serve(req *gb.Request) (string, int32) {
+	fail := func(op string, code int32, msg string) (string, int32) {
+		c.sendError(req.ID, code, msg)
+		return op, code
+	}
 	switch req.Op {
 	case "bytecode":
 	case "eval":
-		c.sendError(req.ID, gb.StatusInvalidArguments, "graphd does not evaluate Gremlin scripts (op eval): scripts are not supported; submit bytecode traversals")
-		return
+		return fail("eval", gb.StatusInvalidArguments, "graphd does not evaluate Gremlin scripts (op eval): scripts are not supported; submit bytecode traversals")
 	case "close":
 		c.send(&gb.Response{RequestID: req.ID, Code: gb.StatusNoContent})
-		return
+		return "close", gb.StatusNoContent
 	default:
-		c.sendError(req.ID, gb.StatusInvalidArguments, fmt.Sprintf("unknown op %q (graphd supports bytecode and authentication)", req.Op))
-		return
+		return fail("invalid", gb.StatusInvalidArguments, fmt.Sprintf("unknown op %q (graphd supports bytecode and authentication)", req.Op))
 	}
 	if req.Processor != "traversal" && req.Processor != "" {
-		c.sendError(req.ID, gb.StatusInvalidArguments, fmt.Sprintf("processor %q is not supported (sessions are not supported; use sessionless traversals)", req.Processor))
-		return
+		return fail("invalid", gb.StatusInvalidArguments, fmt.Sprintf("processor %q is not supported (sessions are not supported; use sessionless traversals)", req.Processor))
 	}
 	g, _ := req.Arg("gremlin")
 	bc, ok := g.(*gb.Bytecode)
 	if !ok {
-		c.sendError(req.ID, gb.StatusInvalidArguments, "bytecode op requires a gremlin argument of type Bytecode")
-		return
+		return fail("invalid", gb.StatusInvalidArguments, "bytecode op requires a gremlin argument of type Bytecode")
+	}
+	op := "read"
+	if traversal.Mutating(bc) {
+		op = "write"
 	}
 	st := c.s.store
 	if al, ok := req.Arg("aliases"); ok {
 		m, ok := al.(*gb.Map)
 		if !ok {
-			c.sendError(req.ID, gb.StatusInvalidArguments, "aliases must be a map")
-			return
+			return fail(op, gb.StatusInvalidArguments, "aliases must be a map")
 		}
 		if src, ok := m.Get("g"); ok {
 			name, _ := src.(string)
 			if st = c.s.sources[name]; st == nil {
-				c.sendError(req.ID, gb.StatusInvalidArguments, fmt.Sprintf("the traversal source [%v] for alias [g] is not configured on the server (graphd serves %s)", src, strings.Join(c.s.sourceNames(), ", ")))
-				return
+				return fail(op, gb.StatusInvalidArguments, fmt.Sprintf("the traversal source [%v] for alias [g] is not configured on the server (graphd serves %s)", src, strings.Join(c.s.sourceNames(), ", ")))
 			}
 		}
 	}
@@ -563,11 +600,10 @@ func (c *conn) process(req *gb.Request) {
 			code = gb.StatusServerError
 		}
 		c.s.log.Debug("graphd: traversal failed", "requestId", req.ID, "code", code, "err", err)
-		c.sendError(req.ID, int32(code), err.Error())
-		return
+		return fail(op, int32(code), err.Error())
 	}
 	c.s.log.Debug("graphd: traversal", "requestId", req.ID, "results", len(results.vals), "elapsed", time.Since(start))
-	c.sendResults(req.ID, results, batch)
+	return op, c.sendResults(req.ID, results, batch)
 }
 
 func (c *conn) currentUser() *User {
@@ -625,11 +661,11 @@ func (s *Server) execute(st *store.Store, bc *gb.Bytecode, user *User, timeout t
 	return res, nil
 }
 
-func (c *conn) sendResults(id uuid.UUID, res results, batch int) {
+func (c *conn) sendResults(id uuid.UUID, res results, batch int) int32 {
 	results := res.vals
 	if len(results) == 0 {
 		c.send(&gb.Response{RequestID: id, Code: gb.StatusNoContent, Attributes: &gb.Map{}, Meta: &gb.Map{}})
-		return
+		return gb.StatusNoContent
 	}
 	for off := 0; off < len(results); off += batch {
 		end := min(off+batch, len(results))
@@ -644,12 +680,13 @@ func (c *conn) sendResults(id uuid.UUID, res results, batch int) {
 		buf, err := gb.WriteResponse(&gb.Response{RequestID: id, Code: code, Attributes: &gb.Map{}, Meta: &gb.Map{}, Data: items}, nil)
 		if err != nil {
 			c.sendError(id, gb.StatusSerialization, "could not serialize result: "+err.Error())
-			return
+			return gb.StatusSerialization
 		}
 		if !c.write(buf) {
-			return
+			return statusClientGone
 		}
 	}
+	return gb.StatusSuccess
 }
 
 func (c *conn) sendError(id uuid.UUID, code int32, msg string) {

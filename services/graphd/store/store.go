@@ -39,6 +39,7 @@ import (
 	"path/filepath"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/worldgate/worldgate/services/graphd/graph"
 	"github.com/worldgate/worldgate/services/graphd/graphbinary"
@@ -71,16 +72,17 @@ type Store struct {
 	gen    uint64
 	failed error
 
-	walMu    sync.Mutex
-	walCond  *sync.Cond
-	wal      *os.File
-	walSize  int64
-	written  uint64
-	synced   uint64
-	syncing  bool
-	syncErr  error
-	compactN int64
-	closed   bool
+	walMu     sync.Mutex
+	walCond   *sync.Cond
+	wal       *os.File
+	walSize   int64
+	written   uint64
+	synced    uint64
+	syncing   bool
+	syncErr   error
+	compactN  int64
+	onCompact func(time.Duration, error)
+	closed    bool
 	// format1 is set while opening a directory written in storage format 1.
 	format1 bool
 }
@@ -89,11 +91,31 @@ type Store struct {
 type Options struct {
 	CompactBytes int64
 	Logger       *slog.Logger
+	// OnCompact, if set, is told how long each snapshot compaction took and whether it failed
+	// (graphd's metrics).
+	OnCompact func(elapsed time.Duration, err error)
+}
+
+// Stats are a store's size: what graphd's metrics report.
+type Stats struct {
+	Vertices, Edges int
+	WALBytes        int64 // the write-ahead log since the last snapshot
+}
+
+// Stats returns the store's counts and WAL size. It waits for a write in progress.
+func (s *Store) Stats() Stats {
+	s.mu.RLock()
+	st := Stats{Vertices: s.g.VertexCount(), Edges: s.g.EdgeCount()}
+	s.mu.RUnlock()
+	s.walMu.Lock()
+	st.WALBytes = s.walSize
+	s.walMu.Unlock()
+	return st
 }
 
 // Open opens (creating if needed) the data directory; dir "" means memory only.
 func Open(dir string, opt Options) (*Store, error) {
-	s := &Store{g: graph.New(), dir: dir, log: opt.Logger, compactN: opt.CompactBytes}
+	s := &Store{g: graph.New(), dir: dir, log: opt.Logger, compactN: opt.CompactBytes, onCompact: opt.OnCompact}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -439,6 +461,15 @@ func (s *Store) Compact() error {
 }
 
 func (s *Store) compactLocked() error {
+	start := time.Now()
+	err := s.compact()
+	if s.onCompact != nil {
+		s.onCompact(time.Since(start), err)
+	}
+	return err
+}
+
+func (s *Store) compact() error {
 	gen := s.gen + 1
 	tmp := filepath.Join(s.dir, "snapshot.tmp")
 	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)

@@ -215,6 +215,8 @@ func (st *Stack) startGraph(ctx context.Context) error {
 			{Name: GraphReader, Password: st.graphPasswords[GraphReader], ReadOnly: true},
 		},
 		Logger: st.Log.With("component", "graphd"),
+		// graphd's series go to the dev registry, on the admin port like every worker's.
+		Registerer: st.Reg, Gatherer: st.Reg,
 	})
 	if err != nil {
 		return err
