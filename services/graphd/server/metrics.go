@@ -78,7 +78,7 @@ type storeCollector struct {
 var (
 	descVertices = prometheus.NewDesc("worldgate_graphd_vertices", "Vertices in the graph, by traversal source.", []string{"source"}, nil)
 	descEdges    = prometheus.NewDesc("worldgate_graphd_edges", "Edges in the graph, by traversal source.", []string{"source"}, nil)
-	descWAL      = prometheus.NewDesc("worldgate_graphd_wal_bytes", "Size of the write-ahead log since the last snapshot compaction (compaction starts past -compact-bytes), by traversal source.", []string{"source"}, nil)
+	descWAL      = prometheus.NewDesc("worldgate_graphd_wal_bytes", "Size of the write-ahead log since the last snapshot compaction (which starts past 64 MiB by default), by traversal source.", []string{"source"}, nil)
 )
 
 func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
