@@ -341,14 +341,21 @@ func StartProcs(ctx context.Context, o ProcsOptions) (ps *Procs, err error) {
 	if err != nil {
 		return nil, err
 	}
-	ports := map[string]int{}
+	ports, taken := map[string]int{}, map[int]bool{}
 	port := func(name string) string {
-		if ports[name] == 0 {
+		for ports[name] == 0 {
 			p, perr := freePort()
-			if perr != nil && err == nil {
-				err = perr
+			if perr != nil {
+				if err == nil {
+					err = perr
+				}
+				break
 			}
-			ports[name] = p
+			// The kernel may hand out a port it gave a moment ago (each is closed at once):
+			// never give two names one port.
+			if !taken[p] {
+				ports[name], taken[p] = p, true
+			}
 		}
 		return "127.0.0.1:" + strconv.Itoa(ports[name])
 	}
