@@ -264,15 +264,30 @@ func chaos(ctx context.Context, o options, stderr io.Writer) (*Result, error) {
 	}
 	res.Seconds = time.Since(start).Seconds()
 	res.Retries = pub.Retries.Load()
-	// A read cut short (a consumer on a node that just restarted, under load) is read again.
+	// The audit reads the streams once the cluster is whole again (every node's /healthz), and
+	// a read cut short (JetStream without a meta leader for a moment, a consumer on a node that
+	// just restarted) is read again.
+	for healthy := time.Now().Add(2 * time.Minute); !ps.NATSHealthy() && time.Now().Before(healthy); {
+		prog.Update("waiting for every NATS node to be healthy before the audit")
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
 	for attempt := 1; ; attempt++ {
 		actx, cancel := context.WithTimeout(ctx, time.Minute)
 		res.Audit, err = harness.AuditRun(actx, ps.JS, graph, gen, n)
 		cancel()
-		if err == nil || attempt == 3 || ctx.Err() != nil {
+		if err == nil || attempt == 10 || ctx.Err() != nil {
 			break
 		}
-		prog.Update("audit attempt %d: %v; again", attempt, err)
+		prog.Update("audit attempt %d: %v; again in 5 s", attempt, err)
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(5 * time.Second):
+		}
 	}
 	prog.Done()
 	if err != nil {
