@@ -47,3 +47,12 @@ func DistinctN(texts []string, n int) float64 {
 	}
 	return float64(len(seen)) / float64(total)
 }
+
+// Variety is how little a speaker's texts repeat one another: distinct-2 over them, or distinct-1
+// when they are single words (no bigrams). An NPC whose last lines have a low variety is stale.
+func Variety(texts []string) float64 {
+	if d2 := DistinctN(texts, 2); d2 > 0 {
+		return d2
+	}
+	return DistinctN(texts, 1)
+}

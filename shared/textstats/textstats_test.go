@@ -33,3 +33,18 @@ func ExampleDistinctN() {
 	fmt.Printf("distinct-1 %.2f, distinct-2 %.2f\n", textstats.DistinctN(lines, 1), textstats.DistinctN(lines, 2))
 	// Output: distinct-1 0.67, distinct-2 0.67
 }
+
+func TestVariety(t *testing.T) {
+	same := []string{"Next!", "Next.", "next", "NEXT"}
+	if v := textstats.Variety(same); v != 0.25 {
+		t.Errorf("Variety(%q) = %.3f, want 0.25 (single words: distinct-1)", same, v)
+	}
+	varied := []string{"The tide turns at noon.", "Mind the oil on the stairs.", "Sold out, come back tomorrow."}
+	if v := textstats.Variety(varied); v != 1 {
+		t.Errorf("Variety(%q) = %.3f, want 1", varied, v)
+	}
+	repeated := []string{"The tide turns at noon.", "The tide turns at noon.", "The tide turns at noon.", "The tide turns at noon."}
+	if v := textstats.Variety(repeated); v != 0.25 {
+		t.Errorf("Variety(%q) = %.3f, want 0.25", repeated, v)
+	}
+}

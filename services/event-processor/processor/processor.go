@@ -86,6 +86,8 @@ type Deps struct {
 	// (graph down, timeouts) are retried up to runtime.MaxDeliverLimit deliveries (about a day
 	// at the 10 s backoff): an outage must not dead-letter good proposals.
 	ServerErrorLimit int
+	// Diversity sizes the diversity metrics' windows (zero: DefaultDiversity).
+	Diversity DiversityConfig
 }
 
 // Processor applies validated proposals. Build it with New.
@@ -93,6 +95,7 @@ type Processor struct {
 	d   Deps
 	log *slog.Logger
 	m   *procMetrics
+	div *Diversity
 }
 
 // New returns a Processor; it refuses missing dependencies.
@@ -125,7 +128,7 @@ func New(d Deps) (*Processor, error) {
 	if d.ServerErrorLimit <= 0 {
 		d.ServerErrorLimit = 20
 	}
-	return &Processor{d: d, log: d.Logger, m: newMetrics(d.Registerer)}, nil
+	return &Processor{d: d, log: d.Logger, m: newMetrics(d.Registerer), div: NewDiversity(d.Registerer, d.Diversity)}, nil
 }
 
 // Register builds a Processor from d and registers its handler on app. Add p.Ready to the
@@ -214,6 +217,7 @@ func (p *Processor) Handle(msg *message.Message) ([]*message.Message, error) {
 	now := time.Now().UTC()
 	stamp := now.Format(time.RFC3339Nano)
 	var out []*message.Message
+	committedNow := false
 	for _, c := range cmds {
 		meta := apply.Meta{ProposalID: prop.ProposalID, CorrelationID: prop.CorrelationID, CommittedUTC: stamp, Source: source}
 		start := time.Now()
@@ -275,12 +279,16 @@ func (p *Processor) Handle(msg *message.Message) ([]*message.Message, error) {
 		}
 		out = append(out, om)
 		if fresh {
+			committedNow = true
 			p.m.committed.WithLabelValues(prop.Kind).Inc()
 			p.m.pipeline.WithLabelValues(prop.Kind).Observe(now.Sub(occurred(prop)).Seconds())
 			log.Info(telemetry.CommitApplied, "eventId", c.EventID, "type", c.Type)
 		} else {
 			log.Info("event already applied by this message before; publishing it again", "eventId", c.EventID)
 		}
+	}
+	if committedNow {
+		p.div.Observe(prop) // what players get: measured once, by the commit that made it content
 	}
 	return out, nil
 }
