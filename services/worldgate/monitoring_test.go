@@ -57,6 +57,12 @@ var requiredMetrics = map[string][]string{
 	"worldgate_commit_rejections_total":       {"kind", "code"},
 	"worldgate_ai_tool_budget_exceeded_total": {"purpose"},
 	"worldgate_ai_fallbacks_total":            {"purpose", "cause"},
+	// Diversity of committed content (#20 item 4): bounded labels, never an NPC or player id.
+	"worldgate_content_distinct_ratio":             {"purpose", "n"},
+	"worldgate_content_lore_grounded_ratio":        {"purpose"},
+	"worldgate_dialogue_cross_player_repeat_ratio": {},
+	"worldgate_npc_stale_ratio":                    {},
+	"worldgate_npcs_heard":                         {},
 }
 
 // unboundedLabels are label names that would carry ids: never allowed on a Worldgate metric.
@@ -486,6 +492,17 @@ func unknownNames(expr parser.Expr, known map[string][]string, recorded map[stri
 
 // checkDemoSeries: after the demo, a scrape shows money spent and rejections at several gates.
 func checkDemoSeries(t *testing.T, cat map[string]*metricInfo) {
+	// The demo commits dialogue: its distinct-1 and distinct-2 are measured, within (0, 1].
+	distinct := map[string]float64{}
+	for _, s := range cat["worldgate_content_distinct_ratio"].values {
+		distinct[s.labels["purpose"]+" distinct-"+s.labels["n"]] = s.value
+	}
+	for _, k := range []string{"npc_dialogue distinct-1", "npc_dialogue distinct-2"} {
+		if v, ok := distinct[k]; !ok || v <= 0 || v > 1 {
+			t.Errorf("after the demo, %s is %v (measured: %v); want a value in (0, 1]", k, v, ok)
+		}
+	}
+	t.Logf("diversity after the demo: %v", distinct)
 	var cost float64
 	for _, s := range cat["worldgate_ai_cost_usd_total"].values {
 		cost += s.value
