@@ -5,15 +5,22 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	gremlingo "github.com/apache/tinkerpop/gremlin-go/v3/driver"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/worldgate/worldgate/events"
 	"github.com/worldgate/worldgate/services/ai-worker/replay"
 	"github.com/worldgate/worldgate/services/ai-worker/roles"
+	"github.com/worldgate/worldgate/services/ai-worker/templates"
+	"github.com/worldgate/worldgate/services/gate/gates"
+	"github.com/worldgate/worldgate/services/worldgate/stack"
 	"github.com/worldgate/worldgate/shared/logx"
 	"github.com/worldgate/worldgate/shared/natsx/natsauth"
 )
@@ -22,7 +29,9 @@ import (
 // provider): `worldgate replay` regenerates every proposal the ai-worker's model roles made —
 // first answers, cache hits, reprompts and fallback content — and each comes back
 // byte-identical, committed ones of every AI kind among them. A template version that is gone
-// or whose text changed, an unknown id and incomplete provenance are reported as such.
+// or whose text changed, an unknown id and incomplete provenance are reported as such. Then
+// `worldgate shadow` reruns the demo's triggers with a draft dialogue template, dry-runs the
+// gates and prints the comparison, and no stream, bucket or graph count changes.
 func TestReplayRegeneratesTheDemosProposals(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -31,6 +40,7 @@ func TestReplayRegeneratesTheDemosProposals(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.stop()
+	demoStart := time.Now()
 	if _, err := st.runDemo(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -119,6 +129,84 @@ func TestReplayRegeneratesTheDemosProposals(t *testing.T) {
 		}
 	})
 
+	t.Run("shadow run with a draft dialogue template", func(t *testing.T) {
+		spec, ok := templates.Get("npc-dialogue")
+		if !ok {
+			t.Fatal("npc-dialogue is not registered")
+		}
+		draft := filepath.Join(dir, "npc-dialogue-draft.tmpl")
+		text := strings.Replace(spec.Text, "Answer the player in character with\none or two sentences",
+			"Answer the player in character with\none or two short sentences, and mention something you can see", 1)
+		if text == spec.Text {
+			t.Fatal("the draft did not change the template text")
+		}
+		if err := os.WriteFile(draft, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		before := worldState(t, st, js)
+		shadowArgs := append([]string{"-from", demoStart.Add(-time.Second).Format(time.RFC3339Nano), "-template", "npc-dialogue@1.1.0=" + draft,
+			"-graph-url", st.Graph.URL(), "-graph-user", stack.GraphReader, "-graph-password", st.GraphCredentials(stack.GraphReader)["password"]}, args...)
+		var out, stderr bytes.Buffer
+		if err := runShadow(ctx, shadowArgs, &out, &stderr); err != nil {
+			t.Fatalf("shadow: %v\n%s%s", err, out.String(), stderr.String())
+		}
+		var rep ShadowReport
+		if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+			t.Fatalf("not JSON: %v\n%s", err, out.String())
+		}
+		kinds := map[string]int{}
+		changed := 0
+		for _, p := range rep.Pairs {
+			if p.Shadow == nil {
+				if p.Skipped == "" {
+					t.Errorf("pair %+v: no shadow and no reason", p)
+				}
+				continue
+			}
+			kinds[p.Kind]++
+			want := p.Recorded.Template
+			if p.Kind == events.KindNPCDialogue {
+				want = "npc-dialogue@1.1.0"
+			}
+			if p.Shadow.Template != want || p.Shadow.ProposalID == p.Recorded.ProposalID {
+				t.Errorf("%s shadow of %s: template %s (want %s), id %s", p.Kind, p.Recorded.ProposalID, p.Shadow.Template, want, p.Shadow.ProposalID)
+			}
+			if len(p.Shadow.Gates) == 0 || p.Shadow.Gates[0].Gate != gates.Schema || len(p.Recorded.Gates) == 0 {
+				t.Errorf("%s shadow of %s: gates %+v, recorded %+v: want the route's checks on both sides", p.Kind, p.Recorded.ProposalID, p.Shadow.Gates, p.Recorded.Gates)
+			}
+			if p.Kind == events.KindNPCDialogue && p.Shadow.Text != p.Recorded.Text {
+				changed++
+			}
+			if p.Kind != events.KindNPCDialogue && p.Shadow.Fallback == "" && p.Shadow.Text != p.Recorded.Text && len(p.LiveTools) == 0 {
+				t.Errorf("%s: the template did not change, the tools were recorded, yet the text did: %q → %q", p.Kind, p.Recorded.Text, p.Shadow.Text)
+			}
+		}
+		t.Logf("shadow: %d pairs %v, %d skipped, %d dialogues rewritten, live tools %v; recorded %+v; shadow %+v",
+			len(rep.Pairs), kinds, rep.Skipped, changed, rep.LiveTools, rep.Recorded, rep.Shadow)
+		for _, k := range []string{events.KindAmbience, events.KindNPCDialogue, events.KindQuestSeed} {
+			if kinds[k] == 0 {
+				t.Errorf("no %s was rerun", k)
+			}
+		}
+		if changed == 0 || rep.Shadow.Proposals != rep.Recorded.Proposals || rep.Shadow.Distinct2 <= 0 || rep.Shadow.Tokens <= 0 || rep.Shadow.Gates[gates.Schema][events.OutcomePassed] == 0 {
+			t.Errorf("summary: recorded %+v, shadow %+v, %d dialogues rewritten", rep.Recorded, rep.Shadow, changed)
+		}
+		// The text report: the same comparison, side by side.
+		out.Reset()
+		if err := runShadow(ctx, shadowArgs[:len(shadowArgs)-1], &out, &stderr); err != nil {
+			t.Fatalf("shadow: %v\n%s", err, stderr.String())
+		}
+		for _, want := range []string{"shadow run: template npc-dialogue@1.1.0", "gate schema", "distinct-2", "tokens", "npc-dialogue@1.1.0"} {
+			if !strings.Contains(out.String(), want) {
+				t.Errorf("the text report lacks %q:\n%s", want, out.String())
+			}
+		}
+		t.Logf("worldgate shadow:\n%s", out.String())
+		if after := worldState(t, st, js); !maps.Equal(before, after) {
+			t.Errorf("the shadow runs changed the system:\nbefore %v\nafter  %v", before, after)
+		}
+	})
+
 	// The rest tamper with a real recording in memory: the streams stay as they are.
 	var model *events.Proposal
 	for _, p := range emitted {
@@ -191,6 +279,37 @@ func TestReplayRegeneratesTheDemosProposals(t *testing.T) {
 			t.Fatalf("want a difference in the line, got identical %v diff %q", rep.Identical, rep.Diff)
 		}
 	})
+}
+
+// worldState is what a shadow run must leave as it is: every stream's (and so every KV
+// bucket's) last sequence, and the graph's vertex and edge counts.
+func worldState(t *testing.T, st *devStack, js jetstream.JetStream) map[string]uint64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	out := map[string]uint64{}
+	streams := js.ListStreams(ctx)
+	for si := range streams.Info() {
+		out["stream "+si.Config.Name] = si.State.LastSeq
+	}
+	if err := streams.Err(); err != nil {
+		t.Fatal(err)
+	}
+	for name, count := range map[string]func(g *gremlingo.GraphTraversalSource) *gremlingo.GraphTraversal{
+		"graph vertices": func(g *gremlingo.GraphTraversalSource) *gremlingo.GraphTraversal { return g.V().Count() },
+		"graph edges":    func(g *gremlingo.GraphTraversalSource) *gremlingo.GraphTraversal { return g.E().Count() },
+	} {
+		res, err := st.GraphRO.Submit(ctx, count)
+		if err != nil || len(res) != 1 {
+			t.Fatalf("%s: %v %v", name, res, err)
+		}
+		n, ok := res[0].(int64)
+		if !ok {
+			t.Fatalf("%s: %T %v", name, res[0], res[0])
+		}
+		out[name] = uint64(n)
+	}
+	return out
 }
 
 // aiProposals are the proposals the ai-worker's model roles emitted, in stream order.

@@ -323,8 +323,14 @@ func scanStream(ctx context.Context, js jetstream.JetStream, stream, id string, 
 // scanHeaders reads the headers of s's messages from start up to sequence last, handing each to
 // fn until fn returns true; it returns how many it read.
 func scanHeaders(ctx context.Context, s jetstream.Stream, start time.Time, last uint64, fn func(seq uint64, h nats.Header) (stop bool)) (int, error) {
+	return scanMessages(ctx, s, start, last, true, func(seq uint64, m jetstream.Msg) bool { return fn(seq, m.Headers()) })
+}
+
+// scanMessages reads s's messages (their headers only when headersOnly) from start up to
+// sequence last, handing each to fn until fn returns true; it returns how many it read.
+func scanMessages(ctx context.Context, s jetstream.Stream, start time.Time, last uint64, headersOnly bool, fn func(seq uint64, m jetstream.Msg) (stop bool)) (int, error) {
 	c, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
-		DeliverPolicy: jetstream.DeliverByStartTimePolicy, OptStartTime: &start, HeadersOnly: true})
+		DeliverPolicy: jetstream.DeliverByStartTimePolicy, OptStartTime: &start, HeadersOnly: headersOnly})
 	if err != nil {
 		return 0, err
 	}
@@ -349,7 +355,7 @@ func scanHeaders(ctx context.Context, s jetstream.Stream, start time.Time, last 
 				break
 			}
 			n++
-			if fn(seq, m.Headers()) {
+			if fn(seq, m) {
 				return n, nil
 			}
 			done = seq == last

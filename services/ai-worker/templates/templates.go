@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io/fs"
+	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -168,6 +169,37 @@ func Version(id, version string) (Spec, bool) {
 	}
 	return Spec{}, false
 }
+
+// Draft is a template version that is not registered (a shadow run tries it on recorded
+// traffic before it is rolled out): text under id and version, with the model settings of the
+// newest registered version of id. A version that is registered is refused unless text is its
+// text.
+func Draft(id, version, text string) (Spec, error) {
+	base, ok := Get(id)
+	if !ok {
+		return Spec{}, fmt.Errorf("no template %q is registered (a draft takes its kind and model settings from it)", id)
+	}
+	if !releaseVersion.MatchString(version) {
+		return Spec{}, fmt.Errorf("template version %q: proposals record MAJOR.MINOR.PATCH versions only (e.g. 1.1.0)", version)
+	}
+	if s, ok := Version(id, version); ok {
+		if s.Text != text {
+			return Spec{}, fmt.Errorf("template %s@%s is registered with another text: give the draft a new version", id, version)
+		}
+		return s, nil
+	}
+	t, err := prompt.New(id, version, text)
+	if err != nil {
+		return Spec{}, err
+	}
+	t.Description = "Draft of " + base.Description
+	d := base
+	d.Template = t
+	return d, nil
+}
+
+// releaseVersion is the version pattern proposals record (schemas: promptTemplate.version).
+var releaseVersion = regexp.MustCompile(`^[0-9]+\.[0-9]+\.[0-9]+$`)
 
 // List describes every template version, by id then version.
 func List() []Info {
