@@ -8,6 +8,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -268,6 +269,23 @@ func TestReplayRegeneratesTheDemosProposals(t *testing.T) {
 			}
 		})
 	}
+	t.Run("a tool call the recording lacks", func(t *testing.T) {
+		dropped := rec.Proposal.Provenance.ToolCalls[0].Tool
+		lacking := tampered(func(p *events.Proposal, _ *replay.Recording) { p.Provenance.ToolCalls = p.Provenance.ToolCalls[1:] })
+		// A replay never calls a tool: the model is told the call failed, and the report says so.
+		rep, err := r.Replay(ctx, lacking)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Contains(rep.Tools, replay.ToolUse{Tool: dropped, Source: replay.SourceMissing}) || !strings.Contains(rep.Note, "does not hold") {
+			t.Errorf("replay without the %s result: tools %+v, note %q", dropped, rep.Tools, rep.Note)
+		}
+		// A shadow run calls it live (read-only) and reports it.
+		pair := r.Shadow(ctx, lacking, nil, replay.Variant{}, func(context.Context, *events.Proposal) []gates.Verdict { return nil })
+		if pair.Shadow == nil || !slices.Contains(pair.LiveTools, dropped) {
+			t.Errorf("shadow without the %s result: %+v", dropped, pair)
+		}
+	})
 	t.Run("another model differs and shows a diff", func(t *testing.T) {
 		// The same recording on the rich tier's model: the scripted provider writes richer
 		// content for a "large" model, so the payload differs and the report shows how.
