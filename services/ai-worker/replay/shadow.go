@@ -6,13 +6,13 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"unicode"
 
 	"github.com/google/uuid"
 
 	"github.com/worldgate/worldgate/events"
 	"github.com/worldgate/worldgate/services/ai-worker/templates"
 	"github.com/worldgate/worldgate/services/gate/gates"
+	"github.com/worldgate/worldgate/shared/textstats"
 )
 
 // Variant is what a shadow run changes.
@@ -162,7 +162,7 @@ type Summary struct {
 	Tokens      int     `json:"tokens"`
 	CostUSD     float64 `json:"costUsd"`
 	// MeanLength is the mean text length in characters; Distinct1/2 are distinct-n over all
-	// texts: distinct n-grams of words / all n-grams (1 = nothing repeats).
+	// texts (textstats.DistinctN: distinct word n-grams / all n-grams; 1 = nothing repeats).
 	MeanLength float64 `json:"meanLength"`
 	Distinct1  float64 `json:"distinct1"`
 	Distinct2  float64 `json:"distinct2"`
@@ -212,25 +212,6 @@ func summarize(sides []Side) Summary {
 	if len(sides) > 0 {
 		s.MeanLength = float64(length) / float64(len(sides))
 	}
-	s.Distinct1, s.Distinct2 = DistinctN(texts, 1), DistinctN(texts, 2)
+	s.Distinct1, s.Distinct2 = textstats.DistinctN(texts, 1), textstats.DistinctN(texts, 2)
 	return s
-}
-
-// DistinctN is distinct-n over texts: the number of distinct word n-grams divided by the
-// number of n-grams (n-grams do not cross texts; words are lower-cased letter and digit runs).
-// 0 when there is no n-gram.
-func DistinctN(texts []string, n int) float64 {
-	seen := map[string]bool{}
-	total := 0
-	for _, t := range texts {
-		words := strings.FieldsFunc(strings.ToLower(t), func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) })
-		for i := 0; i+n <= len(words); i++ {
-			seen[strings.Join(words[i:i+n], " ")] = true
-			total++
-		}
-	}
-	if total == 0 {
-		return 0
-	}
-	return float64(len(seen)) / float64(total)
 }
