@@ -45,3 +45,27 @@ func TestInputRailIsVersioned(t *testing.T) {
 		}
 	}
 }
+
+// playerSaid (schemaVersion 4) is refused on an older version's proposal, which still decodes
+// without it.
+func TestPlayerSaidIsVersioned(t *testing.T) {
+	p := events.Proposal{ProposalID: "p-2", Kind: events.KindNPCDialogue, SchemaVersion: events.ProposalSchemaVersion,
+		CorrelationID: "c-2", CausationID: "e-2", AgentRole: "npc-dialogue", Actor: events.Actor{Kind: "player", ID: "player:ada"},
+		Payload:    json.RawMessage(`{"npcId":"npc:mira","playerId":"player:ada","locationId":"loc:square","line":"Aye.","intent":"greet","playerSaid":"Hello there."}`),
+		Provenance: &events.Provenance{Provider: "scripted", Model: "scripted-small"},
+		Route:      events.Route{Pending: []string{"schema"}}, CreatedUTC: time.Now().UTC()}
+	raw, _ := json.Marshal(p)
+	if _, err := events.DecodeProposal(raw); err != nil {
+		t.Fatalf("v%s with playerSaid: %v", events.ProposalSchemaVersion, err)
+	}
+	p.SchemaVersion = "3"
+	raw, _ = json.Marshal(p)
+	if _, err := events.DecodeProposal(raw); err == nil || !strings.Contains(err.Error(), "playerSaid") {
+		t.Fatalf("v3 with playerSaid: %v", err)
+	}
+	p.Payload = json.RawMessage(`{"npcId":"npc:mira","playerId":"player:ada","locationId":"loc:square","line":"Aye.","intent":"greet"}`)
+	raw, _ = json.Marshal(p)
+	if _, err := events.DecodeProposal(raw); err != nil || !events.ProposalSchemaAccepted("3") {
+		t.Fatalf("v3 without playerSaid: %v (accepted %v)", err, events.ProposalSchemaAccepted("3"))
+	}
+}

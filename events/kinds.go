@@ -133,8 +133,15 @@ type NPCDialoguePayload struct {
 	LocationID string `json:"locationId"`
 	Line       string `json:"line" validate:"notblank"`
 	Intent     string `json:"intent"`
+	// PlayerSaid is what the player said to the NPC, as the ai-worker's input rail left it
+	// (personal data redacted; empty when the rail blocked it). The trigger binds it, never the
+	// model; the interaction memory keeps it from the committed event (schemaVersion 4).
+	PlayerSaid string `json:"playerSaid,omitempty"`
 }
 
+// Content is the NPC's line: what the safety gate moderates. The player's words (PlayerSaid)
+// were moderated by the input rail before any model read them; words it flags as injection
+// are kept as data and answered, so the gate must not refuse the line for them.
 func (p *NPCDialoguePayload) Content() string      { return lines(p.Line) }
 func (p *NPCDialoguePayload) Target() string       { return p.NPCID + "|" + p.PlayerID }
 func (p *NPCDialoguePayload) References() []string { return ids(p.NPCID, p.PlayerID, p.LocationID) }

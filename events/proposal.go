@@ -10,8 +10,11 @@ import (
 // after an upgrade carries no attestations, so it is refused with a reason that says so (see
 // OldSchemaVersionReason) and its emitter proposes it again. Version 3 added
 // provenance.narrator (an outside narrator's proposal, which carries no model fields): a
-// version 2 proposal in flight is still accepted (it cannot carry the field).
-const ProposalSchemaVersion = "3"
+// version 2 proposal in flight is still accepted (it cannot carry the field). Version 4 added
+// the npc_dialogue payload's playerSaid (the player's words as the input rail left them, which
+// the interaction memory keeps): versions 2 and 3 in flight are still accepted (they cannot
+// carry it).
+const ProposalSchemaVersion = "4"
 
 // attestedSchemaVersion is the first version with attested hops.
 const attestedSchemaVersion = "2"
@@ -19,7 +22,7 @@ const attestedSchemaVersion = "2"
 // ProposalSchemaAccepted reports whether the gates and the event-processor accept proposals of
 // schema version v: ProposalSchemaVersion and the versions since the attested hops.
 func ProposalSchemaAccepted(v string) bool {
-	return v == ProposalSchemaVersion || v == attestedSchemaVersion
+	return v == ProposalSchemaVersion || v == "3" || v == attestedSchemaVersion
 }
 
 // OldSchemaVersionReason is why a proposal of an older schema version is refused.

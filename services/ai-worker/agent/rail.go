@@ -114,6 +114,9 @@ func (a *Agent) inputRail(ctx context.Context, role roles.Role, env *events.Enve
 			}
 			replace[u.Value] = v.Redacted
 			in.Untrusted[i] = prompt.Data(u.Label, v.Redacted)
+			if _, ok := in.Bind[roles.BindPlayerSaid]; ok && u.Label == roles.LabelPlayerSaid {
+				in.Bind[roles.BindPlayerSaid] = v.Redacted // what is proposed and stored is redacted too
+			}
 		}
 	}
 	sort.Strings(rail.Flagged)
@@ -154,6 +157,8 @@ func (a *Agent) inputRail(ctx context.Context, role roles.Role, env *events.Enve
 		return nil, stored, nil
 	}
 	log.Warn("Prompt.InputRail", "blocked", blocked, "flagged", rail.Flagged)
+	// Blocked words are neither answered nor remembered: the fallback line carries none of them.
+	delete(in.Bind, roles.BindPlayerSaid)
 	t := &task{role: role, env: stored, in: *in}
 	r, err := a.fallback(ctx, t, CauseInputBlocked, fmt.Sprintf(
 		"input rail: the player's words were flagged for %s under moderation policy %s; no model was called",

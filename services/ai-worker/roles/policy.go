@@ -55,8 +55,11 @@ func (r Role) Input(env *events.Envelope) (Input, error) {
 			LocationID: p.LocationID,
 			Facts: []templates.Fact{{Key: "npcId", Value: p.NPCID}, {Key: "playerId", Value: p.PlayerID},
 				{Key: "locationId", Value: p.LocationID}},
-			Untrusted: []prompt.Untrusted{prompt.Data("player_said", p.Utterance)},
-			Bind:      map[string]string{"npcId": p.NPCID, "playerId": p.PlayerID, "locationId": p.LocationID},
+			Untrusted: []prompt.Untrusted{prompt.Data(LabelPlayerSaid, p.Utterance)},
+			// playerSaid is bound from the trigger (the input rail replaces it with its redacted
+			// form, or drops it when it blocks the words): the committed line carries what it
+			// answers, which the interaction memory keeps.
+			Bind: map[string]string{"npcId": p.NPCID, "playerId": p.PlayerID, "locationId": p.LocationID, BindPlayerSaid: p.Utterance},
 		}, nil
 	case events.QuestSeedRequested:
 		var p events.QuestSeedRequestedPayload
@@ -89,6 +92,13 @@ func (r Role) Input(env *events.Envelope) (Input, error) {
 	}
 	return Input{}, fmt.Errorf("role %s: no input policy for %s", r.Name, r.Trigger)
 }
+
+// LabelPlayerSaid labels the player's words in the prompt; BindPlayerSaid is the npc_dialogue
+// payload field they are bound to (as the input rail leaves them).
+const (
+	LabelPlayerSaid = "player_said"
+	BindPlayerSaid  = "playerSaid"
+)
 
 // DraftQuestID is the quest id the prompt shows the model.
 const DraftQuestID = "quest:draft"
