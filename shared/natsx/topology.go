@@ -35,6 +35,9 @@ const (
 	BucketBudget      = "worldgate-budget"
 	BucketBudgetShort = "worldgate-budget-short"
 	BucketBudgetLong  = "worldgate-budget-long"
+	// The interaction memory: per NPC–player pair the last committed exchanges, per NPC its
+	// recent committed events (written by the memory-writer from COMMITTED, read by mcp-world).
+	BucketMemory = "worldgate-memory"
 )
 
 // TopologyOptions are the knobs operators turn; the zero value is the single-node default.
@@ -82,6 +85,7 @@ var DefaultLimits = map[string]Limits{
 	BucketBudget:      {0, 16 * mib}, // definitions and overrides: kept until changed (no TTL)
 	BucketBudgetShort: {2 * time.Hour, 64 * mib},
 	BucketBudgetLong:  {33 * 24 * time.Hour, 64 * mib},
+	BucketMemory:      {7 * 24 * time.Hour, 64 * mib},
 }
 
 // limits is name's limits with opts applied over the default.
@@ -142,6 +146,7 @@ func DefaultTopology(opts TopologyOptions) Topology {
 			bucket(BucketBudget, "LLM budget definitions, operators' overrides and pauses, actor policies", 0, 0),
 			bucket(BucketBudgetShort, "LLM budget windows of a minute or an hour, updated with compare-and-set", 0, 0),
 			bucket(BucketBudgetLong, "LLM budget windows of a day or a month, updated with compare-and-set", 0, 0),
+			bucket(BucketMemory, "Interaction memory: recent committed dialogue per NPC and player, recent events per NPC", 0, 0),
 		},
 	}
 }
