@@ -1,8 +1,9 @@
 // Command mcp-world serves Worldgate's read-only world tools (get-location,
-// list-exits, get-player-state, get-neighbors, list-recent-events) over
-// Streamable HTTP (at /mcp, bearer token with scope world:read) or stdio
-// (trusted local use, no token). It reads the graph as the read-only user
-// and the COMMITTED JetStream stream with direct gets.
+// list-exits, get-player-state, get-neighbors, list-recent-events,
+// get-recent-dialogue) over Streamable HTTP (at /mcp, bearer token with scope
+// world:read) or stdio (trusted local use, no token). It reads the graph as
+// the read-only user, and the COMMITTED JetStream stream and the interaction
+// memory bucket with direct gets.
 //
 //	mcp-world -graph-url ws://127.0.0.1:8182/gremlin -graph-user reader -graph-password reader-dev \
 //	          -nats-url nats://127.0.0.1:4222 -token-file tokens.json
@@ -43,8 +44,9 @@ func run() error {
 	f.Register(fs, "127.0.0.1:7401", "127.0.0.1:9401")
 	graph := graphx.Settings{URL: "ws://127.0.0.1:8182/gremlin", Username: "reader", ReadOnly: true}
 	graph.RegisterFlags(fs, "graph-")
-	// NATS is for the COMMITTED stream (list-recent-events), which is off without it.
-	// It also registers the server with NATS service discovery (worldgate status).
+	// NATS is for the COMMITTED stream (list-recent-events) and the interaction memory
+	// (get-recent-dialogue), which are off without it. It also registers the server with NATS
+	// service discovery (worldgate status).
 	ncfg := natsx.ConnConfig{Name: "mcp-world", User: "mcp-world"}
 	ncfg.RegisterFlags(fs, "mcp-world", true)
 	stream := fs.String("stream", worldtools.DefaultStream, "committed stream name")

@@ -1,8 +1,10 @@
 // Package worldtools holds mcp-world's tools: get-location, list-exits,
 // get-player-state, get-neighbors (graph reads through gremlin-go as the
-// graph's read-only user, ReadOnlyStrategy on every traversal source) and
+// graph's read-only user, ReadOnlyStrategy on every traversal source),
 // list-recent-events (direct gets on the COMMITTED JetStream stream, newest
-// first; no consumer or other durable state is created).
+// first; no consumer or other durable state is created) and
+// get-recent-dialogue (the interaction memory bucket, which the
+// memory-writer keeps from COMMITTED; read only).
 package worldtools
 
 import (
@@ -49,9 +51,10 @@ type Options struct {
 
 // Server is mcp-world.
 type Server struct {
-	mcp   *mcp.Server
-	opts  Options
-	graph *graphx.Conn
+	mcp    *mcp.Server
+	opts   Options
+	graph  *graphx.Conn
+	memory *lazyMemory
 }
 
 // New builds mcp-world. Nothing is dialled until the first call.
@@ -72,6 +75,7 @@ func New(o Options) (*Server, error) {
 		return nil, err
 	}
 	srv = &Server{mcp: s, opts: o, graph: o.GraphConn}
+	srv.memory = &lazyMemory{s: srv}
 	if srv.graph == nil {
 		o.Graph.ReadOnly = true
 		if srv.graph, err = graphx.Open(o.Graph); err != nil {
@@ -109,6 +113,12 @@ func New(o Options) (*Server, error) {
 		Annotations: mcpx.ReadOnly("List recent events"),
 		InputSchema: mcpx.InputSchema[RecentEventsInput](map[string]mcpx.Limit{"entityId": id, "limit": mcpx.IntRange(1, MaxLimit)}),
 	}, srv.listRecentEvents)
+	mcp.AddTool(s, &mcp.Tool{
+		Name:        "get-recent-dialogue",
+		Description: "Get what an NPC (npc:…) and a player (player:…) said to each other recently: their last committed exchanges, newest first, at most limit (1..20, default 5), each with the player's words (personal data redacted) and the NPC's answer; and the NPC's most recent committed events with anyone. Empty when they have not spoken lately.",
+		Annotations: mcpx.ReadOnly("Get recent dialogue"),
+		InputSchema: mcpx.InputSchema[RecentDialogueInput](map[string]mcpx.Limit{"npcId": id, "playerId": id, "limit": mcpx.IntRange(1, MaxDialogueLimit)}),
+	}, srv.getRecentDialogue)
 	mcpx.AddEntityResources(s, srv.entityKinds()...)
 	return srv, nil
 }

@@ -174,7 +174,7 @@ func TestWorldTools(t *testing.T) {
 	}
 	ctx := context.Background()
 
-	// Catalog: five read-only tools.
+	// Catalog: six read-only tools.
 	lt, err := cs.ListTools(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -187,7 +187,7 @@ func TestWorldTools(t *testing.T) {
 		}
 	}
 	sort.Strings(names)
-	if want := []string{"get-location", "get-neighbors", "get-player-state", "list-exits", "list-recent-events"}; !slices.Equal(names, want) {
+	if want := []string{"get-location", "get-neighbors", "get-player-state", "get-recent-dialogue", "list-exits", "list-recent-events"}; !slices.Equal(names, want) {
 		t.Fatalf("tools %v, want %v", names, want)
 	}
 

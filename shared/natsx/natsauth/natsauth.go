@@ -150,7 +150,7 @@ func Roles(p Policy) []Role {
 	for _, w := range p.Workers {
 		out = append(out, Role{Name: w.User, Summary: w.Summary, Permissions: w.permissions()})
 	}
-	return append(out, Role{Name: MCPWorld, Summary: "mcp-world: reads the committed log (list-recent-events)", Permissions: mcpWorld()},
+	return append(out, Role{Name: MCPWorld, Summary: "mcp-world: reads the committed log (list-recent-events) and the interaction memory (get-recent-dialogue)", Permissions: mcpWorld()},
 		Role{Name: Edge, Summary: "edge, the HTTP API: publishes world events, reads outcomes", Permissions: edgePerms()},
 		Role{Name: MCPPropose, Summary: "mcp-propose, outside narrators' proposals: proposals.emit.narrator, the content-request world events, reads outcomes", Permissions: mcpPropose()},
 		Role{Name: MCPLore, Summary: "mcp-lore: service discovery only", Permissions: discoveryOnly(MCPLore)},
@@ -350,6 +350,8 @@ func mcpWorld() *natsx.Permissions {
 	p.service(MCPWorld)
 	s := events.StreamCommitted
 	p.pub = append(p.pub, api("STREAM.INFO", s), api("STREAM.MSG.GET", s), api("DIRECT.GET", s), api("DIRECT.GET", s, ">"))
+	// get-recent-dialogue: the interaction memory, read only.
+	p.kvRead(natsx.BucketMemory, ">")
 	return p.build()
 }
 
