@@ -20,11 +20,11 @@ run:
 ## build: every binary into ./bin
 build:
 	@mkdir -p bin
-	cd services && for d in worldgate graphd gate event-processor ai-worker mcp-world mcp-lore mcp-classify mcp-propose edge; do \
+	cd services && for d in worldgate graphd gate event-processor memory-writer ai-worker mcp-world mcp-lore mcp-classify mcp-propose edge; do \
 		[ -f $$d/main.go ] && $(GO) build -o ../bin/$$d ./$$d || exit 1; done
 
 ## images: one container image per program (deploy/docker/Dockerfile; needs Docker with BuildKit)
-IMAGES := worldgate graphd gate event-processor ai-worker mcp-world mcp-lore mcp-classify mcp-propose edge
+IMAGES := worldgate graphd gate event-processor memory-writer ai-worker mcp-world mcp-lore mcp-classify mcp-propose edge
 VERSION ?= dev
 images:
 	for s in $(IMAGES); do docker build -f deploy/docker/Dockerfile --target $$s -t worldgate/$$s:$(VERSION) . || exit 1; done

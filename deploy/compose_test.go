@@ -133,7 +133,7 @@ func TestComposeWorkers(t *testing.T) {
 		}
 	}
 	slices.Sort(worldgateServices)
-	if want := []string{"ai-worker", "edge", "event-processor", "gate", "keys", "mcp-classify", "mcp-lore", "mcp-propose", "mcp-world", "provision"}; !slices.Equal(worldgateServices, want) {
+	if want := []string{"ai-worker", "edge", "event-processor", "gate", "keys", "mcp-classify", "mcp-lore", "mcp-propose", "mcp-world", "memory-writer", "provision"}; !slices.Equal(worldgateServices, want) {
 		t.Errorf("services built from deploy/docker/Dockerfile: %v, want %v", worldgateServices, want)
 	}
 	for _, name := range worldgateServices {

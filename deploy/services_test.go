@@ -39,6 +39,8 @@ var programs = []program{
 		about: "The proposal gates: one per process (`-gate schema`, Kubernetes) or several (`-gate all`, compose). Variables `WORLDGATE_*`; the image binds the admin address on `0.0.0.0:9410`."},
 	{name: "event-processor", envPrefix: "WORLDGATE_", adminPort: 9105,
 		about: "Applies validated proposals to the graph, the only holder of its write credentials. Variables `WORLDGATE_*`; the image binds the admin address on `0.0.0.0:9105`."},
+	{name: "memory-writer", envPrefix: "WORLDGATE_", adminPort: 9106,
+		about: "Keeps the interaction memory (get-recent-dialogue, [interaction-memory.md](interaction-memory.md)) from committed events: NATS user `memory-writer`, durable `memory-writer` on COMMITTED, KV bucket `worldgate-memory`. Variables `WORLDGATE_*`; the image binds the admin address on `0.0.0.0:9106`."},
 	{name: "ai-worker", envPrefix: "WORLDGATE_", adminPort: 9420,
 		about: "The agent roles. Variables `WORLDGATE_*` (the `-mcp-*` flags too: `WORLDGATE_MCP_TOKEN`); the API key is read from the variable `-llm-api-key-env` names (`WORLDGATE_LLM_API_KEY`). The image binds the admin address on `0.0.0.0:9420`."},
 	{name: "mcp-world", envPrefix: "WORLDGATE_MCP_", adminPort: 9401, listenPort: 7401,
@@ -87,7 +89,8 @@ func workers(t *testing.T) []worker {
 		ws = append(ws, worker{name: "gate-" + g, program: "gate", args: []string{"-gate", g},
 			consumers: []consumer{{"PROPOSALS", "gate-" + g}}})
 	}
-	ws = append(ws, worker{name: "event-processor", program: "event-processor", consumers: []consumer{{"PROPOSALS", "event-processor"}}})
+	ws = append(ws, worker{name: "event-processor", program: "event-processor", consumers: []consumer{{"PROPOSALS", "event-processor"}}},
+		worker{name: "memory-writer", program: "memory-writer", consumers: []consumer{{"COMMITTED", "memory-writer"}}})
 	ai := worker{name: "ai-worker", program: "ai-worker"}
 	for _, r := range aiRoles {
 		ai.consumers = append(ai.consumers, consumer{"WORLD", "ai-" + r})

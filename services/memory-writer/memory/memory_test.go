@@ -164,7 +164,7 @@ func TestMemoryStaysBoundedUnderManyPairs(t *testing.T) {
 		}
 	}
 	long := strings.Repeat("a long, long line ", 26) // 468 bytes
-	for n := range 40 { // one pair talks on and on
+	for n := range 40 {                              // one pair talks on and on
 		handle(dialogue("npc:mira", "player:ada", n, long, long))
 	}
 	const npcs, players = 20, 20

@@ -17,6 +17,7 @@ import (
 	"github.com/worldgate/worldgate/services/ai-worker/roles"
 	"github.com/worldgate/worldgate/services/event-processor/processor"
 	"github.com/worldgate/worldgate/services/gate/gates"
+	"github.com/worldgate/worldgate/services/memory-writer/memory"
 	"github.com/worldgate/worldgate/shared/natsx"
 	"github.com/worldgate/worldgate/shared/natsx/natsauth"
 )
@@ -67,6 +68,11 @@ func ForLayouts(routes events.Routes, layouts ...gates.Layout) (natsauth.Policy,
 				Consumers: []natsauth.Consumer{{Stream: events.StreamProposals, Durable: processor.Name}},
 				Publish: []string{events.SubjectCommittedAll, events.RejectedSubject(processor.Gate),
 					events.OutcomeKindFilter(events.OutcomeCommitted), events.OutcomeKindFilter(events.OutcomeFallback)},
+			}}},
+		natsauth.Worker{User: natsauth.MemoryWriter, Summary: "the memory-writer: keeps the interaction memory from committed events (reads COMMITTED, writes only the memory bucket)", Service: memory.Name,
+			Grants: []natsauth.Grant{{
+				Consumers: []natsauth.Consumer{{Stream: events.StreamCommitted, Durable: memory.Name}},
+				Buckets:   []natsauth.Bucket{{Name: natsx.BucketMemory}},
 			}}},
 	)
 	return natsauth.Policy{Workers: ws, Entry: routes.FirstGates()}, nil

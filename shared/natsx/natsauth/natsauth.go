@@ -29,7 +29,9 @@ const (
 	Operator       = "operator"
 	AIWorker       = "ai-worker"
 	EventProcessor = "event-processor"
-	MCPWorld       = "mcp-world"
+	// MemoryWriter keeps the interaction memory from COMMITTED.
+	MemoryWriter = "memory-writer"
+	MCPWorld     = "mcp-world"
 	// MCPPropose is mcp-propose, the outside narrators' proposal server (the narrator emitter).
 	MCPPropose = "mcp-propose"
 	// MCPLore and MCPClassify use NATS only to register with service discovery.
