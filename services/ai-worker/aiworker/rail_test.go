@@ -90,6 +90,9 @@ func TestInputRailBeforeTheModel(t *testing.T) {
 	if err := events.ValidatePayload(events.KindNPCDialogue, p.Payload); err != nil {
 		t.Fatal(err)
 	}
+	if strings.Contains(string(p.Payload), "playerSaid") || strings.Contains(string(p.Payload), "brainless") {
+		t.Fatalf("the fallback line carries the blocked words (the memory would keep them): %s", p.Payload)
+	}
 	if got := s.metric("worldgate_ai_input_rail_total", map[string]string{"outcome": "blocked", "category": "harassment"}); got != 1 {
 		t.Errorf("input rail blocked{harassment} = %v", got)
 	}
@@ -114,6 +117,10 @@ func TestInputRailBeforeTheModel(t *testing.T) {
 	raw, _ := json.Marshal(p)
 	if strings.Contains(string(raw), email) {
 		t.Fatalf("the proposal holds the address: %s", raw)
+	}
+	var dlg events.NPCDialoguePayload
+	if err := json.Unmarshal(p.Payload, &dlg); err != nil || dlg.PlayerSaid != "Tell the smith to write to me at [email] about the bridge." {
+		t.Fatalf("playerSaid %q (%v): want the words as the rail redacted them, which the interaction memory keeps", dlg.PlayerSaid, err)
 	}
 	kv, err := s.nats.JS.KeyValue(context.Background(), natsx.BucketAICache)
 	if err != nil {
