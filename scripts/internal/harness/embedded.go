@@ -47,7 +47,7 @@ type Embedded struct {
 	*stack.Stack
 }
 
-// StartEmbedded starts NATS, graphd, the MCP servers, the event-processor, every gate and the
+// StartEmbedded starts NATS, graphd, the MCP servers, the event-processor, the memory-writer, every gate and the
 // ai-worker in this process.
 func StartEmbedded(ctx context.Context, o EmbeddedOptions) (*Embedded, error) {
 	gcfg := GateConfig()

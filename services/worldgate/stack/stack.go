@@ -85,9 +85,10 @@ type Part struct {
 }
 
 // Pipeline is what carries an event to the graph: the MCP servers, the event-processor, the
-// gates and the ai-worker, in the order their dependencies need (the gates and the ai-worker
-// read the graph through the MCP part's read-only connection).
-func Pipeline() []Part { return []Part{MCP, Processor, Gates, AIWorker} }
+// memory-writer (the interaction memory the npc-dialogue role reads), the gates and the
+// ai-worker, in the order their dependencies need (the gates and the ai-worker read the graph
+// through the MCP part's read-only connection).
+func Pipeline() []Part { return []Part{MCP, Processor, MemoryWriter, Gates, AIWorker} }
 
 // Dev is what `worldgate dev` runs: edge (and the /play console) and the pipeline.
 func Dev() []Part { return append([]Part{Edge}, Pipeline()...) }

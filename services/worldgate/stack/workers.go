@@ -15,6 +15,7 @@ import (
 	"github.com/worldgate/worldgate/services/event-processor/processor"
 	"github.com/worldgate/worldgate/services/gate/attest"
 	"github.com/worldgate/worldgate/services/gate/gates"
+	"github.com/worldgate/worldgate/services/memory-writer/memory"
 	"github.com/worldgate/worldgate/shared/mcpx/client"
 	"github.com/worldgate/worldgate/shared/natsx"
 	"github.com/worldgate/worldgate/shared/natsx/natsauth"
@@ -25,6 +26,8 @@ import (
 var (
 	// Processor is the event-processor, the only graph writer, and its marker pruner.
 	Processor = Part{"event-processor", startProcessor}
+	// MemoryWriter keeps the interaction memory (get-recent-dialogue) from COMMITTED.
+	MemoryWriter = Part{memory.Name, startMemoryWriter}
 	// Gates runs each gate as its own worker on its own NATS user (gates.OneProcessPerGate).
 	Gates = Part{"gates", startGates}
 	// AIWorker is the ai-worker on the LLMConfig provider (default: scripted), under Budgets.
@@ -45,6 +48,24 @@ func (st *Stack) NewApp(name, role, description string) (*runtime.App, jetstream
 	}
 	st.Admin.AddCheck(name, app.Ready)
 	return app, js, nil
+}
+
+// startMemoryWriter runs the memory-writer as its own worker on its own NATS user: it reads
+// COMMITTED and writes only the memory bucket.
+func startMemoryWriter(ctx context.Context, st *Stack) error {
+	app, js, err := st.NewApp(memory.Name, natsauth.MemoryWriter, "keeps the interaction memory from committed events")
+	if err != nil {
+		return err
+	}
+	store, err := memory.Open(ctx, js, memory.Limits{})
+	if err != nil {
+		return err
+	}
+	if _, err := memory.Register(app, store, st.Reg, st.Log.With("worker", memory.Name)); err != nil {
+		return err
+	}
+	st.Go(memory.Name, app.Run)
+	return nil
 }
 
 func startProcessor(_ context.Context, st *Stack) error {
