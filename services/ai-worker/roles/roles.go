@@ -68,7 +68,7 @@ var all = []Role{
 	{
 		Name: NPCDialogue, Trigger: events.PlayerSpokeToNPC, Kind: events.KindNPCDialogue,
 		Purpose: PurposeNPCDialogue, Template: "npc-dialogue", UsesLLM: true,
-		Tools:    []string{"get-location", "get-player-state", "get-canonical-fact", "search-lore", "classify-intent"},
+		Tools:    []string{"get-location", "get-player-state", "get-recent-dialogue", "get-canonical-fact", "search-lore", "classify-intent"},
 		Required: []string{"get-location"},
 	},
 	{

@@ -244,6 +244,12 @@ func (w *writer) dialogue() map[string]any {
 	if topic := w.f.subject(); topic != "" && !w.f.hostile() && intent != "refuse" {
 		line = sentence(strings.Replace(w.pick([]string{"%s, you say?", "Ah, %s.", "%s? Hm.", "So it's %s you're after."}), "%s", topic, 1) + " " + line)
 	}
+	// Like a model with the conversation's memory, it picks up where the two left off: what
+	// the player said last time comes back, quoted (never for a hostile player).
+	if before := w.f.lastSaid; before != "" && !w.f.hostile() {
+		line = strings.Replace(w.pick([]string{"Last time you said %q. ", "You told me %q, last we spoke. ", "Back again? Last time it was %q. "}),
+			"%q", strconvQuote(quoteable(before)), 1) + line
+	}
 	if who := w.f.player(); who != "" && w.rng.IntN(2) == 0 {
 		line += " " + w.pick([]string{"Mind how you go, %s.", "Remember that, %s.", "That's all I know, %s.", "Good day to you, %s."})
 		line = strings.Replace(line, "%s", who, 1)
@@ -308,3 +314,23 @@ func (w *writer) quest() map[string]any {
 	objs = append(objs, cands[4])
 	return map[string]any{"title": title, "hook": hook, "objectives": objs}
 }
+
+// quoteable is the start of earlier words short enough to quote back: the
+// first sentence, at most 80 bytes, cut at a word.
+func quoteable(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.IndexAny(s, ".!?\n"); i > 0 {
+		s = s[:i+1]
+	}
+	if len(s) > 80 {
+		s = s[:80]
+		if i := strings.LastIndexByte(s, ' '); i > 20 {
+			s = s[:i]
+		}
+		s = strings.ToValidUTF8(s, "") + "…"
+	}
+	return s
+}
+
+// strconvQuote quotes s as the line quotes speech.
+func strconvQuote(s string) string { return "\u201c" + s + "\u201d" }

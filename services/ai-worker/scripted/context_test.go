@@ -63,3 +63,58 @@ func TestDialogueVariesWithWhoAndWhat(t *testing.T) {
 		t.Errorf("no answer takes up what the player asked about")
 	}
 }
+
+// Offered the conversation-memory tool, the script asks for it too (beyond the default cap),
+// and with the pair's last exchange in the results the NPC picks up what the player said last
+// time; without a memory, or for a hostile player, it does not.
+func TestDialogueRemembersTheLastExchange(t *testing.T) {
+	p := scripted.New(scripted.Options{})
+	id := json.RawMessage(`{"type":"object","properties":{"npcId":{"type":"string","minLength":1},"playerId":{"type":"string","minLength":1},"limit":{"type":"integer","minimum":1,"maximum":20}},"required":["npcId","playerId"],"additionalProperties":false}`)
+	loc := json.RawMessage(`{"type":"object","properties":{"locationId":{"type":"string","minLength":1}},"required":["locationId"],"additionalProperties":false}`)
+	tools := []llm.Tool{{Name: "classify-intent", InputSchema: json.RawMessage(`{"type":"object","properties":{"text":{"type":"string","minLength":1}},"required":["text"]}`)},
+		{Name: "get-canonical-fact", InputSchema: json.RawMessage(`{"type":"object","properties":{"factId":{"type":"string","minLength":1}},"required":["factId"]}`)},
+		{Name: "get-location", InputSchema: loc}, {Name: "get-player-state", InputSchema: json.RawMessage(`{"type":"object","properties":{"playerId":{"type":"string","minLength":1}},"required":["playerId"]}`)},
+		{Name: "get-recent-dialogue", InputSchema: id}, {Name: "search-lore", InputSchema: json.RawMessage(`{"type":"object","properties":{"query":{"type":"string","minLength":2}},"required":["query"]}`)}}
+	user := "npcId: npc:mira\nplayerId: player:ada\nlocationId: loc:square\n" + prompt.Data("player_said", "Any news today?").String()
+	first, err := p.Complete(context.Background(), &llm.Request{Purpose: roles.PurposeNPCDialogue, Model: scripted.ModelSmall,
+		Messages: []llm.Message{{Role: llm.RoleUser, Content: user}}, Tools: tools})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var memoryCall *llm.ToolCall
+	for i, c := range first.ToolCalls {
+		if c.Name == "get-recent-dialogue" {
+			memoryCall = &first.ToolCalls[i]
+		}
+	}
+	if len(first.ToolCalls) != scripted.DefaultToolCalls+1 || memoryCall == nil ||
+		llm.ValidateJSON(id, memoryCall.Args) != nil || !strings.Contains(string(memoryCall.Args), `"npc:mira"`) {
+		t.Fatalf("tool calls %+v, want the default %d and get-recent-dialogue for mira and ada", first.ToolCalls, scripted.DefaultToolCalls)
+	}
+	line := func(intent, memory string) string {
+		t.Helper()
+		msgs := []llm.Message{{Role: llm.RoleUser, Content: user},
+			{Role: llm.RoleAssistant, ToolCalls: []llm.ToolCall{{ID: "c1", Name: "classify-intent"}, {ID: "c2", Name: "get-recent-dialogue"}}},
+			{Role: llm.RoleTool, ToolCallID: "c1", Name: "classify-intent", Content: `{"intent":"` + intent + `"}`},
+			{Role: llm.RoleTool, ToolCallID: "c2", Name: "get-recent-dialogue", Content: memory}}
+		resp, err := p.Complete(context.Background(), &llm.Request{Purpose: roles.PurposeNPCDialogue, Model: scripted.ModelSmall, Messages: msgs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var d struct{ Line string }
+		if err := json.Unmarshal([]byte(resp.Text), &d); err != nil {
+			t.Fatal(err)
+		}
+		return d.Line
+	}
+	remembered := `{"npcId":"npc:mira","playerId":"player:ada","exchanges":[{"eventId":"e2","playerSaid":"Where is the old mill? I lost my way.","npcLine":"North."},{"eventId":"e1","playerSaid":"Hello.","npcLine":"Hi."}],"aroundNpc":[{"type":"NPCDialogueAccepted","text":"said to player:bo: \"Go away.\""}]}`
+	if l := line("ask", remembered); !strings.Contains(l, "“Where is the old mill?”") || strings.Contains(l, "Go away") {
+		t.Errorf("with a memory: %q, want the player's last words quoted (and not the notes as scenery)", l)
+	}
+	if l := line("ask", `{"npcId":"npc:mira","playerId":"player:ada","exchanges":[],"aroundNpc":[]}`); strings.Contains(l, "Last time") || strings.Contains(l, "last we spoke") {
+		t.Errorf("without a memory: %q", l)
+	}
+	if l := line("insult", remembered); strings.Contains(l, "old mill") {
+		t.Errorf("a hostile player's earlier words came back: %q", l)
+	}
+}

@@ -24,6 +24,7 @@ type facts struct {
 	intents   []string            // classified intents
 	moods     []string            // moods mentioned
 	utterance string              // the player's words, if any
+	lastSaid  string              // what the player said in the previous exchange (conversation memory)
 	refusal   string              // why a validator refused the previous answer, on a reprompt
 	all       string              // everything, lower-cased, for keyword cues
 	hasTool   bool                // tool results were present
@@ -83,6 +84,9 @@ func gather(req *llm.Request) *facts {
 				continue
 			}
 			if json.Unmarshal([]byte(m.Content), &v) == nil {
+				if f.remember(v) {
+					continue // a conversation's memory is not a description of the scene
+				}
 				f.walk(v, []string{norm(tool)})
 			} else {
 				f.text(m.Content)
@@ -331,4 +335,26 @@ func (f *facts) player() string {
 		return ""
 	}
 	return humanize(id)
+}
+
+// remember reads a conversation memory (get-recent-dialogue's result: an
+// object with "exchanges", newest first, each with what the player said):
+// the player's words in the latest exchange that has any. It reports whether
+// v was such a memory.
+func (f *facts) remember(v any) bool {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return false
+	}
+	xs, ok := m["exchanges"].([]any)
+	if !ok {
+		return false
+	}
+	for _, x := range xs {
+		e, _ := x.(map[string]any)
+		if said, _ := e["playerSaid"].(string); strings.TrimSpace(said) != "" && f.lastSaid == "" {
+			f.lastSaid = strings.TrimSpace(said)
+		}
+	}
+	return true
 }

@@ -197,26 +197,47 @@ func (p *Provider) toolTurn(req *llm.Request, f *facts, rng *rand.Rand, h [32]by
 		return nil
 	}
 	n := p.opts.ToolCallsPerTurn
-	if n <= 0 {
+	defaulted := n <= 0
+	if defaulted {
 		n = min(len(req.Tools), DefaultToolCalls)
 	}
 	// Later rounds start further along the tool list, so a multi-round
 	// script explores other tools rather than repeating the first ones.
 	offset := rounds * n
-	calls := make([]llm.ToolCall, 0, n)
+	calls := make([]llm.ToolCall, 0, n+1)
 	prefix := hex.EncodeToString(h[:6])
+	asked := map[string]bool{}
 	for i := range n {
 		k := offset + i
 		t := req.Tools[k%len(req.Tools)]
 		variant := k / len(req.Tools)
 		args := argsFor(t, f, rng, variant)
+		asked[t.Name] = true
 		calls = append(calls, llm.ToolCall{
 			ID:   fmt.Sprintf("call_%s_%d", prefix, k),
 			Name: t.Name,
 			Args: args,
 		})
 	}
+	// Like a model holding a conversation, it also looks up what was said
+	// before, when a conversation-memory tool is offered (one call beyond the
+	// default cap, still within the ai-worker's budget).
+	if defaulted && rounds == 0 {
+		for k, t := range req.Tools {
+			if isMemoryTool(t.Name) && !asked[t.Name] {
+				calls = append(calls, llm.ToolCall{ID: fmt.Sprintf("call_%s_m%d", prefix, k), Name: t.Name, Args: argsFor(t, f, rng, 0)})
+				break
+			}
+		}
+	}
 	return calls
+}
+
+// isMemoryTool reports whether a tool recalls earlier conversation
+// (get-recent-dialogue).
+func isMemoryTool(name string) bool {
+	n := strings.ToLower(name)
+	return strings.Contains(n, "dialogue") || strings.Contains(n, "conversation")
 }
 
 // hashRequest is the seed of every choice: identical requests, identical
