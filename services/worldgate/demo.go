@@ -16,9 +16,10 @@ import (
 //go:embed demo/scenario.jsonl
 var demoScenario []byte
 
-// demoRepeat is published once the scenario has gone through: the same requests again, as new
-// events, so the AI cache serves them.
-//
+// demoRepeat is published once the scenario has gone through: a request of the scenario again,
+// as a new event, so the AI cache serves it. It is a quest seed request, whose context has not
+// changed since: a repeated conversation would not be served from the cache, because the NPC
+// now remembers the first exchange (get-recent-dialogue is part of the context hash).
 //go:embed demo/repeat.jsonl
 var demoRepeat []byte
 
