@@ -20,6 +20,7 @@ var demoScenario []byte
 // as a new event, so the AI cache serves it. It is a quest seed request, whose context has not
 // changed since: a repeated conversation would not be served from the cache, because the NPC
 // now remembers the first exchange (get-recent-dialogue is part of the context hash).
+//
 //go:embed demo/repeat.jsonl
 var demoRepeat []byte
 
