@@ -141,8 +141,19 @@ type NPCDialoguePayload struct {
 
 // Content is the NPC's line: what the safety gate moderates. The player's words (PlayerSaid)
 // were moderated by the input rail before any model read them; words it flags as injection
-// are kept as data and answered, so the gate must not refuse the line for them.
-func (p *NPCDialoguePayload) Content() string      { return lines(p.Line) }
+// are kept as data and answered, so the gate must not refuse the line for them (Quoted).
+func (p *NPCDialoguePayload) Content() string { return lines(p.Line) }
+
+// Quoted is the player's words the line answers (PlayerSaid).
+func (p *NPCDialoguePayload) Quoted() string { return p.PlayerSaid }
+
+// Quoting is a payload that quotes a player's words beside its own content (npc_dialogue's
+// playerSaid). The input rail checked them before any model read them and lets an honest quote
+// carry only plain words (personal data redacted, injection phrasings kept as data); the safety
+// gate refuses a quote that carries anything else, so that no compromised emitter commits
+// through it what the rail would have stopped.
+type Quoting interface{ Quoted() string }
+
 func (p *NPCDialoguePayload) Target() string       { return p.NPCID + "|" + p.PlayerID }
 func (p *NPCDialoguePayload) References() []string { return ids(p.NPCID, p.PlayerID, p.LocationID) }
 func (p *NPCDialoguePayload) Creates() string      { return "" }

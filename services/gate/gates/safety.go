@@ -61,24 +61,15 @@ func (s *safety) Check(ctx context.Context, p *events.Proposal) (Decision, error
 	if err != nil {
 		return Decision{}, err
 	}
-	text := payload.Content()
-	if text == "" {
-		return Pass(), nil
-	}
 	ctx = mcpx.WithCorrelationID(ctx, p.CorrelationID)
-	res, err := s.classify.Call(ctx, ModerateTool, map[string]any{"text": text})
-	if err != nil {
-		return Decision{}, fmt.Errorf("moderation unavailable: %w", err)
-	}
-	var v verdict
-	if err := res.Decode(&v); err != nil {
-		return Decision{}, fmt.Errorf("moderation verdict unreadable: %w", err)
-	}
-	for _, c := range v.Categories {
-		s.flagged.WithLabelValues(c).Inc()
-	}
-	d := safetyDecision(v, s.cfg)
-	if d.Outcome == Passed {
+	if text := payload.Content(); text != "" {
+		v, err := s.moderate(ctx, text)
+		if err != nil {
+			return Decision{}, err
+		}
+		if d := safetyDecision(v, s.cfg); d.Outcome != Passed {
+			return d, nil
+		}
 		// Markup and template injection are refused even where the moderation policy lets them pass: the
 		// text reaches players' screens and templates, and no gate rewrites content.
 		if hits := markupHits(text); len(hits) > 0 {
@@ -88,7 +79,57 @@ func (s *safety) Check(ctx context.Context, p *events.Proposal) (Decision, error
 				map[string]any{"categories": []string{CategoryMarkup}, "markup": hits}), nil
 		}
 	}
-	return d, nil
+	if q, ok := payload.(events.Quoting); ok && q.Quoted() != "" {
+		return s.checkQuote(ctx, q.Quoted())
+	}
+	return Pass(), nil
+}
+
+// moderate asks mcp-classify for text's verdict and counts its flags.
+func (s *safety) moderate(ctx context.Context, text string) (verdict, error) {
+	res, err := s.classify.Call(ctx, ModerateTool, map[string]any{"text": text})
+	if err != nil {
+		return verdict{}, fmt.Errorf("moderation unavailable: %w", err)
+	}
+	var v verdict
+	if err := res.Decode(&v); err != nil {
+		return verdict{}, fmt.Errorf("moderation verdict unreadable: %w", err)
+	}
+	for _, c := range v.Categories {
+		s.flagged.WithLabelValues(c).Inc()
+	}
+	return v, nil
+}
+
+// QuoteAllowed is the one category an honest quote of a player's words may carry: the input rail
+// keeps injection phrasings as data (the NPC answers them), and blocks or redacts the rest.
+const QuoteAllowed = "prompt_injection"
+
+// checkQuote refuses a quote of a player's words (events.Quoting) that carries what the input
+// rail never lets through: a flagged category other than QuoteAllowed (personal data
+// unredacted included), or markup.
+func (s *safety) checkQuote(ctx context.Context, quote string) (Decision, error) {
+	v, err := s.moderate(ctx, quote)
+	if err != nil {
+		return Decision{}, err
+	}
+	var hits []string
+	for _, c := range v.Categories {
+		if c != QuoteAllowed {
+			hits = append(hits, c)
+		}
+	}
+	markup := markupHits(quote)
+	if len(markup) > 0 && !slices.Contains(hits, "markup_injection") {
+		hits = append(hits, "markup_injection")
+	}
+	if len(hits) == 0 {
+		return Pass(), nil
+	}
+	sort.Strings(hits)
+	return Reject(events.CodeSafetyFlagged,
+		fmt.Sprintf("The player's words quoted with the line (playerSaid) carry %s under moderation policy %s, which the input rail never lets through: quote the player's words as the rail left them.", listOf(hits), v.PolicyVersion),
+		map[string]any{"categories": hits, "field": "playerSaid", "policyVersion": v.PolicyVersion}), nil
 }
 
 // CategoryMarkup is the safety category of markup and template injection.
