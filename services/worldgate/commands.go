@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/user"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -39,6 +40,22 @@ func (n natsFlags) as(name string) natsx.ConnConfig {
 	c := n.ConnConfig
 	c.Name = name
 	return c
+}
+
+// parseWithID parses a command's flags and the one id it takes, before or after the flags
+// ("" when none is given).
+func parseWithID(fs *flag.FlagSet, args []string) (string, error) {
+	var id string
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		id, args = args[0], args[1:]
+	}
+	if err := parseFlags(fs, args); err != nil {
+		return "", err
+	}
+	if id == "" && fs.NArg() > 0 {
+		id = fs.Arg(0)
+	}
+	return id, nil
 }
 
 func parseFlags(fs *flag.FlagSet, args []string) error {
@@ -105,15 +122,9 @@ func runProposals(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	by := fs.String("by", currentUser(), "who decides (approve, reject), on a NATS server without users only: otherwise the approver is the person whose approver-<name> credentials connect")
 	all := fs.Bool("all", false, "list decided proposals too (list)")
 	asJSON := fs.Bool("json", false, "print JSON")
-	var id string
-	if len(rest) > 0 && len(rest[0]) > 0 && rest[0][0] != '-' {
-		id, rest = rest[0], rest[1:]
-	}
-	if err := parseFlags(fs, rest); err != nil {
+	id, err := parseWithID(fs, rest)
+	if err != nil {
 		return err
-	}
-	if id == "" && fs.NArg() > 0 {
-		id = fs.Arg(0) // the id after the flags
 	}
 	if verb != "list" && id == "" {
 		return fmt.Errorf("proposals %s needs a proposal id", verb)

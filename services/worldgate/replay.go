@@ -94,15 +94,9 @@ Exit status 1 when the output differs or the proposal cannot be replayed.`)
 	}
 	var f regenFlags
 	f.register(fs)
-	var id string
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		id, args = args[0], args[1:]
-	}
-	if err := parseFlags(fs, args); err != nil {
+	id, err := parseWithID(fs, args)
+	if err != nil {
 		return err
-	}
-	if id == "" && fs.NArg() > 0 {
-		id = fs.Arg(0)
 	}
 	if id == "" {
 		fs.Usage()

@@ -159,15 +159,9 @@ on PROPOSALS, COMMITTED and DLQ in parallel, and fetches just the matching messa
 	asJSON := fs.Bool("json", false, "print the journey as JSON")
 	timeout := fs.Duration("timeout", time.Minute, "give up after this long")
 	attestKeys := fs.String("attest-keys", "", "directory of the gates' public keys (<gate>.pub): verify each hop's signature (worldgate dev: <data-dir>/keys)")
-	var id string
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		id, args = args[0], args[1:]
-	}
-	if err := parseFlags(fs, args); err != nil {
+	id, err := parseWithID(fs, args)
+	if err != nil {
 		return err
-	}
-	if id == "" && fs.NArg() > 0 {
-		id = fs.Arg(0)
 	}
 	if id == "" {
 		fs.Usage()
