@@ -53,8 +53,7 @@ type flags struct {
 	offenders                                  budget.OffenderPolicy
 	toolBudget                                 int
 	freshFor, ackWait, maxSkew, maxAge         time.Duration
-	provision                                  bool
-	topology                                   natsx.TopologyOptions
+	provisioning                               natsx.Provisioning
 }
 
 func run(args []string) error {
@@ -87,8 +86,7 @@ func run(args []string) error {
 	fs.DurationVar(&f.ackWait, "ack-wait", 3*time.Minute, "how long a task may take before its trigger is redelivered")
 	fs.DurationVar(&f.maxSkew, "max-clock-skew", 5*time.Minute, "refuse world events whose occurredUtc is further in the future than this")
 	fs.DurationVar(&f.maxAge, "max-event-age", 24*time.Hour, "refuse world events older than this (negative: no limit)")
-	fs.BoolVar(&f.provision, "provision", true, "provision the JetStream topology (idempotent) at start")
-	f.topology.RegisterFlags(fs)
+	f.provisioning.RegisterFlags(fs)
 	tc := tracing.Config{ServiceName: "ai-worker"}
 	tc.RegisterFlags(fs)
 	if err := config.Parse(fs, args, config.Prefix); err != nil {
@@ -124,13 +122,8 @@ func run(args []string) error {
 		return err
 	}
 	defer stopTracing()
-	if f.provision {
-		pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		err := natsx.Provision(pctx, js, natsx.DefaultTopology(f.topology), log)
-		cancel()
-		if err != nil {
-			return err
-		}
+	if err := f.provisioning.AtStart(ctx, js, log); err != nil {
+		return err
 	}
 	var admit llm.Admitter
 	var offenders *budget.Offenders

@@ -50,9 +50,8 @@ func run() error {
 	gs.RegisterFlags(fs, "graph-")
 	adminAddr := fs.String("admin", "127.0.0.1:9105", "admin address for /metrics, /healthz, /readyz")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
-	provision := fs.Bool("provision", true, "provision the JetStream topology at start (idempotent); false when the admin provisions (deploy/nats)")
-	var topology natsx.TopologyOptions
-	topology.RegisterFlags(fs)
+	var provisioning natsx.Provisioning
+	provisioning.RegisterFlags(fs)
 	inFlight := fs.Int("max-in-flight", processor.DefaultMaxInFlight, "proposals applied at once; one actor's always apply in stream order (1: everything in stream order)")
 	ackWait := fs.Duration("ack-wait", 30*time.Second, "how long a crashed processor's message waits before redelivery")
 	attestKeys := fs.String("attest-keys", "", "directory of the gates' public keys, <gate>.pub and <gate>.<id>.pub during a rotation (docs/attestation.md); required")
@@ -91,13 +90,8 @@ func run() error {
 		return err
 	}
 	defer conn.Close()
-	if *provision {
-		pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		err := natsx.Provision(pctx, js, natsx.DefaultTopology(topology), log)
-		cancel()
-		if err != nil {
-			return err
-		}
+	if err := provisioning.AtStart(ctx, js, log); err != nil {
+		return err
 	}
 	if err := checkHorizon(ctx, js, prune.Horizon); err != nil {
 		return err

@@ -55,9 +55,8 @@ type flags struct {
 	signingKeys                                      string
 	tracing                                          tracing.Config
 	budgets, blocked                                 string
-	provision                                        bool
 	maxDeliver, dedupDistance                        int
-	topology                                         natsx.TopologyOptions
+	provisioning                                     natsx.Provisioning
 	rateWindow, dedupWindow, approvalExpiry, refWait time.Duration
 }
 
@@ -66,8 +65,7 @@ func parse(args []string) (flags, error) {
 	fs := flag.NewFlagSet("gate", flag.ContinueOnError)
 	fs.StringVar(&f.gates, "gate", "all", "gates to run: comma-separated names ("+strings.Join(gates.Known(), ",")+") or all")
 	f.nats.RegisterFlags(fs, "gate-<name> for one gate, gates for -gate all", false)
-	fs.BoolVar(&f.provision, "provision", true, "provision the JetStream topology at start (idempotent)")
-	f.topology.RegisterFlags(fs)
+	f.provisioning.RegisterFlags(fs)
 	f.graph = graphx.Settings{URL: "ws://127.0.0.1:8182/gremlin", Username: "reader", ReadOnly: true} // the invariant gate reads
 	f.graph.RegisterFlags(fs, "graph-")
 	fs.StringVar(&f.classifyURL, "classify-url", "http://127.0.0.1:7403/mcp", "mcp-classify Streamable HTTP endpoint (safety gate)")
@@ -134,13 +132,8 @@ func run(args []string) error {
 		return err
 	}
 	defer nc.Close()
-	if f.provision {
-		pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		err := natsx.Provision(pctx, js, natsx.DefaultTopology(f.topology), log)
-		cancel()
-		if err != nil {
-			return err
-		}
+	if err := f.provisioning.AtStart(ctx, js, log); err != nil {
+		return err
 	}
 	reg := metrics.NewRegistry()
 	reg.MustRegister(natsx.NewLagCollector(js, log, events.StreamProposals))

@@ -42,9 +42,8 @@ func run() error {
 	nc.RegisterFlags(fs, memory.Name, false)
 	adminAddr := fs.String("admin", "127.0.0.1:9106", "admin address for /metrics, /healthz, /readyz")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
-	provision := fs.Bool("provision", true, "provision the JetStream topology at start (idempotent); false when the admin provisions (deploy/nats)")
-	var topology natsx.TopologyOptions
-	topology.RegisterFlags(fs)
+	var provisioning natsx.Provisioning
+	provisioning.RegisterFlags(fs)
 	var limits memory.Limits
 	fs.IntVar(&limits.Exchanges, "exchanges", memory.DefaultLimits.Exchanges, "exchanges kept per NPC–player pair")
 	fs.IntVar(&limits.Notes, "notes", memory.DefaultLimits.Notes, "recent events kept per NPC")
@@ -68,13 +67,8 @@ func run() error {
 		return err
 	}
 	defer conn.Close()
-	if *provision {
-		pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		err := natsx.Provision(pctx, js, natsx.DefaultTopology(topology), log)
-		cancel()
-		if err != nil {
-			return err
-		}
+	if err := provisioning.AtStart(ctx, js, log); err != nil {
+		return err
 	}
 	octx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	store, err := memory.Open(octx, js, limits)

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"log/slog"
 	"reflect"
@@ -325,4 +326,28 @@ func provisionBucket(ctx context.Context, js jetstream.JetStream, want jetstream
 	}
 	log.Info("bucket updated", "bucket", want.Bucket, "ttl", want.TTL, "history", want.History)
 	return nil
+}
+
+// Provisioning is every worker's -provision flag and the topology it provisions.
+type Provisioning struct {
+	Provision bool
+	Topology  TopologyOptions
+}
+
+// RegisterFlags adds -provision (default true) and the topology's flags to fs.
+func (p *Provisioning) RegisterFlags(fs *flag.FlagSet) {
+	fs.BoolVar(&p.Provision, "provision", true, "provision the JetStream topology at start (idempotent); false when the admin provisions (deploy/nats)")
+	p.Topology.RegisterFlags(fs)
+}
+
+// AtStart is the worker's provisioning step: with -provision, Provision the default topology
+// with the options, giving up after 30 seconds; otherwise nothing (the admin provisions, and
+// the worker's first bind reports what is missing).
+func (p Provisioning) AtStart(ctx context.Context, js jetstream.JetStream, log *slog.Logger) error {
+	if !p.Provision {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	return Provision(ctx, js, DefaultTopology(p.Topology), log)
 }
