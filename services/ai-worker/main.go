@@ -180,7 +180,7 @@ func run(args []string) error {
 			roleNames = append(roleNames, strings.TrimSpace(r))
 		}
 	}
-	if err := aiworker.Register(app, aiworker.Deps{LLM: llmReg, Tools: mcp, KV: kv, Routes: routes, Registerer: reg, Logger: log,
+	if err := aiworker.Register(app, aiworker.Deps{LLM: llmReg, Tools: mcp, KV: kv, Committed: js, Routes: routes, Registerer: reg, Logger: log,
 		Roles: roleNames, ToolBudget: f.toolBudget, AmbienceFreshFor: f.freshFor, AckWait: f.ackWait,
 		MaxClockSkew: f.maxSkew, MaxEventAge: f.maxAge, OnInputFlag: onFlag(offenders)}); err != nil {
 		return err

@@ -88,6 +88,9 @@ type Config struct {
 	Now func() time.Time
 	// Rail configures the input rail (the player's words moderated before any model call).
 	Rail RailConfig
+	// Exits caches world-rules' list-exits answers per location (nil: every move asks
+	// mcp-world).
+	Exits *ExitsCache
 }
 
 // Agent runs tasks. It is safe for concurrent use.

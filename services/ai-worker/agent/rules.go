@@ -47,8 +47,11 @@ func (a *Agent) resolveMove(ctx context.Context, role roles.Role, env *events.En
 		return refuse(fmt.Sprintf("%q is not a direction; use one of %s", mv.Direction, strings.Join(roles.Directions, ", ")))
 	}
 	start := time.Now()
-	args := map[string]any{"locationId": mv.FromLocationID}
-	res, err := a.cfg.Tools.Call(ctx, "list-exits", args)
+	look, err := a.listExits(ctx, mv.FromLocationID, false)
+	if err == nil && look.cached && look.to(dir) == "" {
+		// A cached answer may predate the exit: ask the tool before refusing.
+		look, err = a.listExits(ctx, mv.FromLocationID, true)
+	}
 	if err != nil {
 		// Only an answer about the location refuses the move; any other tool error (the world
 		// server could not reach the graph) hands the trigger back like an unreachable server,
@@ -58,27 +61,8 @@ func (a *Agent) resolveMove(ctx context.Context, role roles.Role, env *events.En
 		}
 		return nil, fmt.Errorf("list the exits of %s: %w", mv.FromLocationID, err)
 	}
-	var out exitsResult
-	if err := res.Decode(&out); err != nil {
-		return nil, fmt.Errorf("list-exits answered something unreadable: %w", err)
-	}
-	ah, err := provenance.ArgsHash(args)
-	if err != nil {
-		return nil, err
-	}
-	rh, err := provenance.ResultHash(res.Structured)
-	if err != nil {
-		return nil, err
-	}
-	t := &task{role: role, env: env, in: in, executed: 1, latency: time.Since(start),
-		calls: []events.ToolCall{{Server: res.Server, Tool: "list-exits", ArgsHash: ah, ResultHash: rh, Result: res.Structured}}}
-	to := ""
-	for _, e := range out.Exits {
-		if strings.EqualFold(e.Direction, dir) {
-			to = e.To
-			break
-		}
-	}
+	t := &task{role: role, env: env, in: in, executed: 1, latency: time.Since(start), calls: []events.ToolCall{look.call}}
+	to := look.to(dir)
 	if to == "" {
 		return refuse(fmt.Sprintf("%s has no exit %s", mv.FromLocationID, dir))
 	}

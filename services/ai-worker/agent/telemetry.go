@@ -32,6 +32,9 @@ type Metrics struct {
 	budgetHits *prometheus.CounterVec
 	downgrades *prometheus.CounterVec
 	rail       *prometheus.CounterVec
+	// exitsHits and exitsMisses count world-rules' list-exits lookups (ExitsCache).
+	exitsHits   prometheus.Counter
+	exitsMisses *prometheus.CounterVec
 }
 
 // NewMetrics registers the agent metrics on reg (shared collectors are reused, so several
@@ -59,5 +62,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Tasks in which the model asked for more tool calls than the per-task budget, by purpose."}, []string{"purpose"})),
 		downgrades: metrics.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "ai_task_downgrades_total",
 			Help: "Agent model calls a spending budget moved to a cheaper tier, by purpose and tiers."}, []string{"purpose", "from", "to"})),
+		exitsHits: metrics.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "ai_exits_cache_hits_total",
+			Help: "Moves whose exits were read from the world-rules exits cache instead of asking mcp-world's list-exits."})),
+		exitsMisses: metrics.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "ai_exits_cache_misses_total",
+			Help: "Moves that asked mcp-world's list-exits, by reason: absent, expired, recheck (the cached exits lacked the direction), unwatched (committed exit changes are not being received)."}, []string{"reason"})),
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -40,6 +41,13 @@ type Deps struct {
 	Tools agent.ToolSource
 	// KV is the AI cache bucket (natsx.BucketAICache).
 	KV jetstream.KeyValue
+	// Committed, when set, is the JetStream on which the committed exit changes
+	// (ExitChangeSubjects) are followed, which lets world-rules cache list-exits answers per
+	// location (agent.ExitsCache); nil: every move asks mcp-world.
+	Committed jetstream.JetStream
+	// ExitsTTL bounds how long a cached list-exits answer is used (default
+	// agent.DefaultExitsTTL; negative: no cache).
+	ExitsTTL time.Duration
 	// Routes per proposal kind (default route.Default()).
 	Routes agent.Routes
 	// Registerer receives the agent metrics; Logger the logs. Both required.
@@ -115,6 +123,14 @@ func New(d Deps) (*Worker, error) {
 	cfg := agent.Config{Tools: d.Tools, Cache: agent.KVCache{KV: d.KV}, Routes: d.Routes, Metrics: agent.NewMetrics(d.Registerer),
 		Logger: d.Logger, Fallback: d.Fallback, ToolBudget: d.ToolBudget, AmbienceFreshFor: d.AmbienceFreshFor}
 	cfg.Rail.OnFlag = d.OnInputFlag
+	if d.Committed != nil && d.ExitsTTL >= 0 && slices.ContainsFunc(rs, func(r roles.Role) bool { return !r.UsesLLM }) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		cfg.Exits, err = watchExits(ctx, d.Committed, d.ExitsTTL, d.Logger)
+		cancel()
+		if err != nil {
+			return nil, err
+		}
+	}
 	if cfg.Routes == nil {
 		cfg.Routes = route.Default()
 	}

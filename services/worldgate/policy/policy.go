@@ -135,6 +135,10 @@ func aiWorker(routes events.Routes) natsauth.Worker {
 		// Final refusals (a refused move, a proposal refused for good): committed outcomes are
 		// the event-processor's.
 		events.OutcomeKindFilter(events.OutcomeRefused))
+	// Committed exit changes drop world-rules' cached list-exits answers.
+	for _, subject := range aiworker.ExitChangeSubjects() {
+		g.Follows = append(g.Follows, natsauth.Follow{Stream: events.StreamCommitted, Subject: subject})
+	}
 	return natsauth.Worker{User: natsauth.AIWorker, Service: serviceAIWorker,
 		Summary: "the ai-worker: agent roles consuming world events and rejections, proposing on its roles' emitter subjects", Grants: []natsauth.Grant{g}}
 }

@@ -12,11 +12,13 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/worldgate/worldgate/events"
+	"github.com/worldgate/worldgate/services/ai-worker/aiworker"
 	"github.com/worldgate/worldgate/services/gate/approval"
 	"github.com/worldgate/worldgate/services/gate/attest/attesttest"
 	"github.com/worldgate/worldgate/services/gate/gates"
 	"github.com/worldgate/worldgate/services/gate/route"
 	"github.com/worldgate/worldgate/services/mcp-world/worldtools"
+	"github.com/worldgate/worldgate/services/memory-writer/memory"
 	"github.com/worldgate/worldgate/services/worldgate/policy"
 	"github.com/worldgate/worldgate/shared/logx"
 	"github.com/worldgate/worldgate/shared/natsx"
@@ -214,6 +216,26 @@ func TestAIWorkerProposesOnlyOnItsRolesEmitterSubjects(t *testing.T) {
 	}
 	if e, err := kv.Get(ctx, "ctx-hash"); err != nil || string(e.Value()) != "out" {
 		t.Fatalf("AI cache read back %v, %v", e, err)
+	}
+	// It follows the committed exit changes (world-rules' exits cache) through ordered
+	// consumers of its own filtered to them: no other committed event, no other worker's durable.
+	for _, subject := range aiworker.ExitChangeSubjects() {
+		c, err := js.OrderedConsumer(ctx, events.StreamCommitted, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}})
+		if err != nil {
+			t.Fatalf("ai-worker following %s: %v", subject, err)
+		}
+		if _, err := c.Fetch(1, jetstream.FetchMaxWait(100*time.Millisecond)); err != nil {
+			t.Fatalf("ai-worker pulling %s: %v", subject, err)
+		}
+	}
+	short, cancelShort := context.WithTimeout(ctx, time.Second)
+	defer cancelShort()
+	if _, err := js.OrderedConsumer(short, events.StreamCommitted, jetstream.OrderedConsumerConfig{FilterSubjects: []string{events.CommittedSubject("PlayerMoved")}}); err == nil {
+		t.Error("ai-worker followed committed moves")
+	}
+	if _, err := js.CreateOrUpdateConsumer(short, events.StreamCommitted, jetstream.ConsumerConfig{Durable: memory.Name,
+		FilterSubject: aiworker.ExitChangeSubjects()[0]}); err == nil {
+		t.Error("ai-worker re-filtered the memory-writer's durable")
 	}
 }
 

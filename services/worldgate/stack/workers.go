@@ -199,7 +199,7 @@ func startAIWorker(ctx context.Context, st *Stack) error {
 		return err
 	}
 	st.Admin.AddDetail("llm", func(context.Context) any { return provider.Health() })
-	deps := aiworker.Deps{LLM: provider, Tools: tools, KV: kv, Registerer: st.Reg, Logger: st.Log.With("worker", "ai-worker")}
+	deps := aiworker.Deps{LLM: provider, Tools: tools, KV: kv, Committed: js, Registerer: st.Reg, Logger: st.Log.With("worker", "ai-worker")}
 	if st.Offenders != nil {
 		deps.OnInputFlag = st.Offenders.OnFlag // repeat offenders get tighter per-player budgets
 	}

@@ -107,6 +107,17 @@ type Grant struct {
 	Buckets   []Bucket
 	// Publish are the subjects the component publishes to.
 	Publish []string
+	// Follows are what the component reads through ordered consumers of its own.
+	Follows []Follow
+}
+
+// Follow is a stream's subject that a worker reads through ordered consumers of its own
+// (ephemeral, any name, filtered to Subject), e.g. the ai-worker's committed exit changes. It
+// is never a subscription to the subject itself, which would give a push consumer pointed
+// there someone to deliver to, and it never reaches another worker's durable on the stream.
+type Follow struct {
+	Stream  string
+	Subject string
 }
 
 // Worker is one runtime worker's NATS user: the union of its components' grants.
@@ -150,7 +161,7 @@ func Roles(p Policy) []Role {
 		out = append(out, Role{Name: ApproverRole(a), Summary: "approver " + a + ": `worldgate proposals` list/show/approve/reject, decisions recorded as " + a, Permissions: approver(p, a)})
 	}
 	for _, w := range p.Workers {
-		out = append(out, Role{Name: w.User, Summary: w.Summary, Permissions: w.permissions()})
+		out = append(out, Role{Name: w.User, Summary: w.Summary, Permissions: w.permissions(durables(p))})
 	}
 	return append(out, Role{Name: MCPWorld, Summary: "mcp-world: reads the committed log (list-recent-events) and the interaction memory (get-recent-dialogue)", Permissions: mcpWorld()},
 		Role{Name: Edge, Summary: "edge, the HTTP API: publishes world events, reads outcomes", Permissions: edgePerms()},
@@ -206,7 +217,8 @@ func PasswordEnv(role string) string {
 	return "WORLDGATE_NATS_" + strings.ToUpper(strings.ReplaceAll(role, "-", "_")) + "_PASSWORD"
 }
 
-func (w Worker) permissions() *natsx.Permissions {
+// permissions are w's; others are every durable of the policy, which a Follow must not reach.
+func (w Worker) permissions(others []Consumer) *natsx.Permissions {
 	p := worker(w.User, w.Service)
 	for _, g := range w.Grants {
 		for _, c := range g.Consumers {
@@ -224,6 +236,9 @@ func (w Worker) permissions() *natsx.Permissions {
 			}
 		}
 		p.pub = append(p.pub, g.Publish...)
+		for _, f := range g.Follows {
+			p.follow(f, others)
+		}
 	}
 	return p.build()
 }
@@ -254,6 +269,21 @@ func (p *perms) consumer(stream, durable string) {
 		api("CONSUMER.MSG.NEXT", stream, durable),
 		"$JS.ACK."+stream+"."+durable+".>",
 		api("CONSUMER.LIST", stream))
+}
+
+// follow lets a worker create ordered consumers of its own on f.Stream filtered to f.Subject
+// (a single-filter consumer is created on ….<name>.<filter>), pull from them, read their info
+// and delete them (an ordered consumer replaces its consumer after a gap); never a durable of
+// the policy's on that stream.
+func (p *perms) follow(f Follow, durables []Consumer) {
+	p.pub = append(p.pub, api("CONSUMER.CREATE", f.Stream, "*", f.Subject), api("CONSUMER.MSG.NEXT", f.Stream, "*"),
+		api("CONSUMER.INFO", f.Stream, "*"), api("CONSUMER.DELETE", f.Stream, "*"))
+	for _, c := range durables {
+		if c.Stream == f.Stream {
+			p.pubDeny = append(p.pubDeny, api("CONSUMER.CREATE", c.Stream, c.Durable, f.Subject),
+				api("CONSUMER.MSG.NEXT", c.Stream, c.Durable), api("CONSUMER.DELETE", c.Stream, c.Durable))
+		}
+	}
 }
 
 // emitterOnly may only propose, as emitter.
