@@ -1,26 +1,33 @@
-// Command bench drives the Worldgate pipeline with world events and reports what one machine
-// carries: committed proposals/s, event-to-commit latency (p50/p95/p99), CPU seconds and peak
-// RSS, and the same throughput as a share of the raw JetStream ceiling measured in the same run
-// (publish → consume → republish → ack, one hop) divided by the hops of the route, so figures
-// compare across machines.
+// Command bench drives the Worldgate pipeline with world events and reports, in one run, the
+// figures that carry across machines: the raw JetStream ceiling of one hop measured in the same
+// run (publish → consume → republish → ack), committed proposals/s and their ratio to that
+// ceiling, CPU milliseconds per event of the pipeline alone (its processes' CPU, without bench's
+// own load generator and tracker), hops per event as the streams count them, and
+// event-to-commit latency (p50/p95/p99) at half the saturation rate.
 //
-//	go run ./scripts/bench                       # embedded stack, 20,000 moves at saturation, then at half that rate
-//	go run ./scripts/bench -mix ai -n 2000       # the LLM + MCP route (scripted model)
-//	go run ./scripts/bench -nats-url nats://127.0.0.1:4222   # a pipeline already running (worldgate dev)
-//	go run ./scripts/bench -cpuprofile cpu.out -mutexprofile mutex.out
+//	go run ./scripts/bench -n 3000               # the stack as its own processes, moves at saturation, then at half that rate
+//	go run ./scripts/bench -compare              # the same twice in one invocation: gates fused, then unfused (-fuse=false)
+//	go run ./scripts/bench -mix ai -n 600        # the LLM + MCP route (scripted model), CPU per AI proposal
+//	go run ./scripts/bench -bin-dir /tmp/old-bin -src /tmp/wg-old   # binaries built from another checkout
+//	go run ./scripts/bench -stack embedded -cpuprofile cpu.out      # one process, for profiles
+//	go run ./scripts/bench -nats-url nats://127.0.0.1:4222          # a pipeline already running (worldgate dev)
 //
 // Progress goes to stderr; the figures block to stdout (-json FILE also writes them as JSON).
 package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"os/signal"
+	"path/filepath"
 	goruntime "runtime"
 	"runtime/pprof"
 	"slices"
@@ -30,9 +37,21 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/worldgate/worldgate/events"
 	"github.com/worldgate/worldgate/scripts/internal/harness"
 	"github.com/worldgate/worldgate/shared/logx"
 	"github.com/worldgate/worldgate/shared/natsx"
+)
+
+// Stacks bench can drive.
+const (
+	// StackProcesses runs every component as its own OS process (harness.StartProcs, what
+	// chaos and soak run) with one NATS server and every gate in one process, so the pipeline's
+	// CPU is its processes' and bench's own is apart.
+	StackProcesses = "processes"
+	// StackEmbedded runs the whole stack inside bench (harness.StartEmbedded): its CPU figure
+	// includes the load generator and the tracker, but one CPU profile shows everything.
+	StackEmbedded = "embedded"
 )
 
 type options struct {
@@ -43,6 +62,9 @@ type options struct {
 	cpuProfile, mutexProfile, blockProfile string
 	drain                                  time.Duration
 	logLevel                               string
+	stack, binDir, src                     string
+	build, compare                         bool
+	gateFlags, compareFlags                []string
 }
 
 func main() {
@@ -54,6 +76,7 @@ func main() {
 
 func parse(args []string, stderr io.Writer) (options, error) {
 	var o options
+	var gateFlags, compareFlags string
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.IntVar(&o.n, "n", 20000, "events per measured phase")
@@ -63,26 +86,67 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.players, "players", 2000, "bench players; at saturation each sends its next event once its previous one is decided")
 	fs.IntVar(&o.warmup, "warmup", 500, "events sent and decided before measuring")
 	fs.IntVar(&o.ceilingN, "ceiling-n", 20000, "messages for the raw JetStream ceiling; 0 skips it")
+	fs.StringVar(&o.stack, "stack", StackProcesses, "processes: every component its own OS process, the pipeline's CPU summed from /proc apart from bench's own; embedded: everything inside bench (for -cpuprofile)")
+	fs.StringVar(&o.binDir, "bin-dir", "", "directory of the service binaries of -stack processes (default: one per checkout in the user cache directory)")
+	fs.BoolVar(&o.build, "build", true, "build the service binaries into -bin-dir first; -build=false runs the binaries already there (e.g. built from an older commit)")
+	fs.StringVar(&o.src, "src", "", "build the binaries from this checkout (e.g. a git worktree of an older commit) instead of the current one")
+	fs.BoolVar(&o.compare, "compare", false, "measure twice in one invocation: the gates as they run by default (fused), then with -compare-flags (unfused), and print both and their ratio")
+	fs.StringVar(&compareFlags, "compare-flags", "-fuse=false", "extra gate flags of the second run of -compare (space-separated)")
+	fs.StringVar(&gateFlags, "gate-flags", "", "extra flags of the gate process in every run of -stack processes (space-separated)")
 	fs.IntVar(&o.inFlight, "processor-in-flight", 0, "event-processor MaxInFlight on the embedded stack (0: its default)")
-	fs.StringVar(&o.natsURL, "nats-url", "", "drive a pipeline already running behind this NATS URL instead of the embedded stack")
-	fs.StringVar(&o.dataDir, "data-dir", "", "data directory of the embedded stack (default: a temporary one, removed after)")
+	fs.StringVar(&o.natsURL, "nats-url", "", "drive a pipeline already running behind this NATS URL instead of starting one")
+	fs.StringVar(&o.dataDir, "data-dir", "", "data directory of the stack (default: a temporary one, removed after)")
 	fs.DurationVar(&o.drain, "drain-timeout", 3*time.Minute, "how long to wait for the last events to be decided")
 	fs.StringVar(&o.jsonOut, "json", "", "also write the figures as JSON to this file (- for stdout)")
-	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the measured phases")
-	fs.StringVar(&o.mutexProfile, "mutexprofile", "", "write a mutex contention profile")
-	fs.StringVar(&o.blockProfile, "blockprofile", "", "write a blocking profile")
+	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the measured phases (-stack embedded)")
+	fs.StringVar(&o.mutexProfile, "mutexprofile", "", "write a mutex contention profile (-stack embedded)")
+	fs.StringVar(&o.blockProfile, "blockprofile", "", "write a blocking profile (-stack embedded)")
 	fs.StringVar(&o.logLevel, "log-level", "error", "log level of the embedded services (logs go to stderr)")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: bench [flags]\n\nDrives the pipeline with world events and prints committed proposals/s, event-to-commit latency,\nCPU seconds, peak RSS and the share of the JetStream ceiling.\n\nFlags:")
+		fmt.Fprintln(stderr, "Usage: bench [flags]\n\nDrives the pipeline with world events and prints the one-hop JetStream ceiling, committed/s and\nits ratio to the ceiling, CPU per event of the pipeline alone, hops per event, event-to-commit\nlatency at saturation and at half rate, and peak RSS.\n\nFlags:")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
-	if o.n <= 0 {
+	o.gateFlags, o.compareFlags = strings.Fields(gateFlags), strings.Fields(compareFlags)
+	switch {
+	case o.n <= 0:
 		return o, errors.New("-n must be positive")
+	case o.stack != StackProcesses && o.stack != StackEmbedded:
+		return o, fmt.Errorf("-stack %q: use %s or %s", o.stack, StackProcesses, StackEmbedded)
+	case o.compare && (o.stack != StackProcesses || o.natsURL != ""):
+		return o, errors.New("-compare starts the stack twice with different gate flags: it needs -stack processes and no -nats-url")
+	case (o.cpuProfile != "" || o.mutexProfile != "" || o.blockProfile != "") && (o.stack != StackEmbedded || o.natsURL != ""):
+		return o, errors.New("profiles show this process only: use them with -stack embedded, where the pipeline runs inside bench")
+	case !o.build && o.src != "":
+		return o, errors.New("-src builds the binaries: it cannot go with -build=false")
+	}
+	if o.binDir == "" {
+		o.binDir = binDirFor(o.src)
 	}
 	return o, nil
+}
+
+// binDirFor is where bench keeps the binaries built from the checkout at src ("" the current
+// one): one directory per checkout, so a build from another worktree (or chaos building into
+// harness.DefaultBinDir meanwhile) never replaces the binaries a run is measuring.
+func binDirFor(src string) string {
+	dir, err := filepath.Abs(src)
+	if err != nil {
+		dir = src
+	}
+	for d := dir; ; d = filepath.Dir(d) {
+		if _, err := os.Stat(filepath.Join(d, "go.work")); err == nil {
+			dir = d
+			break
+		}
+		if filepath.Dir(d) == d {
+			break
+		}
+	}
+	sum := sha256.Sum256([]byte(dir))
+	return filepath.Join(filepath.Dir(harness.DefaultBinDir()), "bench-bin", hex.EncodeToString(sum[:6]))
 }
 
 // Phase is one measured run of events.
@@ -100,11 +164,44 @@ type Phase struct {
 	P95ms         float64 `json:"p95Ms"`
 	P99ms         float64 `json:"p99Ms"`
 	MaxMs         float64 `json:"maxMs"`
-	CPUSeconds    float64 `json:"cpuSeconds"`
-	CeilingShare  float64 `json:"ceilingShare,omitempty"` // committed/s ÷ (ceiling ÷ hops)
+	// CPUSeconds is everything the run cost: bench's process (with the embedded stack, the
+	// pipeline too) plus, with the process stack, the pipeline's processes.
+	CPUSeconds   float64 `json:"cpuSeconds"`
+	CeilingShare float64 `json:"ceilingShare,omitempty"` // committed/s ÷ (ceiling ÷ configured hops)
+	// CeilingRatio is committed/s ÷ the one-hop ceiling: what share of one bare JetStream hop's
+	// rate the whole pipeline reaches.
+	CeilingRatio  float64 `json:"ceilingRatio,omitempty"`
+	CPUMsPerEvent float64 `json:"cpuMsPerEvent"` // CPUSeconds ÷ events
+	// The pipeline alone (-stack processes): its processes' CPU (utime + stime), summed and per
+	// process, and bench's own (load generator and tracker) apart.
+	PipelineCPUSeconds    float64 `json:"pipelineCpuSeconds,omitempty"`
+	PipelineCPUMsPerEvent float64 `json:"pipelineCpuMsPerEvent,omitempty"`
+	// PipelineCPUMsPerProposal divides by the proposals the phase's events led to (an AI
+	// event's reprompts and fallbacks are proposals of their own).
+	PipelineCPUMsPerProposal float64            `json:"pipelineCpuMsPerProposal,omitempty"`
+	BenchCPUSeconds          float64            `json:"benchCpuSeconds"`
+	ProcessCPUSeconds        map[string]float64 `json:"processCpuSeconds,omitempty"`
+	// Restarts of the stack's processes during the phase: their CPU counters started again, so
+	// the pipeline's CPU is too low when this is not 0.
+	Restarts  int `json:"restarts,omitempty"`
+	Proposals int `json:"proposals"`
+	// HopsPerEvent is measured: messages stored on PROPOSALS (every gate's output, rejections,
+	// the agent's proposal) and COMMITTED during the phase, per event. Fused gates show up as
+	// fewer.
+	HopsPerEvent float64 `json:"hopsPerEvent"`
+	// StreamMessages is what each stream stored during the phase.
+	StreamMessages map[string]uint64 `json:"streamMessages"`
+	// AICache is the ai-worker's context-hash cache over the phase (worldgate_ai_cache_*_total).
+	AICache *CacheCounts `json:"aiCache,omitempty"`
 	// Answers is what the phase's events got back (events.Outcome on OUTCOMES): committed,
 	// fallback or refused content, abandoned (even the fallback refused) and silent (nothing).
 	Answers harness.Answers `json:"answers"`
+}
+
+// CacheCounts are the ai-worker's cache hits and misses.
+type CacheCounts struct {
+	Hits   float64 `json:"hits"`
+	Misses float64 `json:"misses"`
 }
 
 // Figures is the whole run.
@@ -112,17 +209,27 @@ type Figures struct {
 	Date         string         `json:"date"`
 	Host         harness.Host   `json:"host"`
 	Stack        string         `json:"stack"`
+	Label        string         `json:"label,omitempty"` // fused or unfused under -compare
+	BinDir       string         `json:"binDir,omitempty"`
+	GateFlags    []string       `json:"gateFlags,omitempty"`
 	Mix          string         `json:"mix"`
-	Hops         float64        `json:"hops"`
+	Hops         float64        `json:"hops"` // of the configured route, one process per gate
 	Players      int            `json:"players"`
 	CeilingPerS  float64        `json:"ceilingHopsPerSecond,omitempty"`
 	HopLimited   float64        `json:"hopLimitedCeiling,omitempty"`
 	Phases       []Phase        `json:"phases"`
-	PeakRSSBytes int64          `json:"peakRssBytes,omitempty"`
+	PeakRSSBytes int64          `json:"peakRssBytes,omitempty"` // with the process stack, the sum of the processes' peaks
 	CPUSeconds   float64        `json:"cpuSeconds"`
 	RejectedBy   map[string]int `json:"rejectedBy,omitempty"`
 	DeadLetters  int            `json:"deadLetters"`
 	Kinds        map[string]int `json:"committedByKind"`
+	// Over the measured phases, with the process stack.
+	PipelineCPUSeconds float64            `json:"pipelineCpuSeconds,omitempty"`
+	BenchCPUSeconds    float64            `json:"benchCpuSeconds,omitempty"`
+	ProcessCPUSeconds  map[string]float64 `json:"processCpuSeconds,omitempty"`
+	ProcessPeakRSS     map[string]int64   `json:"processPeakRssBytes,omitempty"`
+	// Compare is -compare's second run (the gates unfused), measured after this one.
+	Compare *Figures `json:"compare,omitempty"`
 }
 
 func run(args []string, stdout, stderr io.Writer) error {
@@ -146,38 +253,155 @@ func run(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
+// bench builds the binaries if asked, then measures once, or twice under -compare.
 func bench(ctx context.Context, o options, stderr io.Writer) (*Figures, error) {
-	gen, err := harness.NewGenerator(o.mix, o.players, fmt.Sprintf("bench-%d-", time.Now().UnixNano()))
+	prog := harness.NewProgress(stderr)
+	if o.stack == StackProcesses && o.natsURL == "" {
+		if o.build {
+			prog.Update("building the service binaries into %s", o.binDir)
+			if err := harness.BuildFrom(ctx, o.src, o.binDir); err != nil {
+				return nil, err
+			}
+		}
+		for name := range harness.Binaries {
+			if _, err := os.Stat(filepath.Join(o.binDir, name)); err != nil {
+				return nil, fmt.Errorf("binary %s missing in -bin-dir %s (build it, or drop -build=false): %w", name, o.binDir, err)
+			}
+		}
+	}
+	dir, cleanup, err := harness.TempDir(o.dataDir, "bench")
 	if err != nil {
 		return nil, err
 	}
-	prog := harness.NewProgress(stderr)
-	fig := &Figures{Date: time.Now().UTC().Format(time.RFC3339), Host: harness.ThisHost(), Mix: o.mix, Hops: harness.Hops(o.mix), Players: o.players}
-	var js jetstream.JetStream
-	if o.natsURL != "" {
-		fig.Stack = "external (" + o.natsURL + ")"
-		nc, j, err := natsx.Connect(natsx.ConnConfig{URL: o.natsURL, Name: "bench"}, logx.Discard())
+	keep := false
+	defer func() {
+		if !keep {
+			cleanup()
+		}
+	}()
+	runs := []struct{ label, sub string }{{"", dir}}
+	if o.compare {
+		runs = []struct{ label, sub string }{{"fused", filepath.Join(dir, "fused")}, {"unfused", filepath.Join(dir, "unfused")}}
+	}
+	var first, last *Figures
+	for i, r := range runs {
+		flags := o.gateFlags
+		if i > 0 {
+			flags = slices.Concat(o.gateFlags, o.compareFlags)
+		}
+		fig, err := measure(ctx, o, r.sub, flags, prog, stderr)
+		if err != nil {
+			if o.stack == StackProcesses && o.dataDir == "" {
+				keep = true
+				err = fmt.Errorf("%w (data and every process's log kept in %s)", err, r.sub)
+			}
+			return nil, err
+		}
+		fig.Label = r.label
+		if first == nil {
+			first = fig
+		} else {
+			last.Compare = fig
+		}
+		last = fig
+	}
+	return first, nil
+}
+
+// stack is what one measurement drives: its JetStream as the admin user (for the load
+// generator and the tracker) and, with the process stack, its processes.
+type stack struct {
+	name    string
+	js      jetstream.JetStream
+	procs   *harness.Procs // nil unless -stack processes
+	aiAdmin string         // the ai-worker's admin address (its /metrics); "" if none
+	stop    func()
+}
+
+func startStack(ctx context.Context, o options, dir string, gateFlags []string, prog *harness.Progress, stderr io.Writer) (*stack, error) {
+	switch {
+	case o.natsURL != "":
+		nc, js, err := natsx.Connect(natsx.ConnConfig{URL: o.natsURL, Name: "bench"}, logx.Discard())
 		if err != nil {
 			return nil, err
 		}
-		defer nc.Close()
-		js = j
-	} else {
-		fig.Stack = "embedded (one process)"
-		dir, cleanup, err := harness.TempDir(o.dataDir, "bench")
-		if err != nil {
-			return nil, err
-		}
-		defer cleanup()
+		return &stack{name: "external (" + o.natsURL + ")", js: js, stop: nc.Close}, nil
+	case o.stack == StackEmbedded:
 		prog.Update("starting the embedded stack in %s", dir)
 		log := logx.New(stderr, "bench", o.logLevel)
 		st, err := harness.StartEmbedded(ctx, harness.EmbeddedOptions{DataDir: dir, ProcessorInFlight: o.inFlight, Logger: log})
 		if err != nil {
 			return nil, err
 		}
-		defer st.Stop()
-		js = st.JS
+		return &stack{name: "embedded (one process)", js: st.JS, aiAdmin: st.Admin.Addr(), stop: st.Stop}, nil
 	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	prog.Update("starting the stack as processes in %s", dir)
+	ps, err := harness.StartProcs(ctx, harness.ProcsOptions{BinDir: o.binDir, DataDir: dir, NATSNodes: 1, GateFlags: gateFlags,
+		Logger: logx.New(stderr, "bench", "warn")})
+	if err != nil {
+		return nil, err
+	}
+	s := &stack{js: ps.JS, procs: ps, stop: ps.Stop}
+	var names []string
+	for _, p := range ps.List {
+		names = append(names, p.Name)
+	}
+	s.name = fmt.Sprintf("processes (%d: %s; one NATS server, every gate in one process)", len(names), strings.Join(names, ", "))
+	if ai := ps.Lookup("ai-worker"); ai != nil {
+		s.aiAdmin = ai.Admin
+	}
+	return s, nil
+}
+
+// usage is a reading of the CPU bench and the stack's processes have used so far.
+type usage struct {
+	self     time.Duration
+	procs    map[string]harness.ProcStat
+	restarts int
+}
+
+func (s *stack) usage() usage {
+	u := usage{}
+	u.self, _ = harness.SelfUsage()
+	if s.procs != nil {
+		u.procs, u.restarts = s.procs.Usage(), s.procs.Restarts()
+	}
+	return u
+}
+
+// spent is the CPU used between two readings: bench's own, the pipeline's processes' (summed and
+// per process) and how many processes restarted in between.
+func spent(from, to usage) (self, pipeline time.Duration, per map[string]float64, restarts int) {
+	per = map[string]float64{}
+	for name, end := range to.procs {
+		if start, ok := from.procs[name]; ok && end.CPU >= start.CPU {
+			pipeline += end.CPU - start.CPU
+			per[name] = (end.CPU - start.CPU).Seconds()
+		}
+	}
+	return to.self - from.self, pipeline, per, to.restarts - from.restarts
+}
+
+// measure starts a stack, measures the ceiling and the phases on it, and stops it.
+func measure(ctx context.Context, o options, dir string, gateFlags []string, prog *harness.Progress, stderr io.Writer) (*Figures, error) {
+	gen, err := harness.NewGenerator(o.mix, o.players, fmt.Sprintf("bench-%d-", time.Now().UnixNano()))
+	if err != nil {
+		return nil, err
+	}
+	fig := &Figures{Date: time.Now().UTC().Format(time.RFC3339), Host: harness.ThisHost(), Mix: o.mix, Hops: harness.Hops(o.mix), Players: o.players}
+	st, err := startStack(ctx, o, dir, gateFlags, prog, stderr)
+	if err != nil {
+		return nil, err
+	}
+	defer st.stop()
+	fig.Stack = st.name
+	if st.procs != nil {
+		fig.BinDir, fig.GateFlags = o.binDir, gateFlags
+	}
+	js := st.js
 
 	if o.ceilingN > 0 {
 		prog.Update("measuring the raw JetStream ceiling (%d messages, one hop)", o.ceilingN)
@@ -201,7 +425,7 @@ func bench(ctx context.Context, o options, stderr io.Writer) (*Figures, error) {
 	}
 	next := 0
 	if o.warmup > 0 {
-		if _, err := runPhase(ctx, o, js, gen, t, prog, "warm-up", next, o.warmup, 0); err != nil {
+		if _, err := runPhase(ctx, o, st, gen, t, prog, "warm-up", next, o.warmup, 0); err != nil {
 			return nil, err
 		}
 		next += o.warmup
@@ -226,29 +450,40 @@ func bench(ctx context.Context, o options, stderr io.Writer) (*Figures, error) {
 		defer writeProfile("block", o.blockProfile)
 	}
 
-	cpu0, _ := harness.SelfUsage()
-	p, err := runPhase(ctx, o, js, gen, t, prog, phaseName(o.rate), next, o.n, o.rate)
+	u0 := st.usage()
+	p, err := runPhase(ctx, o, st, gen, t, prog, phaseName(o.rate), next, o.n, o.rate)
 	if err != nil {
 		return nil, err
 	}
 	next += o.n
 	fig.Phases = append(fig.Phases, p)
 	if o.rate == 0 && o.half && p.CommittedPerS > 0 {
-		h, err := runPhase(ctx, o, js, gen, t, prog, "half rate", next, o.n, p.CommittedPerS/2)
+		h, err := runPhase(ctx, o, st, gen, t, prog, "half rate", next, o.n, p.CommittedPerS/2)
 		if err != nil {
 			return nil, err
 		}
 		fig.Phases = append(fig.Phases, h)
 	}
 	prog.Done()
-	cpu1, peak := harness.SelfUsage()
-	if o.natsURL == "" {
-		fig.CPUSeconds = (cpu1 - cpu0).Seconds()
-		fig.PeakRSSBytes = peak
+	u1 := st.usage()
+	self, pipeline, per, _ := spent(u0, u1)
+	switch {
+	case st.procs != nil:
+		fig.BenchCPUSeconds, fig.PipelineCPUSeconds, fig.ProcessCPUSeconds = self.Seconds(), pipeline.Seconds(), per
+		fig.CPUSeconds = (self + pipeline).Seconds()
+		fig.ProcessPeakRSS = map[string]int64{}
+		for name, ps := range u1.procs {
+			fig.ProcessPeakRSS[name] = ps.PeakRSS
+			fig.PeakRSSBytes += ps.PeakRSS
+		}
+	case o.natsURL == "":
+		_, peak := harness.SelfUsage()
+		fig.CPUSeconds, fig.PeakRSSBytes = self.Seconds(), peak
 	}
 	for i := range fig.Phases {
 		if fig.HopLimited > 0 {
 			fig.Phases[i].CeilingShare = fig.Phases[i].CommittedPerS / fig.HopLimited
+			fig.Phases[i].CeilingRatio = fig.Phases[i].CommittedPerS / fig.CeilingPerS
 		}
 	}
 	c := t.Counts()
@@ -263,14 +498,41 @@ func phaseName(rate float64) string {
 	return fmt.Sprintf("%.0f events/s", rate)
 }
 
+// hopStreams are the streams whose messages are hops: the agent's proposal and every gate's
+// output (PROPOSALS), the event-processor's (COMMITTED). streamsCounted adds the streams that
+// take side messages (the world event, audit records, outcomes, dead letters), reported per
+// phase in the JSON.
+var (
+	hopStreams     = []string{events.StreamProposals, events.StreamCommitted}
+	streamsCounted = []string{events.StreamWorld, events.StreamProposals, events.StreamCommitted, events.StreamAudit, events.StreamOutcomes, events.StreamDLQ}
+)
+
+// aiCache reads the ai-worker's cache counters; nil when there is no ai-worker to ask.
+func aiCache(admin string) *CacheCounts {
+	if admin == "" {
+		return nil
+	}
+	h, okH := harness.MetricSum(admin, "worldgate_ai_cache_hits_total")
+	m, okM := harness.MetricSum(admin, "worldgate_ai_cache_misses_total")
+	if !okH && !okM {
+		return &CacheCounts{} // registered lazily: no AI task yet
+	}
+	return &CacheCounts{Hits: h, Misses: m}
+}
+
 // runPhase publishes events from..from+n-1 and waits until each is decided.
-func runPhase(ctx context.Context, o options, js jetstream.JetStream, gen *harness.Generator, t *harness.Tracker,
+func runPhase(ctx context.Context, o options, st *stack, gen *harness.Generator, t *harness.Tracker,
 	prog *harness.Progress, name string, from, n int, rate float64) (Phase, error) {
 	p := Phase{Name: name, TargetRate: rate, Events: n}
 	before := t.Counts()
 	lat0 := len(t.Latencies())
-	cpu0, _ := harness.SelfUsage()
-	pub := &harness.Publisher{JS: js, Gen: gen, Rate: rate, Tracker: t}
+	seq0, err := harness.StreamSeqs(ctx, st.js, streamsCounted...)
+	if err != nil {
+		return p, err
+	}
+	cache0 := aiCache(st.aiAdmin)
+	u0 := st.usage()
+	pub := &harness.Publisher{JS: st.js, Gen: gen, Rate: rate, Tracker: t}
 	start := time.Now()
 	pubErr := make(chan error, 1)
 	go func() { pubErr <- pub.Run(ctx, from, from+n) }()
@@ -330,7 +592,8 @@ func runPhase(ctx context.Context, o options, js jetstream.JetStream, gen *harne
 	}
 	secs := end.Sub(start).Seconds()
 	lat := t.Latencies()[lat0:]
-	cpu1, _ := harness.SelfUsage()
+	u1 := st.usage()
+	self, pipeline, per, restarts := spent(u0, u1)
 	p.Decided = after.DecidedCorrs - before.DecidedCorrs
 	p.Committed = after.CommitsCorrs - before.CommitsCorrs
 	p.Rejected = after.Rejected - before.Rejected
@@ -341,7 +604,35 @@ func runPhase(ctx context.Context, o options, js jetstream.JetStream, gen *harne
 	if len(lat) > 0 {
 		p.MaxMs = harness.Ms(slices.Max(lat))
 	}
-	p.CPUSeconds = (cpu1 - cpu0).Seconds()
+	for _, outs := range t.Outcomes(corrs) {
+		p.Proposals += len(outs)
+	}
+	p.BenchCPUSeconds = self.Seconds()
+	p.CPUSeconds = (self + pipeline).Seconds()
+	p.CPUMsPerEvent = 1000 * p.CPUSeconds / float64(n)
+	if st.procs != nil {
+		p.PipelineCPUSeconds, p.ProcessCPUSeconds, p.Restarts = pipeline.Seconds(), per, restarts
+		p.PipelineCPUMsPerEvent = 1000 * p.PipelineCPUSeconds / float64(n)
+		if p.Proposals > 0 {
+			p.PipelineCPUMsPerProposal = 1000 * p.PipelineCPUSeconds / float64(p.Proposals)
+		}
+	}
+	seq1, err := harness.StreamSeqs(ctx, st.js, streamsCounted...)
+	if err != nil {
+		return p, err
+	}
+	p.StreamMessages = map[string]uint64{}
+	for _, s := range streamsCounted {
+		p.StreamMessages[s] = seq1[s] - seq0[s]
+	}
+	var hops uint64
+	for _, s := range hopStreams {
+		hops += p.StreamMessages[s]
+	}
+	p.HopsPerEvent = float64(hops) / float64(n)
+	if cache1 := aiCache(st.aiAdmin); cache0 != nil && cache1 != nil {
+		p.AICache = &CacheCounts{Hits: cache1.Hits - cache0.Hits, Misses: cache1.Misses - cache0.Misses}
+	}
 	return p, nil
 }
 
@@ -356,29 +647,152 @@ func writeProfile(name, path string) {
 }
 
 func printFigures(w io.Writer, f *Figures) {
-	fmt.Fprintf(w, "worldgate bench — %s\n", f.Date)
+	printRun(w, f)
+	if f.Compare != nil {
+		fmt.Fprintln(w)
+		printRun(w, f.Compare)
+		fmt.Fprintln(w)
+		printComparison(w, f, f.Compare)
+	}
+}
+
+func printRun(w io.Writer, f *Figures) {
+	title := "worldgate bench"
+	if f.Label != "" {
+		title += " (" + f.Label + ")"
+	}
+	fmt.Fprintf(w, "%s — %s\n", title, f.Date)
 	fmt.Fprintf(w, "machine         %s\n", f.Host)
 	fmt.Fprintf(w, "stack           %s, scripted provider\n", f.Stack)
-	fmt.Fprintf(w, "mix             %s (%g hops from event to commit), %d players\n", f.Mix, f.Hops, f.Players)
+	if f.BinDir != "" {
+		fmt.Fprintf(w, "binaries        %s · extra gate flags: %s\n", f.BinDir, orNone(strings.Join(f.GateFlags, " ")))
+	}
+	fmt.Fprintf(w, "mix             %s (%g hops from event to commit as configured, one process per gate), %d players\n", f.Mix, f.Hops, f.Players)
 	if f.CeilingPerS > 0 {
 		fmt.Fprintf(w, "JetStream       %.0f hops/s raw ceiling (one hop) → %.0f/s hop-limited for this route\n", f.CeilingPerS, f.HopLimited)
 	}
+	ai := f.Mix != harness.MixMoves
 	for _, p := range f.Phases {
 		fmt.Fprintf(w, "%-15s %d events in %.1fs: %.0f committed/s (%d committed, %d rejected)",
 			p.Name, p.Events, p.Seconds, p.CommittedPerS, p.Committed, p.Rejected)
-		if p.CeilingShare > 0 {
-			fmt.Fprintf(w, ", %.0f%% of the hop-limited ceiling", 100*p.CeilingShare)
+		if p.CeilingRatio > 0 {
+			fmt.Fprintf(w, ", %.2f%% of the one-hop ceiling, %.0f%% of the hop-limited ceiling", 100*p.CeilingRatio, 100*p.CeilingShare)
 		}
 		fmt.Fprintf(w, "\n                %.0f decided/s · %.0f committed/s · answers: %d committed, %d fallback, %d refused %v · %d abandoned · %d silent",
 			p.DecidedPerS, p.CommittedPerS, p.Answers.Committed, p.Answers.Fallback, p.Answers.Refused, p.Answers.RefusedBy, p.Answers.Abandoned, p.Answers.Silent)
 		fmt.Fprintf(w, "\n                event→commit p50 %.1f ms · p95 %.1f ms · p99 %.1f ms · max %.1f ms · CPU %.1fs\n",
 			p.P50ms, p.P95ms, p.P99ms, p.MaxMs, p.CPUSeconds)
+		if p.PipelineCPUSeconds > 0 {
+			fmt.Fprintf(w, "                pipeline alone: CPU %.1fs = %.2f ms per event", p.PipelineCPUSeconds, p.PipelineCPUMsPerEvent)
+			if ai {
+				fmt.Fprintf(w, ", %.2f ms per proposal (%d proposals)", p.PipelineCPUMsPerProposal, p.Proposals)
+			}
+			fmt.Fprintf(w, " · bench itself (load generator, tracker) %.1fs", p.BenchCPUSeconds)
+			if p.Restarts > 0 {
+				fmt.Fprintf(w, " · %d process restarts: CPU too low", p.Restarts)
+			}
+			fmt.Fprintln(w)
+		} else {
+			fmt.Fprintf(w, "                CPU %.2f ms per event, bench's own load generator and tracker included\n", p.CPUMsPerEvent)
+		}
+		fmt.Fprintf(w, "                hops per event %.2f measured (PROPOSALS %d + COMMITTED %d messages ÷ %d events)\n",
+			p.HopsPerEvent, p.StreamMessages[events.StreamProposals], p.StreamMessages[events.StreamCommitted], p.Events)
+		if ai && p.AICache != nil {
+			verdict := "every AI task a cache miss (distinct contexts)"
+			if p.AICache.Hits > 0 {
+				verdict = "some AI tasks served from the cache: CPU per proposal is too low"
+			}
+			fmt.Fprintf(w, "                AI cache %.0f hits, %.0f misses: %s\n", p.AICache.Hits, p.AICache.Misses, verdict)
+		}
 	}
-	if f.PeakRSSBytes > 0 {
+	if len(f.ProcessCPUSeconds) > 0 {
+		fmt.Fprintf(w, "processes       CPU %.1fs over the measured phases (bench itself %.1fs): %s\n", f.PipelineCPUSeconds, f.BenchCPUSeconds, perProcess(f.ProcessCPUSeconds))
+		fmt.Fprintf(w, "                peak RSS %s summed over the processes\n", harness.MiB(f.PeakRSSBytes))
+	} else if f.PeakRSSBytes > 0 {
 		fmt.Fprintf(w, "process         CPU %.1fs over the measured phases · peak RSS %s\n", f.CPUSeconds, harness.MiB(f.PeakRSSBytes))
 	}
 	if len(f.RejectedBy) > 0 {
 		fmt.Fprintf(w, "rejections      %v\n", f.RejectedBy)
 	}
 	fmt.Fprintf(w, "dead letters    %d\n", f.DeadLetters)
+	printCarries(w, f)
+}
+
+// printCarries is the one line of figures that carry across machines.
+func printCarries(w io.Writer, f *Figures) {
+	if len(f.Phases) == 0 || f.Phases[0].PipelineCPUSeconds == 0 {
+		return
+	}
+	s := f.Phases[0]
+	fmt.Fprint(w, "carries over    ")
+	if f.CeilingPerS > 0 {
+		fmt.Fprintf(w, "one-hop ceiling %.0f/s · committed %.0f/s = %.2f%% of it · ", f.CeilingPerS, s.CommittedPerS, 100*s.CeilingRatio)
+	}
+	fmt.Fprintf(w, "pipeline CPU %.2f ms per event at %s", s.PipelineCPUMsPerEvent, s.Name)
+	if len(f.Phases) > 1 {
+		h := f.Phases[1]
+		fmt.Fprintf(w, ", %.2f at half rate · %.2f hops per event · half rate p50 %.1f / p95 %.1f / p99 %.1f ms",
+			h.PipelineCPUMsPerEvent, s.HopsPerEvent, h.P50ms, h.P95ms, h.P99ms)
+	} else {
+		fmt.Fprintf(w, " · %.2f hops per event", s.HopsPerEvent)
+	}
+	fmt.Fprintln(w)
+}
+
+// printComparison prints the two runs of -compare side by side: the first (fused) against the
+// second (unfused), and their ratio.
+func printComparison(w io.Writer, a, b *Figures) {
+	fmt.Fprintf(w, "compare         %s vs %s (extra gate flags %s), same invocation; ratio is %s ÷ %s\n",
+		a.Label, b.Label, orNone(strings.Join(b.GateFlags, " ")), a.Label, b.Label)
+	row := func(name string, x, y float64, unit string) {
+		r := 0.0
+		if y != 0 {
+			r = x / y
+		}
+		fmt.Fprintf(w, "  %-36s %10.2f %10.2f   %.2f×  %s\n", name, x, y, r, unit)
+	}
+	fmt.Fprintf(w, "  %-36s %10s %10s\n", "", a.Label, b.Label)
+	row("one-hop ceiling", a.CeilingPerS, b.CeilingPerS, "hops/s")
+	for i := range min(len(a.Phases), len(b.Phases)) {
+		pa, pb := a.Phases[i], b.Phases[i]
+		name := pa.Name
+		if i == 1 {
+			name = "half rate"
+		}
+		row(name+": committed/s", pa.CommittedPerS, pb.CommittedPerS, "")
+		row(name+": ÷ one-hop ceiling", 100*pa.CeilingRatio, 100*pb.CeilingRatio, "%")
+		row(name+": pipeline CPU per event", pa.PipelineCPUMsPerEvent, pb.PipelineCPUMsPerEvent, "ms")
+		if a.Mix != harness.MixMoves {
+			row(name+": pipeline CPU per proposal", pa.PipelineCPUMsPerProposal, pb.PipelineCPUMsPerProposal, "ms")
+		}
+		row(name+": hops per event", pa.HopsPerEvent, pb.HopsPerEvent, "measured")
+		row(name+": p50", pa.P50ms, pb.P50ms, "ms")
+		row(name+": p95", pa.P95ms, pb.P95ms, "ms")
+		row(name+": p99", pa.P99ms, pb.P99ms, "ms")
+	}
+}
+
+func perProcess(m map[string]float64) string {
+	names := slices.Sorted(maps.Keys(m))
+	slices.SortStableFunc(names, func(x, y string) int {
+		switch {
+		case m[x] > m[y]:
+			return -1
+		case m[x] < m[y]:
+			return 1
+		}
+		return 0
+	})
+	var parts []string
+	for _, n := range names {
+		parts = append(parts, fmt.Sprintf("%s %.1fs", n, m[n]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
 }

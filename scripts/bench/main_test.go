@@ -3,15 +3,162 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/worldgate/worldgate/events"
+	"github.com/worldgate/worldgate/scripts/internal/harness"
 )
 
-// TestSmoke runs a small bench on the embedded stack: the ceiling, a saturation phase and a
+// TestProcessesCompare runs a small -compare on the process stack: two stacks started in one
+// invocation, the second with extra gate flags; each has a ceiling, a saturation and a
+// half-rate phase of moves, every event committed, the pipeline's CPU read from its processes
+// apart from bench's own, and hops per event counted on the streams. The second run's extra
+// flag -log-level=info reaches the gate process (its "gate starting" line is in that run's
+// process log only); once the gate binary has -fuse, the second run is also unfused and must
+// take more hops per event than the first.
+func TestProcessesCompare(t *testing.T) {
+	dir := t.TempDir()
+	o, err := parse([]string{"-n", "200", "-players", "100", "-warmup", "50", "-ceiling-n", "2000", "-data-dir", dir, "-compare"}, &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	if err := harness.Build(ctx, o.binDir); err != nil {
+		t.Fatal(err)
+	}
+	help, _ := exec.CommandContext(ctx, filepath.Join(o.binDir, "gate"), "-h").CombinedOutput()
+	fuse := strings.Contains(string(help), "-fuse")
+	o.compareFlags = []string{"-log-level=info"}
+	if fuse {
+		o.compareFlags = append(o.compareFlags, "-fuse=false")
+	}
+	t.Logf("gate binary has -fuse: %v; second run's gate flags %v", fuse, o.compareFlags)
+	var progress bytes.Buffer
+	fig, err := bench(ctx, o, &progress)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, progress.String())
+	}
+	var out bytes.Buffer
+	printFigures(&out, fig)
+	t.Logf("\n%s", out.String())
+
+	if fig.Compare == nil || fig.Label != "fused" || fig.Compare.Label != "unfused" {
+		t.Fatalf("want two runs labelled fused and unfused, got %q and %+v", fig.Label, fig.Compare)
+	}
+	if !slices.Equal(fig.Compare.GateFlags, o.compareFlags) || len(fig.GateFlags) != 0 {
+		t.Errorf("gate flags: first run %v, second %v; want none, then %v", fig.GateFlags, fig.Compare.GateFlags, o.compareFlags)
+	}
+	for _, f := range []*Figures{fig, fig.Compare} {
+		checkProcessRun(t, f, 200)
+	}
+	for run, want := range map[string]bool{"fused": false, "unfused": true} {
+		log, err := os.ReadFile(filepath.Join(dir, run, "processes.log"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := bytes.Contains(log, []byte("gate starting")); got != want {
+			t.Errorf("%s run: gate logged at info level: %v, want %v (the extra gate flag must reach the gate process of that run only)", run, got, want)
+		}
+	}
+	if fuse {
+		for i := range fig.Phases {
+			if f, u := fig.Phases[i].HopsPerEvent, fig.Compare.Phases[i].HopsPerEvent; f >= u {
+				t.Errorf("%s: %.2f hops per event fused, %.2f unfused: fusion must save hops", fig.Phases[i].Name, f, u)
+			}
+		}
+	}
+	for _, want := range []string{"pipeline alone", "hops per event", "one-hop ceiling", "carries over", "compare", "fused", "unfused", "peak RSS"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("figures lack %q", want)
+		}
+	}
+}
+
+// checkProcessRun asserts the figures of one run of moves on the process stack.
+func checkProcessRun(t *testing.T, f *Figures, n int) {
+	t.Helper()
+	if f.CeilingPerS <= 0 || f.HopLimited != f.CeilingPerS/6 {
+		t.Errorf("%s: ceiling %.0f/s, hop-limited %.0f/s: want a positive ceiling divided by the 6 hops of a move", f.Label, f.CeilingPerS, f.HopLimited)
+	}
+	if len(f.Phases) != 2 {
+		t.Fatalf("%s: phases %+v, want saturation then half rate", f.Label, f.Phases)
+	}
+	for _, p := range f.Phases {
+		if p.Committed != n || p.Rejected != 0 || p.Proposals != n {
+			t.Errorf("%s %s: %d committed, %d rejected, %d proposals; want all %d moves committed", f.Label, p.Name, p.Committed, p.Rejected, p.Proposals, n)
+		}
+		if p.CommittedPerS <= 0 || p.P50ms <= 0 || p.P99ms < p.P50ms || p.CeilingShare <= 0 {
+			t.Errorf("%s %s: implausible figures %+v", f.Label, p.Name, p)
+		}
+		if want := p.CommittedPerS / f.CeilingPerS; p.CeilingRatio != want || p.CeilingRatio >= 1 {
+			t.Errorf("%s %s: ceiling ratio %.4f, want committed/s ÷ ceiling = %.4f (below 1)", f.Label, p.Name, p.CeilingRatio, want)
+		}
+		// A move costs the pipeline some CPU, and not a second of it.
+		if p.PipelineCPUSeconds <= 0 || p.PipelineCPUMsPerEvent <= 0 || p.PipelineCPUMsPerEvent > 1000 || p.BenchCPUSeconds <= 0 || p.Restarts != 0 {
+			t.Errorf("%s %s: pipeline CPU %.2fs (%.2f ms/event), bench CPU %.2fs, %d restarts", f.Label, p.Name, p.PipelineCPUSeconds, p.PipelineCPUMsPerEvent, p.BenchCPUSeconds, p.Restarts)
+		}
+		if diff := p.CPUSeconds - (p.PipelineCPUSeconds + p.BenchCPUSeconds); diff > 1e-9 || diff < -1e-9 {
+			t.Errorf("%s %s: cpuSeconds %.3f is not the pipeline's %.3f plus bench's %.3f", f.Label, p.Name, p.CPUSeconds, p.PipelineCPUSeconds, p.BenchCPUSeconds)
+		}
+		for _, proc := range []string{"nats-1", "graphd", "mcp-world", "gate-all", "event-processor", "ai-worker"} {
+			if p.ProcessCPUSeconds[proc] <= 0 {
+				t.Errorf("%s %s: %s used no CPU: %v", f.Label, p.Name, proc, p.ProcessCPUSeconds)
+			}
+		}
+		// Every event is one world event and one commit; the gates' hops lie between fully
+		// fused (the agent's proposal, then validated: 2 hops and the commit) and the route's 6.
+		if p.StreamMessages[events.StreamWorld] != uint64(n) || p.StreamMessages[events.StreamCommitted] != uint64(n) {
+			t.Errorf("%s %s: stream messages %v, want %d on WORLD and on COMMITTED", f.Label, p.Name, p.StreamMessages, n)
+		}
+		if p.HopsPerEvent < 2 || p.HopsPerEvent > f.Hops {
+			t.Errorf("%s %s: %.2f hops per event measured, want 2 to %g", f.Label, p.Name, p.HopsPerEvent, f.Hops)
+		}
+	}
+	if f.PipelineCPUSeconds <= 0 || f.BenchCPUSeconds <= 0 || f.PeakRSSBytes <= 0 || f.ProcessPeakRSS["nats-1"] <= 0 || f.DeadLetters != 0 {
+		t.Errorf("%s: pipeline CPU %.1fs, bench CPU %.1fs, peak RSS %d (%v), dead letters %d", f.Label, f.PipelineCPUSeconds, f.BenchCPUSeconds, f.PeakRSSBytes, f.ProcessPeakRSS, f.DeadLetters)
+	}
+}
+
+// TestAIProposals runs the AI mix on the process stack: the pipeline's CPU per AI proposal is
+// reported, and every npc dialogue and quest seed is a cache miss (the ai-worker's counters).
+func TestAIProposals(t *testing.T) {
+	o, err := parse([]string{"-mix", "ai", "-n", "20", "-players", "20", "-warmup", "4", "-half=false", "-ceiling-n", "0", "-data-dir", t.TempDir()}, &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	var progress bytes.Buffer
+	fig, err := bench(ctx, o, &progress)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, progress.String())
+	}
+	var out bytes.Buffer
+	printFigures(&out, fig)
+	t.Logf("\n%s", out.String())
+	p := fig.Phases[0]
+	if p.Proposals < p.Events || p.PipelineCPUMsPerProposal <= 0 || p.PipelineCPUMsPerProposal > p.PipelineCPUMsPerEvent {
+		t.Errorf("%d proposals for %d events, %.2f ms of pipeline CPU per proposal, %.2f per event", p.Proposals, p.Events, p.PipelineCPUMsPerProposal, p.PipelineCPUMsPerEvent)
+	}
+	if p.AICache == nil || p.AICache.Hits != 0 || p.AICache.Misses < float64(p.Events) {
+		t.Errorf("AI cache %+v over %d events: want every task a miss", p.AICache, p.Events)
+	}
+	if !strings.Contains(out.String(), "per proposal") || !strings.Contains(out.String(), "cache miss") {
+		t.Errorf("figures lack the CPU per proposal or the cache verdict")
+	}
+}
+
+// TestEmbedded runs a small bench on the embedded stack: the ceiling, a saturation phase and a
 // half-rate phase of moves, every event committed, figures printed.
-func TestSmoke(t *testing.T) {
-	o, err := parse([]string{"-n", "200", "-players", "100", "-warmup", "50", "-ceiling-n", "2000", "-data-dir", t.TempDir()}, &bytes.Buffer{})
+func TestEmbedded(t *testing.T) {
+	o, err := parse([]string{"-stack", "embedded", "-n", "200", "-players", "100", "-warmup", "50", "-ceiling-n", "2000", "-data-dir", t.TempDir()}, &bytes.Buffer{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,8 +179,11 @@ func TestSmoke(t *testing.T) {
 		if p.Committed != 200 || p.Rejected != 0 {
 			t.Errorf("%s: %d committed, %d rejected; want all 200 moves committed", p.Name, p.Committed, p.Rejected)
 		}
-		if p.CommittedPerS <= 0 || p.P50ms <= 0 || p.P99ms < p.P50ms || p.CeilingShare <= 0 {
+		if p.CommittedPerS <= 0 || p.P50ms <= 0 || p.P99ms < p.P50ms || p.CeilingShare <= 0 || p.CeilingRatio <= 0 || p.CPUMsPerEvent <= 0 {
 			t.Errorf("%s: implausible figures %+v", p.Name, p)
+		}
+		if p.PipelineCPUSeconds != 0 || p.HopsPerEvent < 2 || p.HopsPerEvent > 6 {
+			t.Errorf("%s: pipeline CPU %.2fs (the embedded stack cannot tell it apart), %.2f hops per event", p.Name, p.PipelineCPUSeconds, p.HopsPerEvent)
 		}
 	}
 	if want := fig.Phases[0].CommittedPerS / 2; fig.Phases[1].TargetRate != want {
@@ -44,10 +194,32 @@ func TestSmoke(t *testing.T) {
 	}
 	var out bytes.Buffer
 	printFigures(&out, fig)
-	for _, want := range []string{"committed/s", "p99", "hop-limited ceiling", "peak RSS"} {
+	for _, want := range []string{"committed/s", "p99", "hop-limited ceiling", "one-hop ceiling", "peak RSS", "load generator and tracker included"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("figures lack %q:\n%s", want, out.String())
 		}
 	}
 	t.Logf("\n%s", out.String())
+}
+
+// TestParse refuses the combinations that would measure something else than asked.
+func TestParse(t *testing.T) {
+	for _, args := range [][]string{
+		{"-compare", "-stack", "embedded"},
+		{"-compare", "-nats-url", "nats://127.0.0.1:4222"},
+		{"-cpuprofile", "cpu.out"},
+		{"-src", "/tmp/x", "-build=false"},
+		{"-stack", "threads"},
+	} {
+		if _, err := parse(args, &bytes.Buffer{}); err == nil {
+			t.Errorf("parse %v: want an error", args)
+		}
+	}
+	o, err := parse([]string{"-compare"}, &bytes.Buffer{})
+	if err != nil || o.stack != StackProcesses || !slices.Equal(o.compareFlags, []string{"-fuse=false"}) || o.binDir == "" {
+		t.Errorf("defaults: %+v, %v", o, err)
+	}
+	if a, b := binDirFor(""), binDirFor("/tmp/wg-old"); a == b {
+		t.Errorf("the current checkout and another share bin dir %s", a)
+	}
 }

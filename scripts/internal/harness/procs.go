@@ -58,7 +58,12 @@ func DefaultBinDir() string {
 
 // Build compiles every binary into dir with one `go build` (the build cache makes a second
 // run quick).
-func Build(ctx context.Context, dir string) error {
+func Build(ctx context.Context, dir string) error { return BuildFrom(ctx, "", dir) }
+
+// BuildFrom is Build from the checkout at src ("" is the current directory's): bench builds the
+// binaries of an older commit from a git worktree of it, to measure the "before" figures with
+// the same harness.
+func BuildFrom(ctx context.Context, src, dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
@@ -67,6 +72,7 @@ func Build(ctx context.Context, dir string) error {
 		args = append(args, pkg)
 	}
 	cmd := exec.CommandContext(ctx, "go", args...)
+	cmd.Dir = src
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("go build: %w\n%s", err, out)
@@ -224,7 +230,10 @@ type ProcsOptions struct {
 	// MarkerHorizon, if set, is the event-processor's -marker-horizon (it must cover WORLD's and
 	// PROPOSALS' max ages in Topology.Limits).
 	MarkerHorizon time.Duration
-	Logger        *slog.Logger
+	// GateFlags are appended to every gate process's flags (after the harness's own, so they
+	// win): bench's -compare runs the same stack with the gates unfused (-fuse=false).
+	GateFlags []string
+	Logger    *slog.Logger
 }
 
 // Procs is the pipeline as one OS process per component: natsd (one node or three), graphd, the
@@ -450,7 +459,7 @@ func StartProcs(ctx context.Context, o ProcsOptions) (ps *Procs, err error) {
 			"-rate-budgets", string(budgets), "-admin", port(name + "-admin"), "-log-level", "warn", "-signing-keys", keysDir,
 			// World files reference what their own batch creates: on a loaded machine with three
 			// NATS nodes the default 3 s is not always enough for the referenced vertex to commit.
-			"-invariant-reference-wait", "15s"})...)
+			"-invariant-reference-wait", "15s"}, o.GateFlags)...)
 	}
 	add("ai-worker", "worker", "ai-worker", slices.Concat(as(natsauth.AIWorker), []string{"-provision=false", "-admin", port("ai-worker-admin"), "-log-level", "warn",
 		"-mcp-world-url", "http://" + port("mcp-world") + "/mcp", "-mcp-lore-url", "http://" + port("mcp-lore") + "/mcp",
@@ -508,6 +517,31 @@ func StartProcs(ctx context.Context, o ProcsOptions) (ps *Procs, err error) {
 		}
 	}
 	return ps, nil
+}
+
+// Usage reads every running process's CPU and memory from /proc, by process name. A process
+// that is down is left out.
+func (ps *Procs) Usage() map[string]ProcStat {
+	out := make(map[string]ProcStat, len(ps.List))
+	for _, p := range ps.List {
+		if pid := p.PID(); pid > 0 {
+			if st, err := ReadProc(pid); err == nil {
+				out[p.Name] = st
+			}
+		}
+	}
+	return out
+}
+
+// Restarts is how many times the processes were started beyond their first start: a
+// restarted process's CPU counter starts again from zero, so figures summed over a span
+// with a restart in it are too low.
+func (ps *Procs) Restarts() int {
+	n := 0
+	for _, p := range ps.List {
+		n += max(p.Starts()-1, 0)
+	}
+	return n
 }
 
 // Lookup returns the process named name.
