@@ -46,8 +46,8 @@ import (
 // Stacks bench can drive.
 const (
 	// StackProcesses runs every component as its own OS process (harness.StartProcs, what
-	// chaos and soak run) with one NATS server and every gate in one process, so the pipeline's
-	// CPU is its processes' and bench's own is apart.
+	// chaos and soak run, plus the memory-writer) with one NATS server and every gate in one
+	// process, so the pipeline's CPU is its processes' and bench's own is apart.
 	StackProcesses = "processes"
 	// StackEmbedded runs the whole stack inside bench (harness.StartEmbedded): its CPU figure
 	// includes the load generator and the tracker, but one CPU profile shows everything.
@@ -339,7 +339,7 @@ func startStack(ctx context.Context, o options, dir string, gateFlags []string, 
 		return nil, err
 	}
 	prog.Update("starting the stack as processes in %s", dir)
-	ps, err := harness.StartProcs(ctx, harness.ProcsOptions{BinDir: o.binDir, DataDir: dir, NATSNodes: 1, GateFlags: gateFlags,
+	ps, err := harness.StartProcs(ctx, harness.ProcsOptions{BinDir: o.binDir, DataDir: dir, NATSNodes: 1, GateFlags: gateFlags, MemoryWriter: true,
 		Logger: logx.New(stderr, "bench", "warn")})
 	if err != nil {
 		return nil, err

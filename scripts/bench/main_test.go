@@ -107,7 +107,7 @@ func checkProcessRun(t *testing.T, f *Figures, n int) {
 		if diff := p.CPUSeconds - (p.PipelineCPUSeconds + p.BenchCPUSeconds); diff > 1e-9 || diff < -1e-9 {
 			t.Errorf("%s %s: cpuSeconds %.3f is not the pipeline's %.3f plus bench's %.3f", f.Label, p.Name, p.CPUSeconds, p.PipelineCPUSeconds, p.BenchCPUSeconds)
 		}
-		for _, proc := range []string{"nats-1", "graphd", "mcp-world", "gate-all", "event-processor", "ai-worker"} {
+		for _, proc := range []string{"nats-1", "graphd", "mcp-world", "gate-all", "event-processor", "ai-worker", "memory-writer"} {
 			if p.ProcessCPUSeconds[proc] <= 0 {
 				t.Errorf("%s %s: %s used no CPU: %v", f.Label, p.Name, proc, p.ProcessCPUSeconds)
 			}

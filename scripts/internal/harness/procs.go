@@ -44,6 +44,7 @@ var Binaries = map[string]string{
 	"mcp-world":       "github.com/worldgate/worldgate/services/mcp-world",
 	"mcp-lore":        "github.com/worldgate/worldgate/services/mcp-lore",
 	"mcp-classify":    "github.com/worldgate/worldgate/services/mcp-classify",
+	"memory-writer":   "github.com/worldgate/worldgate/services/memory-writer",
 }
 
 // DefaultBinDir is where the harnesses keep the service binaries between runs: `go build`
@@ -230,6 +231,9 @@ type ProcsOptions struct {
 	// MarkerHorizon, if set, is the event-processor's -marker-horizon (it must cover WORLD's and
 	// PROPOSALS' max ages in Topology.Limits).
 	MarkerHorizon time.Duration
+	// MemoryWriter also runs the memory-writer (the interaction memory, from COMMITTED), as a
+	// deployment and the embedded stack do: bench counts its CPU as the pipeline's.
+	MemoryWriter bool
 	// GateFlags are appended to every gate process's flags (after the harness's own, so they
 	// win): bench's -compare runs the same stack with the gates unfused (-fuse=false).
 	GateFlags []string
@@ -237,7 +241,8 @@ type ProcsOptions struct {
 }
 
 // Procs is the pipeline as one OS process per component: natsd (one node or three), graphd, the
-// three MCP servers, the event-processor, the gates and the ai-worker, each supervised. Every
+// three MCP servers, the event-processor, the gates, the ai-worker and, if asked, the
+// memory-writer, each supervised. Every
 // component connects to NATS as its own user of the policy (services/worldgate/policy), with
 // the permissions production gives it; the harness itself connects as the admin.
 type Procs struct {
@@ -464,6 +469,10 @@ func StartProcs(ctx context.Context, o ProcsOptions) (ps *Procs, err error) {
 	add("ai-worker", "worker", "ai-worker", slices.Concat(as(natsauth.AIWorker), []string{"-provision=false", "-admin", port("ai-worker-admin"), "-log-level", "warn",
 		"-mcp-world-url", "http://" + port("mcp-world") + "/mcp", "-mcp-lore-url", "http://" + port("mcp-lore") + "/mcp",
 		"-mcp-classify-url", "http://" + port("mcp-classify") + "/mcp", "-mcp-token", token, "-ack-wait", "30s"})...)
+	if o.MemoryWriter {
+		add("memory-writer", "worker", "memory-writer", slices.Concat(as(natsauth.MemoryWriter), []string{"-provision=false",
+			"-admin", port("memory-writer-admin"), "-log-level", "warn"})...)
+	}
 	if err != nil {
 		return nil, err
 	}
