@@ -77,10 +77,15 @@ func Provision(ctx context.Context, js jetstream.JetStream, log *slog.Logger) er
 }
 
 // GateConfig is the gates' default configuration with rate budgets a load test does not hit
-// (the rate gate still reads and writes its KV windows for every proposal).
+// (the rate gate still reads and writes its KV windows for every proposal) and the process
+// stack's reference wait.
 func GateConfig() gates.Config {
 	cfg := gates.DefaultConfig()
 	cfg.Rate.Budgets = map[string]gates.Budget{"*": RateBudget}
+	// World files reference what their own batch creates: on a loaded machine the default 3 s
+	// is not always enough for the referenced vertex to commit (the process stack's gates get
+	// -invariant-reference-wait 15s for the same reason).
+	cfg.Invariant.ReferenceWait = 15 * time.Second
 	return cfg
 }
 
