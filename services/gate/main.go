@@ -58,6 +58,7 @@ type flags struct {
 	maxDeliver, dedupDistance                        int
 	provisioning                                     natsx.Provisioning
 	rateWindow, dedupWindow, approvalExpiry, refWait time.Duration
+	fuse                                             bool
 }
 
 func parse(args []string) (flags, error) {
@@ -71,6 +72,7 @@ func parse(args []string) (flags, error) {
 	fs.StringVar(&f.classifyURL, "classify-url", "http://127.0.0.1:7403/mcp", "mcp-classify Streamable HTTP endpoint (safety gate)")
 	fs.StringVar(&f.classifyToken, "classify-token", "", "bearer token with scope classify:read")
 	fs.StringVar(&f.signingKeys, "signing-keys", "", "directory of the gates' Ed25519 signing keys, <gate>.key (mode 0600; docs/attestation.md); required")
+	fs.BoolVar(&f.fuse, "fuse", true, "decide consecutive gates of a route that run in this process in one hop (one consume, one publish); false: every gate hops through JetStream (its NATS user must then publish to every next hop, e.g. gates-unfused)")
 	fs.StringVar(&f.routes, "routes", "", "routes file (YAML); empty: the embedded default")
 	fs.StringVar(&f.templates, "templates", "", `prompt templates file (JSON {"id@version": "sha256"}); required by the replay gate`)
 	fs.StringVar(&f.admin, "admin", "127.0.0.1:9410", "admin address (/metrics, /healthz, /readyz)")
@@ -110,7 +112,7 @@ func run(args []string) error {
 		Invariant: gates.InvariantConfig{ReferenceWait: f.refWait},
 		Dedup:     gates.DedupConfig{MaxDistance: f.dedupDistance, Window: f.dedupWindow},
 		Rate:      gates.RateConfig{Window: f.rateWindow},
-		Approval:  gates.ApprovalConfig{Expiry: f.approvalExpiry}}
+		Approval:  gates.ApprovalConfig{Expiry: f.approvalExpiry}, NoFusion: !f.fuse}
 	if err := json.Unmarshal([]byte(f.budgets), &cfg.Rate.Budgets); err != nil {
 		return fmt.Errorf("-rate-budgets is not valid JSON: %w", err)
 	}
@@ -206,7 +208,7 @@ func run(args []string) error {
 	if f.approvalExpiry > 0 && slices.Contains(names, gates.Approval) {
 		go sweepExpired(ctx, js, log)
 	}
-	log.Info("gate starting", "gates", names, "admin", adm.Addr())
+	log.Info("gate starting", "gates", names, "fused", f.fuse && len(names) > 1, "admin", adm.Addr())
 	return app.Run(ctx)
 }
 

@@ -51,7 +51,7 @@ func Subject(ctx context.Context) string {
 	return s
 }
 
-// chain turns a Gate into a runtime handler.
+// chain turns gates into runtime handlers.
 type chain struct {
 	m          *chainMetrics
 	log        *slog.Logger
@@ -59,45 +59,122 @@ type chain struct {
 	maxDeliver int
 	tickets    *tickets
 	signers    map[string]*attest.Signer
+	latency    map[string]prometheus.Observer // gate_latency_seconds of each gate of the process
+	// fused are the gates of this process that a run may continue into, by name; nil when
+	// fusion is off (every gate hops through JetStream).
+	fused map[string]Gate
 }
 
-// handler is the gate's runtime handler, in five steps: decode the proposal, decide (the
-// chain's own checks, then the gate's), keep a retry ticket for a transient refusal, record
-// and sign the decision on the routing slip, then count, log and send it on.
-func (c *chain) handler(g Gate) message.HandlerFunc {
-	name := g.Name()
-	latency := c.m.latency.WithLabelValues(name)
+// step is one gate's decision in a run, recorded and signed on the slip.
+type step struct {
+	gate Gate
+	d    Decision
+	at   time.Time
+}
+
+// handler is the gate's runtime handler. It decodes the proposal and lets the gate decide;
+// while the gate passes and the route's next gate runs in this process too (fusion), that gate
+// decides next, on the proposal as it would have arrived on its own subject. Each decision is
+// recorded, signed, counted and logged as if it were a hop of its own; only the last one leaves
+// the process: to the next remote gate, proposals.validated, the hold notice or the rejection.
+func (c *chain) handler(first Gate) message.HandlerFunc {
 	return func(m *message.Message) ([]*message.Message, error) {
-		start := c.now()
-		p, err := decodeProposal(name, m.Payload)
+		g, start := first, c.now()
+		p, err := decodeProposal(g.Name(), m.Payload)
 		if err != nil {
 			return nil, err
 		}
-		subject := m.Metadata.Get(runtime.MetaSubject)
 		ctx := withDelivery(m.Context(), runtime.Deliveries(m), c.maxDeliver)
-		ctx = context.WithValue(ctx, subjectKey{}, subject)
-		d, err := c.decide(ctx, g, subject, m.Payload, p)
-		if err != nil {
-			return nil, err
-		}
-		if d.Outcome == Rejected && d.Transient {
-			if err := c.tickets.issue(ctx, name, p); err != nil {
-				return nil, fmt.Errorf("gate %s: retry ticket of proposal %s: %w", name, p.ProposalID, err)
+		subject, raw := m.Metadata.Get(runtime.MetaSubject), m.Payload
+		var id string
+		for {
+			s, err := c.step(ctx, g, subject, raw, p, start)
+			if err != nil {
+				return nil, err
+			}
+			if id == "" {
+				// The run's outgoing id is its first gate's, whatever gate ends the run: a
+				// redelivery that decides differently further on is still stored once, as a
+				// single gate's pass, reject and hold share its id (slip.MsgID).
+				id = slip.MsgID(p, g.Name())
+			}
+			next := c.fusedNext(s, p)
+			if next == nil {
+				msgs, err := c.send(s, p, id)
+				c.latency[g.Name()].Observe(c.now().Sub(start).Seconds())
+				return msgs, err
+			}
+			c.latency[g.Name()].Observe(s.at.Sub(start).Seconds())
+			g, subject, start = next, events.GateSubject(next.Name()), s.at
+			if _, ok := next.(RawGate); ok {
+				// What the passing gate would have published (slip.Forward).
+				if raw, err = json.Marshal(p); err != nil {
+					return nil, runtime.Permanentf("gate %s: encode proposal %s: %v", g.Name(), p.ProposalID, err)
+				}
 			}
 		}
-		now := c.now()
-		took := now.Sub(start)
-		out, err := c.record(ctx, g, subject, p, d, now, took)
-		if err != nil {
-			return nil, err
-		}
-		latency.Observe(took.Seconds())
-		c.report(m.Context(), name, p, d, took, out.Subject)
-		msg := runtime.NewMessage(out.Subject, out.ID, out.Data)
-		msg.Metadata.Set(events.HeaderCorrelationID, out.CorrelationID)
-		msg.Metadata.Set(events.HeaderType, out.Kind)
-		return []*message.Message{msg}, nil
 	}
+}
+
+// fusedNext is the gate the run continues into after s: the route's next gate when s passed
+// and that gate runs in this process; nil when the proposal leaves the process.
+func (c *chain) fusedNext(s step, p *events.Proposal) Gate {
+	if c.fused == nil || s.d.Outcome != Passed || len(p.Route.Pending) == 0 {
+		return nil
+	}
+	return c.fused[p.Route.Pending[0]]
+}
+
+// step is one gate's part of a run: decide (the chain's own checks, then the gate's), keep a
+// retry ticket for a transient refusal, record and sign the decision on the routing slip
+// (holding the proposal when the gate holds it), then count and log it. The gate's latency is
+// observed by the caller, which knows when its outgoing message is built.
+func (c *chain) step(ctx context.Context, g Gate, subject string, raw []byte, p *events.Proposal, start time.Time) (step, error) {
+	name := g.Name()
+	ctx = context.WithValue(ctx, subjectKey{}, subject)
+	d, err := c.decide(ctx, g, subject, raw, p)
+	if err != nil {
+		return step{}, err
+	}
+	if d.Outcome == Rejected && d.Transient {
+		if err := c.tickets.issue(ctx, name, p); err != nil {
+			return step{}, fmt.Errorf("gate %s: retry ticket of proposal %s: %w", name, p.ProposalID, err)
+		}
+	}
+	now := c.now()
+	took := now.Sub(start)
+	next, err := c.record(ctx, g, subject, p, d, now, took)
+	if err != nil {
+		return step{}, err
+	}
+	c.report(ctx, name, p, d, took, next)
+	return step{gate: g, d: d, at: now}, nil
+}
+
+// send builds what the run publishes, from its last step: the proposal to its next hop
+// (passed), the notice that it waits (held), or the rejection, with the run's id.
+func (c *chain) send(s step, p *events.Proposal, id string) ([]*message.Message, error) {
+	name := s.gate.Name()
+	var out slip.Message
+	var err error
+	switch s.d.Outcome {
+	case Passed:
+		out, err = slip.Forward(p, name)
+	case Held:
+		out, err = slip.Forward(p, name)
+		// A notice that it waits: distinct id, so the decision forwarded later is not
+		// mistaken for a duplicate of it.
+		out.Subject, id = events.SubjectApproval, id+":held"
+	default:
+		out, err = slip.Rejected(slip.Rejection(p, name, s.d.Verdict, s.at))
+	}
+	if err != nil {
+		return nil, runtime.Permanent(err)
+	}
+	msg := runtime.NewMessage(out.Subject, id, out.Data)
+	msg.Metadata.Set(events.HeaderCorrelationID, out.CorrelationID)
+	msg.Metadata.Set(events.HeaderType, out.Kind)
+	return []*message.Message{msg}, nil
 }
 
 // decodeProposal reads the message as a proposal with an id it can be routed and rejected by;
@@ -153,10 +230,10 @@ func (c *chain) decide(ctx context.Context, g Gate, subject string, raw []byte, 
 	return d, nil
 }
 
-// record writes the decision on the routing slip, signs it with the gate's key, and builds
-// what goes out: the proposal to its next gate (passed), the hold notice (held, after the
-// gate keeps it), or the rejection.
-func (c *chain) record(ctx context.Context, g Gate, subject string, p *events.Proposal, d Decision, now time.Time, took time.Duration) (slip.Message, error) {
+// record writes the decision on the routing slip, signs it with the gate's key, and has a
+// holding gate keep the proposal. It returns where the decision sends the proposal: its next
+// hop (passed), the hold notice (held) or the gate's rejection subject.
+func (c *chain) record(ctx context.Context, g Gate, subject string, p *events.Proposal, d Decision, now time.Time, took time.Duration) (string, error) {
 	name := g.Name()
 	hop := slip.Hop{Gate: name, At: now, Took: took}
 	switch d.Outcome {
@@ -169,35 +246,25 @@ func (c *chain) record(ctx context.Context, g Gate, subject string, p *events.Pr
 	}
 	h, holds := g.(Holder)
 	if d.Outcome == Held && !holds {
-		return slip.Message{}, runtime.Permanentf("gate %s held a proposal but cannot hold (a defect in the gate)", name)
+		return "", runtime.Permanentf("gate %s held a proposal but cannot hold (a defect in the gate)", name)
 	}
 	slip.Record(p, hop)
 	if name == Schema {
 		p.Route.Trail[len(p.Route.Trail)-1].Emitter, _ = events.EmitterOf(subject)
 	}
 	if err := c.signers[name].SignLast(p); err != nil {
-		return slip.Message{}, runtime.Permanentf("gate %s: sign the decision on %s: %v", name, p.ProposalID, err)
+		return "", runtime.Permanentf("gate %s: sign the decision on %s: %v", name, p.ProposalID, err)
 	}
-	var out slip.Message
-	var err error
 	switch d.Outcome {
 	case Passed:
-		out, err = slip.Forward(p, name)
+		return p.Route.Next(), nil
 	case Held:
 		if err := h.Hold(ctx, p); err != nil {
-			return slip.Message{}, fmt.Errorf("gate %s: hold proposal %s: %w", name, p.ProposalID, err)
+			return "", fmt.Errorf("gate %s: hold proposal %s: %w", name, p.ProposalID, err)
 		}
-		out, err = slip.Forward(p, name)
-		// A notice that it waits: distinct id, so the decision forwarded later is not
-		// mistaken for a duplicate of it.
-		out.Subject, out.ID = events.SubjectApproval, out.ID+":held"
-	default:
-		out, err = slip.Rejected(slip.Rejection(p, name, d.Verdict, now))
+		return events.SubjectApproval, nil
 	}
-	if err != nil {
-		return slip.Message{}, runtime.Permanent(err)
-	}
-	return out, nil
+	return events.RejectedSubject(name), nil
 }
 
 // report counts the decision and logs it.

@@ -76,6 +76,11 @@ type Config struct {
 	Dedup     DedupConfig
 	Rate      RateConfig
 	Approval  ApprovalConfig
+	// NoFusion makes every gate hop through JetStream even when the route's next gate runs in
+	// the same process (gate -fuse=false, for comparisons). By default consecutive gates of a
+	// route registered together are decided in one hop (fusion): one consume, one publish,
+	// the same trail, metrics, logs, retry tickets and rejections.
+	NoFusion bool
 }
 
 // SafetyConfig says which moderation categories block, per policy version.
@@ -246,7 +251,9 @@ func (d Deps) complete() (Deps, error) {
 
 // Register adds a handler per named gate to app: each consumes proposals.gate.<name> on the
 // durable consumer gate-<name> of stream PROPOSALS, shared by every replica. names may be
-// "all". It is what `gate` and `worldgate dev` call.
+// "all". Unless deps.Config.NoFusion, a handler goes on into the route's next gates while they
+// are among names (fusion: see chain.handler), so the process publishes once per run. It is
+// what `gate` and `worldgate dev` call.
 func Register(app *runtime.App, deps Deps, names []string) error {
 	if app == nil {
 		return errors.New("gates: a runtime app is required")
@@ -270,7 +277,17 @@ func Register(app *runtime.App, deps Deps, names []string) error {
 			return fmt.Errorf("gate %s has no signing key: every gate signs its decisions (generate keys with `worldgate keys`, see docs/attestation.md)", g.Name())
 		}
 	}
-	c := &chain{m: newChainMetrics(deps.Registerer), log: deps.Logger, now: deps.Now, maxDeliver: deps.Config.MaxDeliver, tickets: &tickets{kv: kv}, signers: deps.Signers}
+	c := &chain{m: newChainMetrics(deps.Registerer), log: deps.Logger, now: deps.Now, maxDeliver: deps.Config.MaxDeliver, tickets: &tickets{kv: kv},
+		signers: deps.Signers, latency: map[string]prometheus.Observer{}}
+	for _, g := range gates {
+		c.latency[g.Name()] = c.m.latency.WithLabelValues(g.Name())
+	}
+	if !deps.Config.NoFusion {
+		c.fused = map[string]Gate{}
+		for _, g := range gates {
+			c.fused[g.Name()] = g
+		}
+	}
 	for _, g := range gates {
 		durable := Durable(g.Name())
 		app.Handle(durable, runtime.Consumer{
