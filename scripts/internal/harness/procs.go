@@ -222,6 +222,9 @@ type ProcsOptions struct {
 	DataDir string // NATS store, graph data, logs
 	// Split runs each gate as its own process; otherwise one gate process runs them all.
 	Split bool
+	// NoFusion runs the gate processes with -fuse=false (each gate hops through JetStream even
+	// to a gate of its own process), connected as the unfused set's user (gates-unfused).
+	NoFusion bool
 	// NATSNodes is how many NATS servers run: 1, or 3 (a JetStream cluster with routes between
 	// the nodes, every stream and bucket R3). Default 1.
 	NATSNodes int
@@ -309,12 +312,18 @@ func (ps *Procs) StreamLeader(ctx context.Context, stream string) string {
 	return s.CachedInfo().Cluster.Leader
 }
 
-// natsUsers are the policy's users, each with a random password, written for natsd -users.
+// natsUsers are the policy's users, each with a random password, written for natsd -users,
+// and the user of every gate in one process unfused (ProcsOptions.NoFusion).
 func natsUsers(path string) (map[string]string, error) {
 	rs, err := policy.Roles(route.Default())
 	if err != nil {
 		return nil, err
 	}
+	unfused, err := policy.GateProcess(route.Default(), gates.OneProcess().Unfused()[0])
+	if err != nil {
+		return nil, err
+	}
+	rs = append(rs, unfused)
 	pw := map[string]string{}
 	for _, r := range rs {
 		b := make([]byte, 18)
@@ -453,13 +462,17 @@ func StartProcs(ctx context.Context, o ProcsOptions) (ps *Procs, err error) {
 	if o.Split {
 		layout = gates.OneProcessPerGate()
 	}
+	var fuse []string // nothing when fused, so binaries from before fusion start too
+	if o.NoFusion {
+		layout, fuse = layout.Unfused(), []string{"-fuse=false"}
+	}
 	for _, proc := range layout {
 		set := proc.Gates
 		name := "gate-" + strings.Join(set, "+")
 		if len(layout) == 1 {
 			name = "gate-all"
 		}
-		add(name, "worker", "gate", slices.Concat([]string{"-gate", strings.Join(set, ",")}, as(proc.User()), []string{"-provision=false", "-graph-url", graphURL, "-graph-password", GraphReaderPassword,
+		add(name, "worker", "gate", slices.Concat([]string{"-gate", strings.Join(set, ",")}, fuse, as(proc.User()), []string{"-provision=false", "-graph-url", graphURL, "-graph-password", GraphReaderPassword,
 			"-classify-url", "http://" + port("mcp-classify") + "/mcp", "-classify-token", token, "-templates", tmplFile,
 			"-rate-budgets", string(budgets), "-admin", port(name + "-admin"), "-log-level", "warn", "-signing-keys", keysDir,
 			// World files reference what their own batch creates: on a loaded machine with three

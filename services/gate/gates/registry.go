@@ -207,18 +207,60 @@ func Grant(routes events.Routes, g string) (natsauth.Grant, error) {
 // Consecutive gates of a route that share a process may be decided in one hop.
 type Process struct {
 	Gates []string
+	// NoFusion: the process runs with fusion off (gate -fuse=false), so each of its gates
+	// publishes to the next even when that gate is its own.
+	NoFusion bool
 }
 
 // User is the NATS user of the process: gate-<g> for one gate, gates for every defined gate,
-// gates-<g1>-<g2>… for another set.
+// gates-<g1>-<g2>… for another set; a set run with NoFusion has its own user, suffixed
+// -unfused (gates-unfused), since it publishes more.
 func (p Process) User() string {
+	var u string
 	switch {
 	case len(p.Gates) == 1:
 		return natsauth.GateRole(p.Gates[0])
 	case slices.Equal(p.Gates, Known()):
-		return natsauth.Gates
+		u = natsauth.Gates
+	default:
+		u = "gates-" + strings.Join(p.Gates, "-")
 	}
-	return "gates-" + strings.Join(p.Gates, "-")
+	if p.NoFusion {
+		u += "-unfused"
+	}
+	return u
+}
+
+// Grants are the grants of the process's gates (Grant), as it runs them. With fusion, a gate
+// no longer publishes to a next hop that is a gate of the same process: a run decides that
+// gate without a hop, so the subject is left out of the gate's grant. A gate with extra
+// consumers keeps its next hops, because those consumers move proposals on outside a run (the
+// approval gate forwards a person's decision to the gate after it).
+func (p Process) Grants(routes events.Routes) ([]natsauth.Grant, error) {
+	out := make([]natsauth.Grant, 0, len(p.Gates))
+	for _, g := range p.Gates {
+		gr, err := Grant(routes, g)
+		if err != nil {
+			return nil, err
+		}
+		if s, _ := Lookup(g); !p.NoFusion && len(s.Consumers) == 0 {
+			gr.Publish = slices.DeleteFunc(gr.Publish, func(subject string) bool {
+				return slices.ContainsFunc(p.Gates, func(local string) bool { return subject == events.GateSubject(local) })
+			})
+		}
+		out = append(out, gr)
+	}
+	return out, nil
+}
+
+// Unfused is the layout with fusion off in every process (gate -fuse=false): each process
+// with several gates gets its own user (Process.User).
+func (l Layout) Unfused() Layout {
+	out := make(Layout, len(l))
+	for i, p := range l {
+		out[i] = Process{Gates: slices.Clone(p.Gates), NoFusion: true}
+	}
+	return out
 }
 
 // Layout is where the gates run: a list of processes, each gate in exactly one of them.

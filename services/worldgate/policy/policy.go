@@ -100,12 +100,18 @@ func Roles(routes events.Routes, approvers ...string) ([]natsauth.Role, error) {
 }
 
 // GateSet is the role of a process running several gates (gate -gate schema,safety): the union
-// of their permissions, named by gates.Process.User.
+// of their permissions as the process runs them fused (gates.Process.Grants), named by
+// gates.Process.User.
 func GateSet(routes events.Routes, gs []string) (natsauth.Role, error) {
-	if len(gs) == 0 {
+	return GateProcess(routes, gates.Process{Gates: gs})
+}
+
+// GateProcess is the role of any gate process, e.g. every gate run unfused for a side-by-side
+// comparison (gate -gate all -fuse=false: user gates-unfused), which deploy/nats leaves out.
+func GateProcess(routes events.Routes, proc gates.Process) (natsauth.Role, error) {
+	if len(proc.Gates) == 0 {
 		return natsauth.Role{}, errors.New("a gate set needs at least one gate")
 	}
-	proc := gates.Process{Gates: gs}
 	w, err := gateWorker(routes, proc)
 	if err != nil {
 		return natsauth.Role{}, fmt.Errorf("gate set: %w", err)
@@ -143,24 +149,23 @@ func aiWorker(routes events.Routes) natsauth.Worker {
 		Summary: "the ai-worker: agent roles consuming world events and rejections, proposing on its roles' emitter subjects", Grants: []natsauth.Grant{g}}
 }
 
-// gateWorker is the user of a gate process: the union of its gates' grants (gates.Grant,
-// from each gate's Spec and the routes).
+// gateWorker is the user of a gate process: the union of its gates' grants as the process
+// runs them (gates.Process.Grants, from each gate's Spec, the routes and fusion).
 func gateWorker(routes events.Routes, proc gates.Process) (natsauth.Worker, error) {
-	summary := fmt.Sprintf("`gate -gate %s`: those gates' permissions together", strings.Join(proc.Gates, ","))
+	summary := fmt.Sprintf("`gate -gate %s`: those gates' permissions together, fused (no hop between them)", strings.Join(proc.Gates, ","))
+	if proc.NoFusion {
+		summary = fmt.Sprintf("`gate -gate %s -fuse=false`: those gates' permissions together, each hopping to the next", strings.Join(proc.Gates, ","))
+	}
 	switch proc.User() {
 	case natsauth.Gates:
-		summary = "`gate -gate all` and the gates of `worldgate dev`: every gate's permissions together"
+		summary = "`gate -gate all`: every gate's permissions together, fused (no hop between gates of the process)"
 	case natsauth.GateRole(proc.Gates[0]):
 		s, _ := gates.Lookup(proc.Gates[0])
 		summary = fmt.Sprintf("`gate -gate %s`: the %s gate; %s", s.Name, s.Name, s.Summary)
 	}
-	w := natsauth.Worker{User: proc.User(), Summary: summary, Service: serviceGate}
-	for _, g := range proc.Gates {
-		gr, err := gates.Grant(routes, g)
-		if err != nil {
-			return natsauth.Worker{}, err
-		}
-		w.Grants = append(w.Grants, gr)
+	grants, err := proc.Grants(routes)
+	if err != nil {
+		return natsauth.Worker{}, err
 	}
-	return w, nil
+	return natsauth.Worker{User: proc.User(), Summary: summary, Service: serviceGate, Grants: grants}, nil
 }

@@ -2,14 +2,17 @@ package policy_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	gremlingo "github.com/apache/tinkerpop/gremlin-go/v3/driver"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/worldgate/worldgate/events"
 	"github.com/worldgate/worldgate/services/ai-worker/aiworker"
@@ -17,13 +20,16 @@ import (
 	"github.com/worldgate/worldgate/services/gate/attest/attesttest"
 	"github.com/worldgate/worldgate/services/gate/gates"
 	"github.com/worldgate/worldgate/services/gate/route"
+	"github.com/worldgate/worldgate/services/graphd/graphdtest"
 	"github.com/worldgate/worldgate/services/mcp-world/worldtools"
 	"github.com/worldgate/worldgate/services/memory-writer/memory"
 	"github.com/worldgate/worldgate/services/worldgate/policy"
+	"github.com/worldgate/worldgate/shared/graphx"
 	"github.com/worldgate/worldgate/shared/logx"
 	"github.com/worldgate/worldgate/shared/natsx"
 	"github.com/worldgate/worldgate/shared/natsx/natsauth"
 	"github.com/worldgate/worldgate/shared/natsx/natstest"
+	"github.com/worldgate/worldgate/shared/runtime"
 )
 
 // server is a real embedded NATS server running with every role's user, provisioned by the
@@ -327,16 +333,123 @@ func TestWorldLoaderOnlyProposesWorldBuilding(t *testing.T) {
 		events.GateSubject(gates.Schema), events.SubjectValidated, events.Subject(events.PlayerMoved))
 }
 
-func TestGatesUserIsTheUnionOfEveryGate(t *testing.T) {
+// The gates user runs every gate in one process, fused (gate -gate all): it publishes what
+// leaves the process (validated proposals, every gate's rejections, the hold notice, the audit
+// record, and the audit gate's subject, where the approval gate forwards a person's decision)
+// but not the hops between its gates, which no run publishes. gates-unfused (gate -fuse=false,
+// for comparisons; not in deploy/nats) keeps them.
+func TestGatesUserLacksTheHopsBetweenItsGates(t *testing.T) {
 	s := startServer(t)
 	nc, js := s.connect(natsauth.Gates)
+	internal := []string{events.GateSubject(gates.Safety), events.GateSubject(gates.Invariant), events.GateSubject(gates.Dedup),
+		events.GateSubject(gates.Replay), events.GateSubject(gates.Rate), events.GateSubject(gates.Approval)}
+	var all []string
 	for _, g := range gates.Known() {
-		for _, h := range hops(g) {
+		all = append(all, hops(g)...)
+		stored(t, js, natsauth.Gates, events.RejectedSubject(g), events.StreamProposals)
+	}
+	for _, h := range all {
+		if !slices.Contains(internal, h) {
 			stored(t, js, natsauth.Gates, h, events.StreamProposals)
 		}
 	}
+	stored(t, js, natsauth.Gates, events.SubjectApproval, events.StreamProposals)
 	stored(t, js, natsauth.Gates, events.SubjectAuditProposals, events.StreamAudit)
+	refused(t, nc, natsauth.Gates, internal...)
 	refused(t, nc, natsauth.Gates, events.GateSubject(gates.Schema), events.CommittedSubject("Location.Created"))
+
+	unfused, err := policy.GateProcess(route.Default(), gates.OneProcess().Unfused()[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if unfused.Name != "gates-unfused" {
+		t.Fatalf("the unfused process's user is %s", unfused.Name)
+	}
+	for _, h := range all {
+		if !slices.Contains(unfused.Permissions.Publish, h) {
+			t.Errorf("gates-unfused may not publish to %s", h)
+		}
+	}
+	if _, found := natsauth.Lookup(s.roles, unfused.Name); found {
+		t.Error("gates-unfused is among the deployment's users (deploy/nats); only comparisons need it")
+	}
+}
+
+// The fused process, as the gates user, moves proposals end to end: a move passes schema,
+// invariant, rate and audit in one hop and another is rejected by the invariant gate, with
+// nothing dead-lettered (a publish the server refused would be).
+func TestFusedGatesRunAsTheGatesUser(t *testing.T) {
+	s := startServer(t)
+	graph := graphdtest.Start(t, graphdtest.InMemory())
+	conn, err := gremlingo.NewDriverRemoteConnection(graph.URL(), func(st *gremlingo.DriverRemoteConnectionSettings) {
+		st.AuthInfo = gremlingo.BasicAuthInfo(graphdtest.WriterUser, graphdtest.WriterPassword)
+		st.LogVerbosity = gremlingo.Off
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(conn.Close)
+	g := gremlingo.Traversal_().WithRemote(conn)
+	for _, tr := range []*gremlingo.GraphTraversal{
+		g.AddV("Location").Property(gremlingo.T.Id, "loc:square").Property("name", "square").Property("version", int64(1)),
+		g.AddV("Location").Property(gremlingo.T.Id, "loc:gate").Property("name", "gate").Property("version", int64(1)),
+		g.V("loc:square").AddE("exit").To(gremlingo.T__.V("loc:gate")).Property("direction", "north"),
+		g.AddV("Player").Property(gremlingo.T.Id, "player:ada").Property("name", "Ada"),
+		g.V("player:ada").AddE("at").To(gremlingo.T__.V("loc:square")),
+	} {
+		if err := <-tr.Iterate(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reader, err := graphx.Open(graphx.Settings{ReadOnly: true, URL: graph.URL(), Username: graphdtest.ReaderUser, Password: graphdtest.ReaderPassword})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(reader.Close)
+
+	nc, js := s.connect(natsauth.Gates)
+	app, err := runtime.New(runtime.Options{Name: "gate", Conn: nc, JetStream: js, Registerer: prometheus.NewRegistry(), Logger: logx.Discard(), Retries: -1, CloseTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := gates.Config{MaxDeliver: 2, Backoff: []time.Duration{20 * time.Millisecond}, Invariant: gates.InvariantConfig{ReferenceWait: -1}}
+	if err := gates.Register(app, gates.Deps{JetStream: js, Graph: reader, Signers: attesttest.New().Signers, Config: cfg,
+		Registerer: prometheus.NewRegistry(), Logger: logx.Discard()}, []string{gates.Schema, gates.Invariant, gates.Rate, gates.Audit}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- app.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("gates: %v", err)
+		}
+	})
+
+	_, wjs := s.connect(natsauth.AIWorker)
+	pending, _ := route.Default().For(events.KindPlayerMoved)
+	for i, to := range map[string]string{"north": "loc:gate", "west": "loc:gate"} {
+		payload, _ := json.Marshal(map[string]any{"playerId": "player:ada", "fromLocationId": "loc:square", "toLocationId": to, "direction": i})
+		p := events.Proposal{ProposalID: "move-" + i, Kind: events.KindPlayerMoved, SchemaVersion: events.ProposalSchemaVersion, CorrelationID: "c-" + i,
+			CausationID: "e-" + i, AgentRole: "world-rules", Actor: events.Actor{Kind: "player", ID: "player:ada"}, Payload: payload,
+			Route: events.Route{Pending: pending}, CreatedUTC: time.Now().UTC()}
+		data, _ := json.Marshal(p)
+		if _, err := wjs.Publish(ctx, events.EmitSubject("world-rules"), data, jetstream.WithMsgID(p.ProposalID)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, ajs := s.connect(natsauth.Admin)
+	natstest.WaitFor(t, 15*time.Second, "the move validated and the other rejected by the invariant gate", func() bool {
+		return natstest.StreamMsgs(t, ajs, events.StreamProposals, events.SubjectValidated) == 1 &&
+			natstest.StreamMsgs(t, ajs, events.StreamProposals, events.RejectedSubject(gates.Invariant)) == 1
+	})
+	if n := natstest.StreamMsgs(t, ajs, events.StreamDLQ, ">"); n != 0 {
+		t.Fatalf("%d dead letters", n)
+	}
+	if n := natstest.StreamMsgs(t, ajs, events.StreamProposals, "proposals.gate.>"); n != 0 {
+		t.Fatalf("%d hops between the process's own gates", n)
+	}
 }
 
 func TestEventProcessorAndMCPWorld(t *testing.T) {
@@ -509,6 +622,9 @@ func TestApprovalHeldByTheGateDecidedByTheOperator(t *testing.T) {
 	})
 }
 
+// A process running several gates publishes what each of them publishes, but fused (the
+// default) not the hops from one of its gates to another: gates-schema-safety lacks
+// proposals.gate.safety, its unfused counterpart has it.
 func TestGateSetIsTheUnionOfItsGates(t *testing.T) {
 	routes := route.Default()
 	rs, err := policy.Roles(routes)
@@ -519,6 +635,10 @@ func TestGateSetIsTheUnionOfItsGates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	unfused, err := policy.GateProcess(routes, gates.Process{Gates: []string{gates.Schema, gates.Safety}, NoFusion: true})
+	if err != nil {
+		t.Fatal(err)
+	}
 	var union []string
 	for _, g := range []string{gates.Schema, gates.Safety} {
 		r, _ := natsauth.Lookup(rs, natsauth.GateRole(g))
@@ -526,8 +646,12 @@ func TestGateSetIsTheUnionOfItsGates(t *testing.T) {
 	}
 	slices.Sort(union)
 	union = slices.Compact(union)
-	if set.Name != "gates-schema-safety" || !slices.Equal(set.Permissions.Publish, union) {
-		t.Fatalf("gate set %s publishes %v; want the union %v", set.Name, set.Permissions.Publish, union)
+	if unfused.Name != "gates-schema-safety-unfused" || !slices.Equal(unfused.Permissions.Publish, union) {
+		t.Fatalf("unfused gate set %s publishes %v; want the union %v", unfused.Name, unfused.Permissions.Publish, union)
+	}
+	fused := slices.DeleteFunc(slices.Clone(union), func(s string) bool { return s == events.GateSubject(gates.Safety) })
+	if len(fused) != len(union)-1 || set.Name != "gates-schema-safety" || !slices.Equal(set.Permissions.Publish, fused) {
+		t.Fatalf("gate set %s publishes %v; want the union without the hop to safety %v", set.Name, set.Permissions.Publish, fused)
 	}
 	if _, err := policy.GateSet(routes, []string{gates.Schema, "vibes"}); err == nil || !strings.Contains(err.Error(), "vibes") {
 		t.Fatalf("unknown gate in a set: %v", err)
