@@ -7,6 +7,12 @@
 // hop or to proposals.rejected.<name> with a deterministic message id, metrics and logs.
 // Redelivery, dead letters and acknowledgement after publishing come from shared/runtime.
 //
+// Fusion: when the route's next gate runs in the same process, the handler goes on into it
+// instead of publishing, so consecutive local gates are decided in one hop (one consume, one
+// publish, under the id of the run's first gate). Every gate still records, signs, counts and
+// logs its own hop, and keeps its own consumer and subjects for what arrives there (from a gate
+// in another process, or a retry). Config.NoFusion (gate -fuse=false) turns it off.
+//
 // A Check returns an error only for infrastructure failures (KV, graph, MCP unreachable): the
 // message is then redelivered with backoff and dead-lettered past the limit. A proposal that is
 // wrong is never an error: it is a rejection.
