@@ -223,7 +223,8 @@ type ProcsOptions struct {
 	// Split runs each gate as its own process; otherwise one gate process runs them all.
 	Split bool
 	// NoFusion runs the gate processes with -fuse=false (each gate hops through JetStream even
-	// to a gate of its own process), connected as the unfused set's user (gates-unfused).
+	// to a gate of its own process), connected as the unfused set's user (gates-unfused); so
+	// does -fuse=false among GateFlags.
 	NoFusion bool
 	// NATSNodes is how many NATS servers run: 1, or 3 (a JetStream cluster with routes between
 	// the nodes, every stream and bucket R3). Default 1.
@@ -310,6 +311,14 @@ func (ps *Procs) StreamLeader(ctx context.Context, stream string) string {
 		return ""
 	}
 	return s.CachedInfo().Cluster.Leader
+}
+
+// fuses reports whether the gate binary decides consecutive gates of its process in one hop
+// (it knows -fuse): a binary from before fusion (bench -bin-dir, the "before" figures) hops
+// between every two gates, so it connects as the unfused set's user.
+func fuses(bin string) bool {
+	out, _ := exec.Command(bin, "-h").CombinedOutput()
+	return strings.Contains(string(out), "-fuse")
 }
 
 // natsUsers are the policy's users, each with a random password, written for natsd -users,
@@ -464,7 +473,12 @@ func StartProcs(ctx context.Context, o ProcsOptions) (ps *Procs, err error) {
 	}
 	var fuse []string // nothing when fused, so binaries from before fusion start too
 	if o.NoFusion {
-		layout, fuse = layout.Unfused(), []string{"-fuse=false"}
+		fuse = []string{"-fuse=false"}
+	}
+	if o.NoFusion || slices.Contains(o.GateFlags, "-fuse=false") || slices.Contains(o.GateFlags, "--fuse=false") || !fuses(filepath.Join(o.BinDir, "gate")) {
+		// Unfused, a gate process publishes to the next gate even when it is its own: it
+		// connects as the unfused set's user.
+		layout = layout.Unfused()
 	}
 	for _, proc := range layout {
 		set := proc.Gates
