@@ -165,6 +165,40 @@ func (d Decoder) Proposal(data []byte) (*Proposal, error) {
 	return &p, nil
 }
 
+// AttestedProposal decodes one proposal strictly (size limit, one JSON object, unknown fields
+// refused, a known kind) without validating it against the JSON Schemas again. It is for the
+// one consumer that acts on a proposal only after verifying the schema gate's signature over
+// exactly this content (the event-processor, attest.Keyring.Verify): the schema gate validated
+// it, and the signature proves this is the content it validated. The payload is decoded,
+// strictly, by what applies it (DecodePayload). Everyone else uses Proposal.
+func (d Decoder) AttestedProposal(data []byte) (*Proposal, error) {
+	limit := d.MaxBytes
+	if limit <= 0 {
+		limit = DefaultMaxBytes
+	}
+	if len(data) > limit {
+		return nil, &InvalidError{What: "proposal", Problems: []Problem{{ProblemTooLarge, "",
+			fmt.Sprintf("message is %d bytes, over the %d-byte limit: move bulky content out of the proposal", len(data), limit)}}}
+	}
+	trimmed := bytes.TrimSpace(data)
+	if len(trimmed) == 0 || trimmed[0] != '{' {
+		return nil, &InvalidError{What: "proposal", Problems: []Problem{{ProblemMalformed, "", "must be a JSON object"}}}
+	}
+	var p Proposal
+	dec := json.NewDecoder(bytes.NewReader(trimmed))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&p); err != nil {
+		return nil, &InvalidError{What: "proposal", Problems: []Problem{{ProblemMalformed, "", err.Error()}}}
+	}
+	if dec.InputOffset() != int64(len(trimmed)) {
+		return nil, &InvalidError{What: "proposal", Problems: []Problem{{ProblemMalformed, "", "data after the proposal's JSON object"}}}
+	}
+	if _, ok := LookupKind(p.Kind); !ok {
+		return nil, &InvalidError{What: "proposal", Problems: []Problem{{ProblemUnknownType, "/kind", fmt.Sprintf("unknown proposal kind %q", p.Kind)}}}
+	}
+	return &p, nil
+}
+
 // ValidatePayload checks a proposal payload of kind against its schema, for agents that want
 // to validate model output before proposing it.
 func ValidatePayload(kind string, payload []byte) error {

@@ -718,7 +718,7 @@ func (a *Agent) validate(text string, role roles.Role, in roles.Input) (json.Raw
 	return payload, nil
 }
 
-// propose builds the proposal and checks it as the schema gate will.
+// propose builds the proposal (an LLM role's checked as the schema gate will check it).
 func (a *Agent) propose(t *task, payload json.RawMessage, prov *events.Provenance) (*Result, error) {
 	pending, err := a.cfg.Routes.For(t.role.Kind)
 	if err != nil {
@@ -743,12 +743,17 @@ func (a *Agent) propose(t *task, payload json.RawMessage, prov *events.Provenanc
 		CreatedUTC:       a.cfg.Now().UTC(),
 		OriginUTC:        &origin,
 	}
-	raw, err := json.Marshal(p)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := events.DecodeProposal(raw); err != nil {
-		return nil, fmt.Errorf("built an invalid %s proposal: %w", t.role.Kind, err)
+	// An LLM role's proposal (model output or fallback content) is checked as the schema
+	// gate will check it before it leaves. A rules role's payload was validated as it was
+	// built (resolveMove) and the rest is the code's own: the schema gate checks that once.
+	if t.role.UsesLLM {
+		raw, err := json.Marshal(p)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := events.DecodeProposal(raw); err != nil {
+			return nil, fmt.Errorf("built an invalid %s proposal: %w", t.role.Kind, err)
+		}
 	}
 	// A new proposal enters on the role's emitter subject, which only the ai-worker's NATS user
 	// may publish to; the schema gate admits there only the role's kinds.

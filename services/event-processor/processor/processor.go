@@ -187,7 +187,9 @@ func (p *Processor) Ready(ctx context.Context) error {
 func (p *Processor) Handle(msg *message.Message) ([]*message.Message, error) {
 	ctx := msg.Context()
 	log := logx.From(ctx, p.log)
-	prop, err := events.Decoder{}.Proposal(msg.Payload)
+	// Decoded strictly but not validated against the JSON Schemas again: verify (below) proves
+	// the schema gate validated exactly this content, and apply decodes the payload strictly.
+	prop, err := events.Decoder{}.AttestedProposal(msg.Payload)
 	if err != nil {
 		return nil, runtime.Permanentf("not a valid proposal: %w", err)
 	}
