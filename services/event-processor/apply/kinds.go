@@ -138,8 +138,14 @@ func exitAdded(c *Command, p *events.Proposal) error {
 	c.refuseIf(from+" already has an exit "+dir+" to another location", func() *gremlingo.GraphTraversal {
 		return __.Filter(__.V(from).OutE("exit").Has("direction", dir).InV().Not(__.HasId(to)))
 	})
-	// Exits do not bump the location's version (graph model).
-	c.write(edge(from, "exit", to, props{"direction": dir, "description": v.Description}))
+	// Exits do not bump the location's version (graph model). The direction is part of what
+	// the write matches: two locations may be joined by several exits (north and west to the
+	// same market), and matching on the endpoints alone would take the first exit for the
+	// second and create nothing.
+	c.write(func() *gremlingo.GraphTraversal {
+		return __.MergeE(props{gremlingo.Direction.Out: from, gremlingo.Direction.In: to, gremlingo.T.Label: "exit", "direction": dir}).
+			Option(gremlingo.Merge.OnCreate, props{"description": v.Description})
+	})
 	return nil
 }
 

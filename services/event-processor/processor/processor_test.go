@@ -31,6 +31,8 @@ func TestEveryKindAppliesAndConflictsAreRejected(t *testing.T) {
 		proposal(events.KindLocationCreated, "p02", obj{"locationId": "loc:well", "name": "Well", "description": "A well."}),
 		proposal(events.KindExitAdded, "p03", obj{"fromLocationId": "loc:gate", "toLocationId": "loc:well", "direction": "north"}),
 		proposal(events.KindExitAdded, "p04", obj{"fromLocationId": "loc:well", "toLocationId": "loc:gate", "direction": "south", "description": "back to the gate"}),
+		// A second exit between the same two locations, in another direction.
+		proposal(events.KindExitAdded, "p04w", obj{"fromLocationId": "loc:gate", "toLocationId": "loc:well", "direction": "west"}),
 		proposal(events.KindFactionCreated, "p05", obj{"factionId": "faction:ash", "name": "Ash Wardens"}),
 		proposal(events.KindNPCCreated, "p06", obj{"npcId": "npc:mara", "name": "Mara", "persona": "gruff", "locationId": "loc:gate", "factionId": "faction:ash", "rank": "captain"}),
 		proposal(events.KindPlayerCreated, "p07", obj{"playerId": "player:ana", "name": "Ana", "locationId": "loc:gate"}),
@@ -68,7 +70,7 @@ func TestEveryKindAppliesAndConflictsAreRejected(t *testing.T) {
 	wantV := map[string]int64{"Location": 2, "Faction": 1, "Player": 1, "Item": 1, "LoreFact": 1, "Ambience": 1, "Dialogue": 1,
 		"QuestSeed": 1, "AppliedEvent": int64(len(good)), "CommitConflict": int64(len(bad))}
 	// Mara was removed with her edges (at, member_of, holds, spoken_by, involves).
-	wantE := map[string]int64{"exit": 1, "at": 1, "about": 2, "describes": 1, "spoken_to": 1, "set_in": 1}
+	wantE := map[string]int64{"exit": 2, "at": 1, "about": 2, "describes": 1, "spoken_to": 1, "set_in": 1}
 	if !equalCounts(v, wantV) || !equalCounts(ed, wantE) {
 		t.Fatalf("vertices %v edges %v\nwant %v %v", v, ed, wantV, wantE)
 	}
@@ -76,6 +78,11 @@ func TestEveryKindAppliesAndConflictsAreRejected(t *testing.T) {
 		return g.V("player:ana").Out("at").Id()
 	}); len(got) != 1 || got[0] != "loc:well" {
 		t.Fatalf("ana is at %v", got)
+	}
+	if got := values(t, ro, func(g *gremlingo.GraphTraversalSource) *gremlingo.GraphTraversal {
+		return g.V("loc:gate").OutE("exit").Values("direction").Order()
+	}); len(got) != 2 || got[0] != "north" || got[1] != "west" {
+		t.Fatalf("exits of the gate: %v, want north and west (both to the well)", got)
 	}
 	if got := values(t, ro, func(g *gremlingo.GraphTraversalSource) *gremlingo.GraphTraversal {
 		return g.V("player:ana").Values("version")
