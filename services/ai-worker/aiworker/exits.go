@@ -35,7 +35,11 @@ type exitWatch struct {
 	cache    *agent.ExitsCache
 	log      *slog.Logger
 	consumes []jetstream.ConsumeContext
-	errs     atomic.Uint64 // consume errors: each may have delayed or lost a notice
+	// closed are the consumers' Closed channels, taken once: an ordered consumer's Closed
+	// starts a goroutine that lives until the consumer stops, so asking for it on every look
+	// (state runs on every move) leaked two goroutines per move.
+	closed []<-chan struct{}
+	errs   atomic.Uint64 // consume errors: each may have delayed or lost a notice
 }
 
 // watchExits follows the committed exit changes from now on and returns the cache they keep.
@@ -44,6 +48,15 @@ type exitWatch struct {
 // refuses the consumers (the ai-worker's NATS user lacks them) rather than run a cache that
 // nothing invalidates.
 func watchExits(ctx context.Context, js jetstream.JetStream, ttl time.Duration, log *slog.Logger) (*agent.ExitsCache, error) {
+	w, err := followExits(ctx, js, ttl, log)
+	if err != nil {
+		return nil, err
+	}
+	return w.cache, nil
+}
+
+// followExits starts the ordered consumers of the exit changes and the cache they keep.
+func followExits(ctx context.Context, js jetstream.JetStream, ttl time.Duration, log *slog.Logger) (*exitWatch, error) {
 	w := &exitWatch{nc: js.Conn(), log: log}
 	w.cache = agent.NewExitsCache(ttl, w.state, nil)
 	for _, subject := range ExitChangeSubjects() {
@@ -58,9 +71,9 @@ func watchExits(ctx context.Context, js jetstream.JetStream, ttl time.Duration, 
 			w.stop()
 			return nil, fmt.Errorf("follow %s for the exits cache: %w", subject, err)
 		}
-		w.consumes = append(w.consumes, cc)
+		w.consumes, w.closed = append(w.consumes, cc), append(w.closed, cc.Closed())
 	}
-	return w.cache, nil
+	return w, nil
 }
 
 func (w *exitWatch) stop() {
@@ -97,9 +110,9 @@ func (w *exitWatch) state() (ok bool, epoch uint64) {
 	if !w.nc.IsConnected() {
 		return false, 0
 	}
-	for _, cc := range w.consumes {
+	for _, closed := range w.closed {
 		select {
-		case <-cc.Closed():
+		case <-closed:
 			return false, 0
 		default:
 		}
