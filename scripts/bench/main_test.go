@@ -132,17 +132,7 @@ func checkProcessRun(t *testing.T, f *Figures, n int) {
 // TestAIProposals runs the AI mix on the process stack: the pipeline's CPU per AI proposal is
 // reported, and every npc dialogue and quest seed is a cache miss (the ai-worker's counters).
 func TestAIProposals(t *testing.T) {
-	o, err := parse([]string{"-mix", "ai", "-n", "20", "-players", "20", "-warmup", "4", "-half=false", "-ceiling-n", "0", "-data-dir", t.TempDir()}, &bytes.Buffer{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
-	defer cancel()
-	var progress bytes.Buffer
-	fig, err := bench(ctx, o, &progress)
-	if err != nil {
-		t.Fatalf("%v\n%s", err, progress.String())
-	}
+	fig := runBench(t, 6*time.Minute, "-mix", "ai", "-n", "20", "-players", "20", "-warmup", "4", "-half=false", "-ceiling-n", "0", "-data-dir", t.TempDir())
 	var out bytes.Buffer
 	printFigures(&out, fig)
 	t.Logf("\n%s", out.String())
@@ -161,17 +151,7 @@ func TestAIProposals(t *testing.T) {
 // TestEmbedded runs a small bench on the embedded stack: the ceiling, a saturation phase and a
 // half-rate phase of moves, every event committed, figures printed.
 func TestEmbedded(t *testing.T) {
-	o, err := parse([]string{"-stack", "embedded", "-n", "200", "-players", "200", "-warmup", "50", "-ceiling-n", "2000", "-data-dir", t.TempDir()}, &bytes.Buffer{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	var progress bytes.Buffer
-	fig, err := bench(ctx, o, &progress)
-	if err != nil {
-		t.Fatalf("%v\n%s", err, progress.String())
-	}
+	fig := runBench(t, 2*time.Minute, "-stack", "embedded", "-n", "200", "-players", "200", "-warmup", "50", "-ceiling-n", "2000", "-data-dir", t.TempDir())
 	if fig.CeilingPerS <= 0 || fig.HopLimited != fig.CeilingPerS/6 {
 		t.Errorf("ceiling %.0f/s, hop-limited %.0f/s: want a positive ceiling divided by the 6 hops of a move", fig.CeilingPerS, fig.HopLimited)
 	}
@@ -225,4 +205,22 @@ func TestParse(t *testing.T) {
 	if a, b := binDirFor(""), binDirFor("/tmp/wg-old"); a == b {
 		t.Errorf("the current checkout and another share bin dir %s", a)
 	}
+}
+
+// runBench parses args as bench's flags and runs one bench within timeout, failing the test
+// with bench's progress output when it fails.
+func runBench(t *testing.T, timeout time.Duration, args ...string) *Figures {
+	t.Helper()
+	o, err := parse(args, &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	var progress bytes.Buffer
+	fig, err := bench(ctx, o, &progress)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, progress.String())
+	}
+	return fig
 }
