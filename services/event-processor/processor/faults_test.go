@@ -6,10 +6,17 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/worldgate/worldgate/events"
+	"github.com/worldgate/worldgate/services/event-processor/processor"
+	"github.com/worldgate/worldgate/shared/logx"
 
 	"github.com/worldgate/worldgate/services/graphd/graphdtest"
 	"github.com/worldgate/worldgate/shared/natsx/natstest"
@@ -126,3 +133,65 @@ func TestGraphOutageLosesNothing(t *testing.T) {
 }
 
 func graphURL(addr string) string { return "ws://" + addr + "/gremlin" }
+
+// A processor that crashed holding a proposal (a location) hands it back only after its ack
+// wait, and the next processor meanwhile gets the proposals behind it (an exit from that
+// location): the exit must wait for the location, not be refused for good because the
+// location does not exist yet. Found by TestSIGKILLedProcessLeavesExactResult, which lost the
+// exits of a location whose proposal a killed processor held.
+func TestProposalHeldByACrashedProcessorIsNotOvertaken(t *testing.T) {
+	e := natstest.Start(t)
+	gd := graphdtest.Start(t)
+	ctx := context.Background()
+	const ackWait = time.Second
+	withAckWait := func(d *processor.Deps) { d.AckWait = ackWait }
+	// The crashed processor: the processor's own durable consumer, one proposal fetched and
+	// never acknowledged.
+	proto, err := processor.New(processor.Deps{Graph: writer(t, gd.URL()), Keyring: keys.Ring, Registerer: prometheus.NewRegistry(),
+		Logger: logx.Discard(), AckWait: ackWait})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cons, err := e.JS.CreateOrUpdateConsumer(ctx, events.StreamProposals, proto.Consumer().ServerConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps := []*events.Proposal{
+		proposal(events.KindLocationCreated, "h-1", map[string]any{"locationId": "loc:h-1", "name": "Hall", "description": "Held."}),
+		proposal(events.KindLocationCreated, "h-2", map[string]any{"locationId": "loc:h-2", "name": "Yard", "description": "Open."}),
+		proposal(events.KindExitAdded, "h-3", map[string]any{"fromLocationId": "loc:h-1", "toLocationId": "loc:h-2", "direction": "east"}),
+		proposal(events.KindExitAdded, "h-4", map[string]any{"fromLocationId": "loc:h-2", "toLocationId": "loc:h-1", "direction": "west"}),
+	}
+	for _, p := range ps {
+		publish(t, e.JS, p, p.ProposalID)
+	}
+	batch, err := cons.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := 0
+	for m := range batch.Messages() {
+		if !strings.Contains(string(m.Data()), `"h-1"`) {
+			t.Fatalf("the crashed processor fetched %s, want the first proposal", m.Subject())
+		}
+		held++
+	}
+	if held != 1 {
+		t.Fatalf("the crashed processor holds %d proposals, want 1", held)
+	}
+
+	reg := prometheus.NewRegistry()
+	runProcessor(t, e, writer(t, gd.URL()), reg, withAckWait)
+	natstest.WaitFor(t, 30*time.Second, "every proposal decided", func() bool {
+		return committed(t, e)+rejected(t, e) >= uint64(len(ps)) && settled(t, e)
+	})
+	if n := rejected(t, e); n != 0 {
+		t.Fatalf("%d proposals refused: the exits overtook the location a crashed processor held", n)
+	}
+	if n := committed(t, e); n != uint64(len(ps)) {
+		t.Fatalf("%d committed, want %d", n, len(ps))
+	}
+	if d := testutil.ToFloat64(counter(t, reg, "worldgate_commit_conflicts_deferred_total")); d == 0 {
+		t.Fatal("no conflict was deferred: the test no longer makes an exit overtake its location")
+	}
+}

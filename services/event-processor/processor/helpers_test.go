@@ -45,16 +45,21 @@ func reader(t testing.TB, url string) *graphx.Conn {
 	return c
 }
 
-// runProcessor runs the processor in this process on e, writing through g.
-func runProcessor(t testing.TB, e *natstest.Env, g processor.Graph, reg *prometheus.Registry) *processor.Processor {
+// runProcessor runs the processor in this process on e, writing through g; opts change its
+// dependencies.
+func runProcessor(t testing.TB, e *natstest.Env, g processor.Graph, reg *prometheus.Registry, opts ...func(*processor.Deps)) *processor.Processor {
 	t.Helper()
 	app, err := runtime.New(runtime.Options{Name: processor.Name, Conn: e.Conn, JetStream: e.JS, Registerer: reg,
 		Logger: logx.Discard(), CloseTimeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := processor.Register(app, processor.Deps{Graph: g, Keyring: keys.Ring, Registerer: reg, Logger: logx.Discard(),
-		AckWait: 5 * time.Second, Backoff: []time.Duration{50 * time.Millisecond, 100 * time.Millisecond, 200 * time.Millisecond}})
+	d := processor.Deps{Graph: g, Keyring: keys.Ring, JetStream: e.JS, Registerer: reg, Logger: logx.Discard(),
+		AckWait: 5 * time.Second, Backoff: []time.Duration{50 * time.Millisecond, 100 * time.Millisecond, 200 * time.Millisecond}}
+	for _, o := range opts {
+		o(&d)
+	}
+	p, err := processor.Register(app, d)
 	if err != nil {
 		t.Fatal(err)
 	}
