@@ -87,8 +87,9 @@ func (c *chain) handler(first Gate) message.HandlerFunc {
 		ctx := withDelivery(m.Context(), runtime.Deliveries(m), c.maxDeliver)
 		subject, raw := m.Metadata.Get(runtime.MetaSubject), m.Payload
 		var id string
+		var digest string // of the content, which no gate of the run changes: computed once
 		for {
-			s, err := c.step(ctx, g, subject, raw, p, start)
+			s, err := c.step(ctx, g, subject, raw, p, start, &digest)
 			if err != nil {
 				return nil, err
 			}
@@ -129,7 +130,7 @@ func (c *chain) fusedNext(s step, p *events.Proposal) Gate {
 // retry ticket for a transient refusal, record and sign the decision on the routing slip
 // (holding the proposal when the gate holds it), then count and log it. The gate's latency is
 // observed by the caller, which knows when its outgoing message is built.
-func (c *chain) step(ctx context.Context, g Gate, subject string, raw []byte, p *events.Proposal, start time.Time) (step, error) {
+func (c *chain) step(ctx context.Context, g Gate, subject string, raw []byte, p *events.Proposal, start time.Time, digest *string) (step, error) {
 	name := g.Name()
 	ctx = context.WithValue(ctx, subjectKey{}, subject)
 	d, err := c.decide(ctx, g, subject, raw, p)
@@ -143,7 +144,7 @@ func (c *chain) step(ctx context.Context, g Gate, subject string, raw []byte, p 
 	}
 	now := c.now()
 	took := now.Sub(start)
-	next, err := c.record(ctx, g, subject, p, d, now, took)
+	next, err := c.record(ctx, g, subject, p, d, now, took, digest)
 	if err != nil {
 		return step{}, err
 	}
@@ -232,8 +233,9 @@ func (c *chain) decide(ctx context.Context, g Gate, subject string, raw []byte, 
 
 // record writes the decision on the routing slip, signs it with the gate's key, and has a
 // holding gate keep the proposal. It returns where the decision sends the proposal: its next
-// hop (passed), the hold notice (held) or the gate's rejection subject.
-func (c *chain) record(ctx context.Context, g Gate, subject string, p *events.Proposal, d Decision, now time.Time, took time.Duration) (string, error) {
+// hop (passed), the hold notice (held) or the gate's rejection subject. digest is the content's
+// attest.Digest, computed by the run's first signature and reused by the gates after it.
+func (c *chain) record(ctx context.Context, g Gate, subject string, p *events.Proposal, d Decision, now time.Time, took time.Duration, digest *string) (string, error) {
 	name := g.Name()
 	hop := slip.Hop{Gate: name, At: now, Took: took}
 	switch d.Outcome {
@@ -252,7 +254,13 @@ func (c *chain) record(ctx context.Context, g Gate, subject string, p *events.Pr
 	if name == Schema {
 		p.Route.Trail[len(p.Route.Trail)-1].Emitter, _ = events.EmitterOf(subject)
 	}
-	if err := c.signers[name].SignLast(p); err != nil {
+	if *digest == "" {
+		var err error
+		if *digest, err = attest.Digest(p); err != nil {
+			return "", runtime.Permanentf("gate %s: digest of %s: %v", name, p.ProposalID, err)
+		}
+	}
+	if err := c.signers[name].SignLastWith(p, *digest); err != nil {
 		return "", runtime.Permanentf("gate %s: sign the decision on %s: %v", name, p.ProposalID, err)
 	}
 	switch d.Outcome {
