@@ -187,18 +187,8 @@ func DecodeOutcome(data []byte) (*Outcome, error) { return Decoder{}.Outcome(dat
 
 // Outcome decodes one outcome strictly against schemas/v1/outcome.json.
 func (d Decoder) Outcome(data []byte) (*Outcome, error) {
-	doc, err := d.parse("outcome", data)
-	if err != nil {
+	if err := d.checkOutcome(data); err != nil {
 		return nil, err
-	}
-	if probs := check(compiled().outcome, doc, ""); len(probs) > 0 {
-		for i, p := range probs {
-			if p.Path == "/schemaVersion" {
-				probs[i] = Problem{ProblemSpecVersion, p.Path,
-					fmt.Sprintf("outcome schemaVersion %v is not supported by this reader (it reads %q): upgrade the events module", doc.(map[string]any)["schemaVersion"], OutcomeSchemaVersion)}
-			}
-		}
-		return nil, &InvalidError{What: "outcome", Problems: probs}
 	}
 	var o Outcome
 	if err := strictUnmarshal(data, &o); err != nil {
@@ -207,15 +197,42 @@ func (d Decoder) Outcome(data []byte) (*Outcome, error) {
 	return &o, nil
 }
 
-// Validate checks o against the outcome schema, as a reader will (publishers call it before
-// publishing).
-func (o *Outcome) Validate() error {
-	raw, err := json.Marshal(o)
+// checkOutcome checks data against the outcome schema without decoding it into an Outcome.
+func (d Decoder) checkOutcome(data []byte) error {
+	doc, err := d.parse("outcome", data)
 	if err != nil {
 		return err
 	}
-	_, err = DecodeOutcome(raw)
+	if probs := check(compiled().outcome, doc, ""); len(probs) > 0 {
+		for i, p := range probs {
+			if p.Path == "/schemaVersion" {
+				probs[i] = Problem{ProblemSpecVersion, p.Path,
+					fmt.Sprintf("outcome schemaVersion %v is not supported by this reader (it reads %q): upgrade the events module", doc.(map[string]any)["schemaVersion"], OutcomeSchemaVersion)}
+			}
+		}
+		return &InvalidError{What: "outcome", Problems: probs}
+	}
+	return nil
+}
+
+// Validate checks o against the outcome schema, as a reader will (publishers call it before
+// publishing).
+func (o *Outcome) Validate() error {
+	_, err := o.Encode()
 	return err
+}
+
+// Encode is o's JSON encoding, checked against the outcome schema as a reader will check it:
+// what a publisher sends (one encoding, validated once).
+func (o *Outcome) Encode() ([]byte, error) {
+	raw, err := json.Marshal(o)
+	if err != nil {
+		return nil, err
+	}
+	if err := (Decoder{}).checkOutcome(raw); err != nil {
+		return nil, err
+	}
+	return raw, nil
 }
 
 // locationOf reads the location a payload is about: locationId, else toLocationId.

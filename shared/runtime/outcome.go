@@ -1,8 +1,6 @@
 package runtime
 
 import (
-	"encoding/json"
-
 	"github.com/ThreeDotsLabs/watermill/message"
 
 	"github.com/worldgate/worldgate/events"
@@ -10,12 +8,9 @@ import (
 
 // OutcomeMessage is a final decision as a message a handler returns: published on o.Subject()
 // (stream OUTCOMES) with Nats-Msg-Id = o.OutcomeID, so a redelivered decision is stored once,
-// and with o's headers. o is validated against the outcome schema first.
+// and with o's headers. o is validated against the outcome schema first (events.Outcome.Encode).
 func OutcomeMessage(o *events.Outcome) (*message.Message, error) {
-	if err := o.Validate(); err != nil {
-		return nil, err
-	}
-	body, err := json.Marshal(o)
+	body, err := o.Encode()
 	if err != nil {
 		return nil, err
 	}
