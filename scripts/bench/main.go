@@ -60,7 +60,7 @@ type options struct {
 	half                                   bool
 	mix, natsURL, dataDir, jsonOut         string
 	cpuProfile, mutexProfile, blockProfile string
-	drain                                  time.Duration
+	drain, idle                            time.Duration
 	logLevel                               string
 	stack, binDir, src                     string
 	build, compare                         bool
@@ -94,6 +94,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&compareFlags, "compare-flags", "-fuse=false", "extra gate flags of the second run of -compare (space-separated)")
 	fs.StringVar(&gateFlags, "gate-flags", "", "extra flags of the gate process in every run of -stack processes (space-separated)")
 	fs.IntVar(&o.inFlight, "processor-in-flight", 0, "event-processor MaxInFlight on the embedded stack (0: its default)")
+	fs.DurationVar(&o.idle, "idle", 10*time.Second, "-stack processes: after the phases, measure the pipeline's CPU this long with no events (what it burns idle; 0 skips it)")
 	fs.StringVar(&o.natsURL, "nats-url", "", "drive a pipeline already running behind this NATS URL instead of starting one")
 	fs.StringVar(&o.dataDir, "data-dir", "", "data directory of the stack (default: a temporary one, removed after)")
 	fs.DurationVar(&o.drain, "drain-timeout", 3*time.Minute, "how long to wait for the last events to be decided")
@@ -228,6 +229,12 @@ type Figures struct {
 	BenchCPUSeconds    float64            `json:"benchCpuSeconds,omitempty"`
 	ProcessCPUSeconds  map[string]float64 `json:"processCpuSeconds,omitempty"`
 	ProcessPeakRSS     map[string]int64   `json:"processPeakRssBytes,omitempty"`
+	// Idle is the pipeline's CPU with no events at all, after the phases (-idle, -stack
+	// processes): milliseconds of CPU per second of wall time, summed and per process. At half
+	// rate it adds IdleCPUMsPerSecond ÷ events/s to every event.
+	IdleSeconds            float64            `json:"idleSeconds,omitempty"`
+	IdleCPUMsPerSecond     float64            `json:"idleCpuMsPerSecond,omitempty"`
+	IdleProcessCPUMsPerSec map[string]float64 `json:"idleProcessCpuMsPerSecond,omitempty"`
 	// Compare is -compare's second run (the gates unfused), measured after this one.
 	Compare *Figures `json:"compare,omitempty"`
 }
@@ -464,8 +471,31 @@ func measure(ctx context.Context, o options, dir string, gateFlags []string, pro
 		}
 		fig.Phases = append(fig.Phases, h)
 	}
-	prog.Done()
 	u1 := st.usage()
+	if st.procs != nil && o.idle > 0 {
+		prog.Update("measuring the pipeline idle for %s", o.idle)
+		// Let the last acks and publishes settle first, so the window holds no event's work.
+		select {
+		case <-time.After(2 * time.Second):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		i0, t0 := st.usage(), time.Now()
+		select {
+		case <-time.After(o.idle):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		i1 := st.usage()
+		secs := time.Since(t0).Seconds()
+		_, idle, per, _ := spent(i0, i1)
+		fig.IdleSeconds, fig.IdleCPUMsPerSecond = secs, 1000*idle.Seconds()/secs
+		fig.IdleProcessCPUMsPerSec = map[string]float64{}
+		for name, cpu := range per {
+			fig.IdleProcessCPUMsPerSec[name] = 1000 * cpu / secs
+		}
+	}
+	prog.Done()
 	self, pipeline, per, _ := spent(u0, u1)
 	switch {
 	case st.procs != nil:
@@ -711,6 +741,9 @@ func printRun(w io.Writer, f *Figures) {
 	} else if f.PeakRSSBytes > 0 {
 		fmt.Fprintf(w, "process         CPU %.1fs over the measured phases · peak RSS %s\n", f.CPUSeconds, harness.MiB(f.PeakRSSBytes))
 	}
+	if f.IdleSeconds > 0 {
+		fmt.Fprintf(w, "idle            %.1f ms of CPU per second with no events (over %.0fs): %s\n", f.IdleCPUMsPerSecond, f.IdleSeconds, perProcessMs(f.IdleProcessCPUMsPerSec))
+	}
 	if len(f.RejectedBy) > 0 {
 		fmt.Fprintf(w, "rejections      %v\n", f.RejectedBy)
 	}
@@ -772,7 +805,12 @@ func printComparison(w io.Writer, a, b *Figures) {
 	}
 }
 
-func perProcess(m map[string]float64) string {
+func perProcess(m map[string]float64) string { return byShare(m, "%s %.1fs") }
+
+func perProcessMs(m map[string]float64) string { return byShare(m, "%s %.1f") }
+
+// byShare formats m's entries with format (name, value), the largest first.
+func byShare(m map[string]float64, format string) string {
 	names := slices.Sorted(maps.Keys(m))
 	slices.SortStableFunc(names, func(x, y string) int {
 		switch {
@@ -785,7 +823,7 @@ func perProcess(m map[string]float64) string {
 	})
 	var parts []string
 	for _, n := range names {
-		parts = append(parts, fmt.Sprintf("%s %.1fs", n, m[n]))
+		parts = append(parts, fmt.Sprintf(format, n, m[n]))
 	}
 	return strings.Join(parts, ", ")
 }
