@@ -49,11 +49,68 @@ var contentPurposes = map[string]bool{events.KindNPCDialogue: true, events.KindA
 type committedText struct {
 	text, words, player string
 	lore                bool
+	grams               [3][]string // its word n-grams, n = 1, 2
 }
 
+// textWindow is a purpose's last texts and what the gauges read of them, kept up to date as a
+// text enters and the oldest leaves: a commit costs its own text's n-grams, not the window's.
 type textWindow struct {
-	items []committedText
-	next  int
+	items    []committedText
+	next     int
+	grams    [3]map[string]int         // n → word n-gram → occurrences in the window (n = 1, 2)
+	total    [3]int                    // n → n-grams in the window
+	grounded int                       // texts with a lore lookup
+	said     map[string]map[string]int // words → player → lines
+	lines    map[string]int            // words → lines
+	repeated int                       // lines whose words were said to more than one player
+}
+
+func newTextWindow() *textWindow {
+	return &textWindow{grams: [3]map[string]int{nil, {}, {}}, said: map[string]map[string]int{}, lines: map[string]int{}}
+}
+
+// count adds (sign +1) or removes (-1) ct's share of the window's figures.
+func (w *textWindow) count(ct committedText, sign int) {
+	for n := 1; n <= 2; n++ {
+		for _, g := range ct.grams[n] {
+			if w.grams[n][g] += sign; w.grams[n][g] == 0 {
+				delete(w.grams[n], g)
+			}
+		}
+		w.total[n] += sign * len(ct.grams[n])
+	}
+	if ct.lore {
+		w.grounded += sign
+	}
+	w.repeated -= w.repeatedOf(ct.words)
+	if w.said[ct.words] == nil {
+		w.said[ct.words] = map[string]int{}
+	}
+	if w.said[ct.words][ct.player] += sign; w.said[ct.words][ct.player] == 0 {
+		delete(w.said[ct.words], ct.player)
+	}
+	if w.lines[ct.words] += sign; w.lines[ct.words] == 0 {
+		delete(w.lines, ct.words)
+		delete(w.said, ct.words)
+	}
+	w.repeated += w.repeatedOf(ct.words)
+}
+
+// repeatedOf is how many of the window's lines with these words count as repeated: all of them
+// when they were said to more than one player.
+func (w *textWindow) repeatedOf(words string) int {
+	if len(w.said[words]) > 1 {
+		return w.lines[words]
+	}
+	return 0
+}
+
+// distinct is distinct-n over the window (textstats.DistinctN of its texts).
+func (w *textWindow) distinct(n int) float64 {
+	if w.total[n] == 0 {
+		return 0
+	}
+	return float64(len(w.grams[n])) / float64(w.total[n])
 }
 
 type npcLines struct {
@@ -125,7 +182,8 @@ func (d *Diversity) Observe(p *events.Proposal) {
 	if text == "" {
 		return
 	}
-	ct := committedText{text: text, words: strings.Join(textstats.Words(text), " "), lore: loreGrounded(p)}
+	ct := committedText{text: text, words: strings.Join(textstats.Words(text), " "), lore: loreGrounded(p),
+		grams: [3][]string{nil, textstats.NGrams(text, 1), textstats.NGrams(text, 2)}}
 	dialogue, _ := payload.(*events.NPCDialoguePayload)
 	if dialogue != nil {
 		ct.player = dialogue.PlayerID
@@ -134,48 +192,24 @@ func (d *Diversity) Observe(p *events.Proposal) {
 	defer d.mu.Unlock()
 	w := d.windows[p.Kind]
 	if w == nil {
-		w = &textWindow{}
+		w = newTextWindow()
 		d.windows[p.Kind] = w
 	}
 	if len(w.items) < d.cfg.Window {
 		w.items = append(w.items, ct)
 	} else {
+		w.count(w.items[w.next], -1)
 		w.items[w.next] = ct
 		w.next = (w.next + 1) % d.cfg.Window
 	}
-	texts := make([]string, len(w.items))
-	grounded := 0
-	for i, it := range w.items {
-		texts[i] = it.text
-		if it.lore {
-			grounded++
-		}
-	}
-	d.distinct.WithLabelValues(p.Kind, "1").Set(textstats.DistinctN(texts, 1))
-	d.distinct.WithLabelValues(p.Kind, "2").Set(textstats.DistinctN(texts, 2))
-	d.lore.WithLabelValues(p.Kind).Set(float64(grounded) / float64(len(w.items)))
+	w.count(ct, +1)
+	d.distinct.WithLabelValues(p.Kind, "1").Set(w.distinct(1))
+	d.distinct.WithLabelValues(p.Kind, "2").Set(w.distinct(2))
+	d.lore.WithLabelValues(p.Kind).Set(float64(w.grounded) / float64(len(w.items)))
 	if dialogue != nil {
-		d.repeats.Set(crossPlayerRepeats(w.items))
+		d.repeats.Set(float64(w.repeated) / float64(len(w.items)))
 		d.heard(dialogue.NPCID, text)
 	}
-}
-
-// crossPlayerRepeats is the share of lines whose words were also said to another player.
-func crossPlayerRepeats(items []committedText) float64 {
-	players := map[string]map[string]bool{}
-	for _, it := range items {
-		if players[it.words] == nil {
-			players[it.words] = map[string]bool{}
-		}
-		players[it.words][it.player] = true
-	}
-	n := 0
-	for _, it := range items {
-		if len(players[it.words]) > 1 {
-			n++
-		}
-	}
-	return float64(n) / float64(len(items))
 }
 
 // heard adds an NPC's line and updates the stale share. Called with d.mu held.
