@@ -6,10 +6,17 @@ require (
 	github.com/ThreeDotsLabs/watermill v1.5.1
 	github.com/apache/tinkerpop/gremlin-go/v3 v3.7.6
 	github.com/nats-io/nats.go v1.55.0
-	github.com/prometheus/client_golang v1.25.0
 	github.com/worldgate/worldgate/events v0.0.0
 	github.com/worldgate/worldgate/services v0.0.0
 	github.com/worldgate/worldgate/shared v0.0.0
+)
+
+require (
+	github.com/hashicorp/golang-lru/v2 v2.0.7 // indirect
+	github.com/prometheus/client_golang v1.25.0 // indirect
+	github.com/rs/cors v1.11.1 // indirect
+	github.com/sony/gobreaker/v2 v2.4.0 // indirect
+	github.com/tmaxmax/go-sse v0.12.0 // indirect
 )
 
 require (
@@ -96,7 +103,7 @@ require (
 	go.opentelemetry.io/otel/sdk v1.46.0 // indirect
 	go.opentelemetry.io/otel/trace v1.46.0 // indirect
 	go.opentelemetry.io/proto/otlp v1.11.0 // indirect
-	go.yaml.in/yaml/v4 v4.0.0-rc.2 // indirect
+	go.yaml.in/yaml/v4 v4.0.0 // indirect
 	golang.org/x/crypto v0.58.0 // indirect
 	golang.org/x/net v0.60.0 // indirect
 	golang.org/x/oauth2 v0.37.0 // indirect

@@ -2,6 +2,7 @@ package mcpx
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
@@ -12,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hashicorp/golang-lru/v2/expirable"
 	"github.com/modelcontextprotocol/go-sdk/auth"
 )
 
@@ -192,6 +194,7 @@ func writeAuthError(w http.ResponseWriter, status int, msg string, data map[stri
 // header and a JSON-RPC error body. On success the principal is available to
 // tool handlers (PrincipalFromContext, and the SDK's RequestExtra.TokenInfo).
 func RequireScope(a AuthConfig, scope string, next http.Handler) http.Handler {
+	verified := newVerifiedTokens()
 	// Hand the principal to the SDK through its own middleware so that the
 	// streamable transport binds sessions to the user (session hijack
 	// protection) and RequestExtra.TokenInfo is populated.
@@ -217,7 +220,7 @@ func RequireScope(a AuthConfig, scope string, next http.Handler) http.Handler {
 			writeAuthError(w, http.StatusUnauthorized, "missing bearer token", map[string]any{"required_scope": scope})
 			return
 		}
-		p, err := a.Authenticate(r.Context(), token)
+		p, err := verified.authenticate(r.Context(), a, token)
 		if err != nil || p == nil {
 			w.Header().Set("WWW-Authenticate", challenge+`, error="invalid_token"`)
 			writeAuthError(w, http.StatusUnauthorized, "invalid bearer token", map[string]any{"required_scope": scope})
@@ -230,4 +233,46 @@ func RequireScope(a AuthConfig, scope string, next http.Handler) http.Handler {
 		}
 		sdk.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, p)))
 	})
+}
+
+// VerifiedTokenTTL is how long a verified token's principal is reused without verifying its
+// signature again (never past the token's own expiry): a client sends the same token on every
+// call, and an ES256 or RS256 signature check costs more than many a tool call. A key removed
+// from the authorization server's key set stops being honoured within this time.
+const VerifiedTokenTTL = time.Minute
+
+// verifiedTokens remembers the principals of tokens verified in the last VerifiedTokenTTL,
+// keyed by the token's SHA-256 (at most 4096, least recently used forgotten first). Refusals
+// are not remembered: a bad token is verified, and refused, every time.
+type verifiedTokens struct {
+	lru *expirable.LRU[[sha256.Size]byte, *Principal]
+	now func() time.Time
+}
+
+func newVerifiedTokens() *verifiedTokens {
+	return &verifiedTokens{lru: expirable.NewLRU[[sha256.Size]byte, *Principal](4096, nil, VerifiedTokenTTL), now: time.Now}
+}
+
+// authenticate is a.Authenticate, reusing a recent verification of the same token while the
+// token has not expired.
+func (v *verifiedTokens) authenticate(ctx context.Context, a Authenticator, token string) (*Principal, error) {
+	key := sha256.Sum256([]byte(token))
+	if p, ok := v.lru.Get(key); ok {
+		if p.Expires.IsZero() || v.now().Before(p.Expires.Add(ClockSkew)) {
+			return p.clone(), nil
+		}
+		v.lru.Remove(key)
+	}
+	p, err := a.Authenticate(ctx, token)
+	if err != nil || p == nil {
+		return p, err
+	}
+	v.lru.Add(key, p.clone())
+	return p, nil
+}
+
+func (p *Principal) clone() *Principal {
+	c := *p
+	c.Scopes, c.Audience = slices.Clone(p.Scopes), slices.Clone(p.Audience)
+	return &c
 }
