@@ -182,6 +182,11 @@ func Redact(text string) (string, []PersonalData) {
 	if len(spans) == 0 {
 		return text, nil
 	}
+	return redact(text, spans), spans
+}
+
+// redact replaces spans (FindPersonalData's, in order) of text with their kinds.
+func redact(text string, spans []PersonalData) string {
 	var b strings.Builder
 	last := 0
 	for _, p := range spans {
@@ -190,5 +195,5 @@ func Redact(text string) (string, []PersonalData) {
 		last = p.End
 	}
 	b.WriteString(text[last:])
-	return b.String(), spans
+	return b.String()
 }

@@ -67,13 +67,15 @@ type term struct {
 
 type pattern struct {
 	re       *regexp.Regexp
-	detector func(string) bool
+	pre      prefilter // what a text must contain for re to match it (nil: always run re)
+	detector func(found []PersonalData) bool
 	weight   float64
 }
 
-// detectors are rules implemented in code, named by a policy pattern's "detector".
-var detectors = map[string]func(string) bool{
-	"personal_data": func(s string) bool { return len(FindPersonalData(s)) > 0 },
+// detectors are rules implemented in code, named by a policy pattern's "detector". They read
+// what Moderate found in the text once (FindPersonalData).
+var detectors = map[string]func(found []PersonalData) bool{
+	"personal_data": func(found []PersonalData) bool { return len(found) > 0 },
 }
 
 type policyFile struct {
@@ -144,12 +146,15 @@ func ParsePolicy(data []byte) (*Policy, error) {
 			if err != nil {
 				return nil, fmt.Errorf("moderation policy: category %s: %w", c.Name, err)
 			}
-			cat.patterns = append(cat.patterns, pattern{re: re, weight: pt.Weight})
+			cat.patterns = append(cat.patterns, pattern{re: re, pre: newPrefilter("(?i)" + pt.RE), weight: pt.Weight})
 		}
 		p.categories = append(p.categories, cat)
 	}
 	return p, nil
 }
+
+// noPrefilter turns the patterns' prefilters off (tests compare the verdicts with and without).
+var noPrefilter = false
 
 // Version implements Moderator.
 func (p *Policy) Version() string { return p.version }
@@ -172,6 +177,11 @@ func (p *Policy) Moderate(_ context.Context, text string) (Verdict, error) {
 	if d := strings.ToLower(decoded(text)); d != views[0] {
 		views = append(views, d)
 	}
+	personal := FindPersonalData(text)
+	folded := make([]string, len(views))
+	for i, view := range views {
+		folded[i] = fold(view)
+	}
 	for _, c := range p.categories {
 		score := 0.0
 		for _, t := range c.terms {
@@ -180,8 +190,8 @@ func (p *Policy) Moderate(_ context.Context, text string) (Verdict, error) {
 			}
 		}
 		for _, pt := range c.patterns {
-			for _, view := range views {
-				if (pt.re != nil && pt.re.MatchString(view)) || (pt.detector != nil && pt.detector(text)) {
+			for i, view := range views {
+				if (pt.re != nil && (noPrefilter || pt.pre.admits(folded[i])) && pt.re.MatchString(view)) || (pt.detector != nil && pt.detector(personal)) {
 					score += pt.weight
 					break
 				}
@@ -196,8 +206,8 @@ func (p *Policy) Moderate(_ context.Context, text string) (Verdict, error) {
 		}
 	}
 	sort.Strings(v.Categories)
-	if red, spans := Redact(text); len(spans) > 0 {
-		v.PersonalData, v.Redacted = spans, red
+	if len(personal) > 0 {
+		v.PersonalData, v.Redacted = personal, redact(text, personal)
 	}
 	return v, nil
 }
