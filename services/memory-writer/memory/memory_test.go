@@ -92,7 +92,11 @@ func TestWriterRecordsCommittedDialogue(t *testing.T) {
 	publish(dialogue("npc:mira", "player:bo", 1, "Hello.", "Well met."), "c")
 	publish(first, "a-again") // the same event in another message
 	moved, _ := json.Marshal(events.PlayerMovedPayload{PlayerID: "player:ada", FromLocationID: "loc:square", ToLocationID: "loc:gate", Direction: "north"})
+	// A move names no NPC: the writer's consumer does not receive it at all. A faction names none
+	// either but is received, and ignored.
 	publish(events.DomainEvent{EventID: "evt-move", Type: "PlayerMoved", ProposalID: "p-move", Kind: events.KindPlayerMoved, CorrelationID: "c", CommittedUTC: t0, Payload: moved}, "d")
+	faction, _ := json.Marshal(events.FactionCreatedPayload{FactionID: "faction:millers", Name: "The Millers"})
+	publish(events.DomainEvent{EventID: "evt-faction", Type: "FactionCreated", ProposalID: "p-faction", Kind: events.KindFactionCreated, CorrelationID: "c", CommittedUTC: t0, Payload: faction}, "f")
 	publish(events.DomainEvent{EventID: "evt-bad", Type: "NPCDialogueAccepted", Kind: events.KindNPCDialogue, Payload: json.RawMessage(`{"npcId":"npc:mira"}`)}, "e")
 
 	count := func(o string) float64 {
@@ -114,6 +118,17 @@ func TestWriterRecordsCommittedDialogue(t *testing.T) {
 		return count(memory.OutcomeRecorded)+count(memory.OutcomeDuplicate) == 4 && count(memory.OutcomeIgnored) == 1 &&
 			natstest.StreamMsgs(t, env.JS, events.StreamDLQ, "") == 1
 	})
+	natstest.WaitFor(t, 10*time.Second, "nothing left to deliver", func() bool {
+		c, err := env.JS.Consumer(ctx, events.StreamCommitted, memory.Name)
+		if err != nil {
+			return false
+		}
+		info, err := c.Info(ctx)
+		return err == nil && info.NumPending == 0 && info.NumAckPending == 0
+	})
+	if n := count(memory.OutcomeIgnored); n != 1 {
+		t.Fatalf("%v events ignored, want 1 (the faction): the move reached the writer", n)
+	}
 	d, err := store.Dialogue(ctx, "npc:mira", "player:ada")
 	if err != nil {
 		t.Fatal(err)
