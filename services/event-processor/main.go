@@ -108,7 +108,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	p, err := processor.Register(app, processor.Deps{Graph: graph, Keyring: keyring, Routes: &routes, JetStream: js, Registerer: reg, Logger: log,
+	p, err := processor.Register(app, processor.Deps{Graph: graph, Keyring: keyring, Routes: &routes, Registerer: reg, Logger: log,
 		MaxInFlight: *inFlight, AckWait: *ackWait})
 	if err != nil {
 		return err

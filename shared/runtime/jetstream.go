@@ -43,6 +43,11 @@ type Consumer struct {
 	// message is handed to the handler only once the previous message with its key has been
 	// settled (acknowledged or handed back), while messages of other keys run concurrently.
 	// A message handed back for redelivery lets the next one of its key go ahead.
+	//
+	// The order holds across a crash too: a replica that starts while messages of the consumer
+	// are held elsewhere (by a process that died holding them, or by another replica) takes no
+	// message until AckWait has passed, so that the held ones, redelivered first and in stream
+	// order, reach it before any newer message of their key.
 	OrderKey func(subject string, data []byte) string
 }
 
@@ -126,6 +131,11 @@ func (s *subscriber) Subscribe(ctx context.Context, _ string) (<-chan *message.M
 	if err != nil {
 		return nil, err
 	}
+	if s.spec.OrderKey != nil {
+		if err := s.awaitHeld(ctx, cons); err != nil {
+			return nil, err
+		}
+	}
 	out := make(chan *message.Message)
 	cc, err := cons.Consume(func(jm jetstream.Msg) { s.dispatch(jm, out) },
 		jetstream.PullMaxMessages(min(s.spec.MaxAckPending, 256)),
@@ -153,6 +163,32 @@ func (s *subscriber) Subscribe(ctx context.Context, _ string) (<-chan *message.M
 		close(s.stopped)
 	}()
 	return out, nil
+}
+
+// awaitHeld waits, at the start, for the messages that another instance holds to become
+// redeliverable: JetStream redelivers a message whose ack wait ran out before any new one
+// (oldest first), so once AckWait has passed since the start they are the first this replica
+// gets. Without the wait, a restarted processor would apply a player's later moves before the
+// earlier one its crashed predecessor held. Messages held by a live replica are acknowledged
+// meanwhile and cost only the wait.
+func (s *subscriber) awaitHeld(ctx context.Context, cons jetstream.Consumer) error {
+	info := cons.CachedInfo()
+	if info == nil || info.NumAckPending == 0 {
+		return nil
+	}
+	wait := s.spec.AckWait + 100*time.Millisecond // past the server's redelivery check
+	s.log.Info("messages of this consumer are held elsewhere: taking none until they can be redelivered first",
+		"consumer", s.spec.Durable, "held", info.NumAckPending, "wait", wait)
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-s.closing:
+		return errors.New("subscriber closed while waiting for held messages")
+	}
 }
 
 // dispatch hands one JetStream message to the router and settles it in the background, so the

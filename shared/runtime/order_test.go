@@ -1,13 +1,16 @@
 package runtime_test
 
 import (
+	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/worldgate/worldgate/events"
@@ -78,5 +81,59 @@ func TestOrderKeyKeepsEachKeyInOrder(t *testing.T) {
 	}
 	if concurrent < 2 {
 		t.Errorf("at most %d message(s) ran at once: different keys should run concurrently", concurrent)
+	}
+}
+
+// A message held by an instance that died (fetched, never acknowledged) comes back only after
+// its ack wait; the replica that takes over must not handle the newer messages of its key
+// before it. (The event-processor lost a location's exits this way: they were refused because
+// the location, held by a SIGKILLed processor, did not exist yet.)
+func TestOrderKeyHoldsAcrossACrash(t *testing.T) {
+	e := natstest.Start(t)
+	ctx := context.Background()
+	spec := runtime.Consumer{
+		Stream: events.StreamProposals, Durable: "ordered", Subjects: []string{"proposals.gate.ordered"}, MaxAckPending: 64,
+		AckWait:  time.Second,
+		OrderKey: func(_ string, data []byte) string { k, _, _ := strings.Cut(string(data), "/"); return k },
+	}
+	for i := range 3 {
+		publish(t, e, "proposals.gate.ordered", fmt.Sprintf("c-%d", i), fmt.Sprintf("k/%d", i))
+	}
+	// The instance that dies: the consumer as the runtime configures it, the first message
+	// fetched and never acknowledged.
+	cons, err := e.JS.CreateOrUpdateConsumer(ctx, spec.Stream, spec.ServerConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch, err := cons.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for m := range batch.Messages() {
+		if string(m.Data()) != "k/0" {
+			t.Fatalf("the dying instance fetched %q, want k/0", m.Data())
+		}
+	}
+
+	app := newApp(t, e, prometheus.NewRegistry())
+	var mu sync.Mutex
+	var seen []string
+	app.Handle("ordered", spec, func(m *message.Message) ([]*message.Message, error) {
+		mu.Lock()
+		seen = append(seen, string(m.Payload))
+		mu.Unlock()
+		return nil, nil
+	})
+	stop := run(t, app)
+	defer stop()
+	natstest.WaitFor(t, 15*time.Second, "every message handled", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(seen) >= 3
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Equal(seen, []string{"k/0", "k/1", "k/2"}) {
+		t.Fatalf("handled %v, want k/0 k/1 k/2: the newer messages overtook the one the dead instance held", seen)
 	}
 }

@@ -12,10 +12,7 @@
 //	  .project('label','source','committedUtc','reason')…
 //
 // so a redelivered proposal finds its marker and writes nothing, and a conflict is decided
-// once (a later redelivery cannot turn a rejected proposal into a committed one). A tentative
-// traversal (Meta.Tentative) records no conflict: a violated guard answers Deferred with its
-// reason and writes nothing, so the caller can wait for proposals still in flight ahead of this
-// one before it decides.
+// once (a later redelivery cannot turn a rejected proposal into a committed one).
 //
 // Only steps of TinkerPop ≤ 3.7 are used (inject, coalesce, V mid-traversal, not, filter,
 // sideEffect, mergeV, mergeE with Direction ids, addV, addE, property with Cardinality.set,
@@ -36,12 +33,10 @@ import (
 )
 
 // Marker labels. AppliedEvent's existence means the event was applied; CommitConflict's that
-// it was refused at commit time. Both have T.id = MarkerID(eventID). LabelDeferred is no
-// vertex: a tentative traversal's answer when a guard fails.
+// it was refused at commit time. Both have T.id = MarkerID(eventID).
 const (
 	LabelApplied  = "AppliedEvent"
 	LabelConflict = "CommitConflict"
-	LabelDeferred = "Deferred"
 )
 
 // MarkerID is the vertex id of an event's marker: "evt:" + the deterministic event id.
@@ -70,10 +65,6 @@ type Meta struct {
 	CorrelationID string
 	CommittedUTC  string // RFC 3339
 	Source        string // the input message that decided the event ("PROPOSALS:<seq>")
-	// Tentative: a violated guard records nothing and the answer is Deferred (the conflict is
-	// decided by a later, non-tentative traversal). Nothing else changes: an event already
-	// decided answers its marker, and one whose guards hold is applied.
-	Tentative bool
 }
 
 // Decision is the marker the traversal found or wrote.
@@ -81,9 +72,7 @@ type Decision struct {
 	Applied      bool   // AppliedEvent (else CommitConflict)
 	Source       string // Meta.Source of the request that decided it
 	CommittedUTC string
-	Reason       string // why it conflicted (or would: Deferred)
-	// Deferred: a tentative traversal found a guard violated and recorded nothing.
-	Deferred bool
+	Reason       string // why it conflicted
 }
 
 // Reasons returns the conflict reasons of c, in the order they are checked (for tests).
@@ -103,29 +92,21 @@ func (c Command) Traversal(g *gremlingo.GraphTraversalSource, m Meta) *gremlingo
 			Property("correlationId", m.CorrelationID).Property("committedUtc", m.CommittedUTC).
 			Property("source", m.Source)
 	}
-	// Each branch projects its own answer: a tentative conflict has no marker vertex to project.
-	decision := func(t *gremlingo.GraphTraversal) *gremlingo.GraphTraversal {
-		return t.Project("label", "source", "committedUtc", "reason").
-			By(gremlingo.T.Label).
-			By(__.Coalesce(__.Values("source"), __.Constant(""))).
-			By(__.Coalesce(__.Values("committedUtc"), __.Constant(""))).
-			By(__.Coalesce(__.Values("reason"), __.Constant("")))
-	}
-	branches := []any{decision(__.V(MarkerID(c.EventID)))}
+	branches := []any{__.V(MarkerID(c.EventID))}
 	for _, gd := range c.guards {
-		if m.Tentative {
-			branches = append(branches, gd.violated().Project("label", "source", "committedUtc", "reason").
-				By(__.Constant(LabelDeferred)).By(__.Constant("")).By(__.Constant("")).By(__.Constant(gd.reason)))
-			continue
-		}
-		branches = append(branches, decision(marker(gd.violated(), LabelConflict).Property("reason", gd.reason)))
+		branches = append(branches, marker(gd.violated(), LabelConflict).Property("reason", gd.reason))
 	}
 	apply := __.Identity()
 	for _, w := range c.writes {
 		apply = apply.SideEffect(w())
 	}
-	branches = append(branches, decision(marker(apply, LabelApplied)))
-	return g.Inject(0).Coalesce(branches...)
+	branches = append(branches, marker(apply, LabelApplied))
+	return g.Inject(0).Coalesce(branches...).
+		Project("label", "source", "committedUtc", "reason").
+		By(gremlingo.T.Label).
+		By(__.Coalesce(__.Values("source"), __.Constant(""))).
+		By(__.Coalesce(__.Values("committedUtc"), __.Constant(""))).
+		By(__.Coalesce(__.Values("reason"), __.Constant("")))
 }
 
 // ReadDecision interprets the traversal's single result.
@@ -150,8 +131,6 @@ func ReadDecision(results []any) (Decision, error) {
 	case LabelApplied:
 		d.Applied = true
 	case LabelConflict:
-	case LabelDeferred:
-		d.Deferred = true
 	default:
 		return Decision{}, fmt.Errorf("apply traversal ended on a %q vertex, want %s or %s: event id collides with another vertex", str("label"), LabelApplied, LabelConflict)
 	}

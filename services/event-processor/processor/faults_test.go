@@ -12,7 +12,6 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/worldgate/worldgate/events"
 	"github.com/worldgate/worldgate/services/event-processor/processor"
@@ -135,10 +134,11 @@ func TestGraphOutageLosesNothing(t *testing.T) {
 func graphURL(addr string) string { return "ws://" + addr + "/gremlin" }
 
 // A processor that crashed holding a proposal (a location) hands it back only after its ack
-// wait, and the next processor meanwhile gets the proposals behind it (an exit from that
-// location): the exit must wait for the location, not be refused for good because the
-// location does not exist yet. Found by TestSIGKILLedProcessLeavesExactResult, which lost the
-// exits of a location whose proposal a killed processor held.
+// wait; the next processor must not apply the proposals behind it (exits from that location)
+// first, or they are refused for good because the location does not exist yet. Found by
+// TestSIGKILLedProcessLeavesExactResult, which lost the exits of a location whose proposal a
+// killed processor held. (The runtime's order key holds across the crash: a consumer that
+// finds messages held elsewhere at its start lets them come back first.)
 func TestProposalHeldByACrashedProcessorIsNotOvertaken(t *testing.T) {
 	e := natstest.Start(t)
 	gd := graphdtest.Start(t)
@@ -180,8 +180,7 @@ func TestProposalHeldByACrashedProcessorIsNotOvertaken(t *testing.T) {
 		t.Fatalf("the crashed processor holds %d proposals, want 1", held)
 	}
 
-	reg := prometheus.NewRegistry()
-	runProcessor(t, e, writer(t, gd.URL()), reg, withAckWait)
+	runProcessor(t, e, writer(t, gd.URL()), prometheus.NewRegistry(), withAckWait)
 	natstest.WaitFor(t, 30*time.Second, "every proposal decided", func() bool {
 		return committed(t, e)+rejected(t, e) >= uint64(len(ps)) && settled(t, e)
 	})
@@ -190,8 +189,5 @@ func TestProposalHeldByACrashedProcessorIsNotOvertaken(t *testing.T) {
 	}
 	if n := committed(t, e); n != uint64(len(ps)) {
 		t.Fatalf("%d committed, want %d", n, len(ps))
-	}
-	if d := testutil.ToFloat64(counter(t, reg, "worldgate_commit_conflicts_deferred_total")); d == 0 {
-		t.Fatal("no conflict was deferred: the test no longer makes an exit overtake its location")
 	}
 }

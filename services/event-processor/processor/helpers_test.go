@@ -54,7 +54,7 @@ func runProcessor(t testing.TB, e *natstest.Env, g processor.Graph, reg *prometh
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := processor.Deps{Graph: g, Keyring: keys.Ring, JetStream: e.JS, Registerer: reg, Logger: logx.Discard(),
+	d := processor.Deps{Graph: g, Keyring: keys.Ring, Registerer: reg, Logger: logx.Discard(),
 		AckWait: 5 * time.Second, Backoff: []time.Duration{50 * time.Millisecond, 100 * time.Millisecond, 200 * time.Millisecond}}
 	for _, o := range opts {
 		o(&d)

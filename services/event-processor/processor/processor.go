@@ -20,12 +20,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
 	gremlingo "github.com/apache/tinkerpop/gremlin-go/v3/driver"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/worldgate/worldgate/events"
@@ -90,18 +88,6 @@ type Deps struct {
 	ServerErrorLimit int
 	// Diversity sizes the diversity metrics' windows (zero: DefaultDiversity).
 	Diversity DiversityConfig
-	// JetStream, if set, lets a commit conflict wait for the proposals ahead of it. A proposal
-	// can overtake an earlier one of its actor when a processor crashed holding the earlier one
-	// (it comes back only after AckWait) or another replica holds it; a move or an exit that
-	// needs what the earlier proposal creates would then be refused for good. With JetStream,
-	// a conflict is first found without being recorded, and decided only once no proposal ahead
-	// of it in the stream is still unacknowledged on the consumer (its ack floor reached it);
-	// until then the proposal is redelivered with the backoff. nil: conflicts are decided at once.
-	JetStream jetstream.JetStream
-	// DeferLimit is how many deliveries a conflict may wait for the proposals ahead of it
-	// before it is decided anyway. Default 20: about three minutes at the default backoff, well
-	// past the default AckWait.
-	DeferLimit int
 }
 
 // Processor applies validated proposals. Build it with New.
@@ -141,9 +127,6 @@ func New(d Deps) (*Processor, error) {
 	}
 	if d.ServerErrorLimit <= 0 {
 		d.ServerErrorLimit = 20
-	}
-	if d.DeferLimit <= 0 {
-		d.DeferLimit = 20
 	}
 	return &Processor{d: d, log: d.Logger, m: newMetrics(d.Registerer), div: NewDiversity(d.Registerer, d.Diversity)}, nil
 }
@@ -238,26 +221,21 @@ func (p *Processor) Handle(msg *message.Message) ([]*message.Message, error) {
 	var out []*message.Message
 	committedNow := false
 	for _, c := range cmds {
-		meta := apply.Meta{ProposalID: prop.ProposalID, CorrelationID: prop.CorrelationID, CommittedUTC: stamp, Source: source,
-			Tentative: p.d.JetStream != nil && source != ":" && runtime.Deliveries(msg) < p.d.DeferLimit}
+		meta := apply.Meta{ProposalID: prop.ProposalID, CorrelationID: prop.CorrelationID, CommittedUTC: stamp, Source: source}
 		start := time.Now()
-		d, err := p.decide(ctx, msg, c, meta)
+		res, err := p.d.Graph.Submit(ctx, func(g *gremlingo.GraphTraversalSource) *gremlingo.GraphTraversal {
+			return c.Traversal(g, meta)
+		})
 		if err != nil {
-			return nil, err
+			p.m.graphErrors.WithLabelValues(errClass(err)).Inc()
+			if graphx.IsServer(err) && runtime.Deliveries(msg) >= p.d.ServerErrorLimit {
+				return nil, runtime.Permanentf("the graph refused %s %s %d times: %w", c.Type, c.EventID, runtime.Deliveries(msg), err)
+			}
+			return nil, fmt.Errorf("apply %s %s: %w", c.Type, c.EventID, err)
 		}
-		if d.Deferred {
-			ahead, err := p.aheadInFlight(ctx, msg)
-			if err != nil {
-				return nil, fmt.Errorf("%s %s would conflict (%s); whether proposals ahead of it are in flight is unknown: %w", c.Type, c.EventID, d.Reason, err)
-			}
-			if ahead {
-				p.m.deferred.WithLabelValues(prop.Kind).Inc()
-				return nil, fmt.Errorf("%s %s would conflict (%s) while proposals ahead of it in the stream are still in flight: retrying before deciding", c.Type, c.EventID, d.Reason)
-			}
-			meta.Tentative = false
-			if d, err = p.decide(ctx, msg, c, meta); err != nil {
-				return nil, err
-			}
+		d, err := apply.ReadDecision(res)
+		if err != nil {
+			return nil, runtime.Permanentf("apply %s %s: %w", c.Type, c.EventID, err)
 		}
 		fresh := d.CommittedUTC == stamp && d.Source == source
 		if fresh {
@@ -315,41 +293,6 @@ func (p *Processor) Handle(msg *message.Message) ([]*message.Message, error) {
 		p.div.Observe(prop) // what players get: measured once, by the commit that made it content
 	}
 	return out, nil
-}
-
-// decide submits c's apply-once traversal and reads its decision. An ordinary error has the
-// proposal redelivered (the graph is unavailable); a permanent one dead-letters it.
-func (p *Processor) decide(ctx context.Context, msg *message.Message, c apply.Command, meta apply.Meta) (apply.Decision, error) {
-	res, err := p.d.Graph.Submit(ctx, func(g *gremlingo.GraphTraversalSource) *gremlingo.GraphTraversal {
-		return c.Traversal(g, meta)
-	})
-	if err != nil {
-		p.m.graphErrors.WithLabelValues(errClass(err)).Inc()
-		if graphx.IsServer(err) && runtime.Deliveries(msg) >= p.d.ServerErrorLimit {
-			return apply.Decision{}, runtime.Permanentf("the graph refused %s %s %d times: %w", c.Type, c.EventID, runtime.Deliveries(msg), err)
-		}
-		return apply.Decision{}, fmt.Errorf("apply %s %s: %w", c.Type, c.EventID, err)
-	}
-	d, err := apply.ReadDecision(res)
-	if err != nil {
-		return apply.Decision{}, runtime.Permanentf("apply %s %s: %w", c.Type, c.EventID, err)
-	}
-	return d, nil
-}
-
-// aheadInFlight reports whether a message ahead of msg in the stream is still unacknowledged
-// on the processor's consumer (held by a crashed processor until its ack wait ends, by another
-// replica, or waiting for a redelivery): the consumer's ack floor has not reached msg.
-func (p *Processor) aheadInFlight(ctx context.Context, msg *message.Message) (bool, error) {
-	seq, err := strconv.ParseUint(msg.Metadata.Get(runtime.MetaSequence), 10, 64)
-	if err != nil {
-		return false, fmt.Errorf("the message has no stream sequence: %w", err)
-	}
-	c, err := p.d.JetStream.Consumer(ctx, msg.Metadata.Get(runtime.MetaStream), Name)
-	if err != nil {
-		return false, err
-	}
-	return c.CachedInfo().AckFloor.Stream+1 < seq, nil
 }
 
 // verify checks the proposal's attested trail against its kind's configured route (for the
@@ -417,7 +360,6 @@ type procMetrics struct {
 	rejected      *prometheus.CounterVec
 	duplicates    *prometheus.CounterVec
 	graphErrors   *prometheus.CounterVec
-	deferred      *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *procMetrics {
@@ -447,9 +389,5 @@ func newMetrics(reg prometheus.Registerer) *procMetrics {
 			Namespace: metrics.Namespace, Name: "graph_errors_total",
 			Help: "Failed graph requests of the event-processor, by class (transport: unreachable/timeout, retried without limit; server: refused).",
 		}, []string{"class"})),
-		deferred: metrics.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: metrics.Namespace, Name: "commit_conflicts_deferred_total",
-			Help: "Deliveries of a proposal that would conflict while proposals ahead of it in the stream were still in flight: redelivered before the conflict is decided, by kind.",
-		}, []string{"kind"})),
 	}
 }

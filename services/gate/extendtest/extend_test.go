@@ -174,7 +174,7 @@ func TestATestOnlyGateRunsLikeTheOthers(t *testing.T) {
 	}
 	pjs := connect(natsauth.EventProcessor)
 	run("event-processor", pjs, func(app *runtime.App) error {
-		_, err := processor.Register(app, processor.Deps{Graph: writer, Keyring: ring, Routes: &routes, JetStream: pjs, Registerer: prometheus.NewRegistry(), Logger: logx.Discard()})
+		_, err := processor.Register(app, processor.Deps{Graph: writer, Keyring: ring, Routes: &routes, Registerer: prometheus.NewRegistry(), Logger: logx.Discard()})
 		return err
 	})
 

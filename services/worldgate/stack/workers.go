@@ -74,7 +74,7 @@ func startProcessor(_ context.Context, st *Stack) error {
 	if err != nil {
 		return err
 	}
-	app, js, err := st.NewApp("event-processor", natsauth.EventProcessor, "applies validated proposals to the graph, exactly once")
+	app, _, err := st.NewApp("event-processor", natsauth.EventProcessor, "applies validated proposals to the graph, exactly once")
 	if err != nil {
 		return err
 	}
@@ -82,7 +82,7 @@ func startProcessor(_ context.Context, st *Stack) error {
 	if err != nil {
 		return err
 	}
-	if _, err := processor.Register(app, processor.Deps{Graph: conn, Keyring: ring, JetStream: js, Registerer: st.Reg, Logger: st.Log.With("worker", "event-processor"),
+	if _, err := processor.Register(app, processor.Deps{Graph: conn, Keyring: ring, Registerer: st.Reg, Logger: st.Log.With("worker", "event-processor"),
 		MaxInFlight: st.ProcessorInFlight}); err != nil {
 		return err
 	}
