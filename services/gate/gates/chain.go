@@ -88,8 +88,12 @@ func (c *chain) handler(first Gate) message.HandlerFunc {
 		subject, raw := m.Metadata.Get(runtime.MetaSubject), m.Payload
 		var id string
 		var digest string // of the content, which no gate of the run changes: computed once
+		// Each decision is counted, timed and logged once the run has its outgoing message: a
+		// run that fails part-way (an outage at a later gate) is redelivered and decided again,
+		// and must not count its earlier gates' decisions twice.
+		var reports []func()
 		for {
-			s, err := c.step(ctx, g, subject, raw, p, start, &digest)
+			s, report, err := c.step(ctx, g, subject, raw, p, start, &digest)
 			if err != nil {
 				return nil, err
 			}
@@ -102,10 +106,18 @@ func (c *chain) handler(first Gate) message.HandlerFunc {
 			next := c.fusedNext(s, p)
 			if next == nil {
 				msgs, err := c.send(s, p, id)
-				c.latency[g.Name()].Observe(c.now().Sub(start).Seconds())
-				return msgs, err
+				if err != nil {
+					return nil, err
+				}
+				latency, took := c.latency[g.Name()], c.now().Sub(start)
+				for _, r := range append(reports, report) {
+					r()
+				}
+				latency.Observe(took.Seconds())
+				return msgs, nil
 			}
-			c.latency[g.Name()].Observe(s.at.Sub(start).Seconds())
+			latency, took := c.latency[g.Name()], s.at.Sub(start)
+			reports = append(reports, report, func() { latency.Observe(took.Seconds()) })
 			g, subject, start = next, events.GateSubject(next.Name()), s.at
 			if _, ok := next.(RawGate); ok {
 				// What the passing gate would have published (slip.Forward).
@@ -129,27 +141,27 @@ func (c *chain) fusedNext(s step, p *events.Proposal) Gate {
 // step is one gate's part of a run: decide (the chain's own checks, then the gate's), keep a
 // retry ticket for a transient refusal, record and sign the decision on the routing slip
 // (holding the proposal when the gate holds it), then count and log it. The gate's latency is
-// observed by the caller, which knows when its outgoing message is built.
-func (c *chain) step(ctx context.Context, g Gate, subject string, raw []byte, p *events.Proposal, start time.Time, digest *string) (step, error) {
+// observed by the caller, which knows when its outgoing message is built; the count and the log
+// line are returned (report) for the caller to make once the run has succeeded.
+func (c *chain) step(ctx context.Context, g Gate, subject string, raw []byte, p *events.Proposal, start time.Time, digest *string) (step, func(), error) {
 	name := g.Name()
 	ctx = context.WithValue(ctx, subjectKey{}, subject)
 	d, err := c.decide(ctx, g, subject, raw, p)
 	if err != nil {
-		return step{}, err
+		return step{}, nil, err
 	}
 	if d.Outcome == Rejected && d.Transient {
 		if err := c.tickets.issue(ctx, name, p); err != nil {
-			return step{}, fmt.Errorf("gate %s: retry ticket of proposal %s: %w", name, p.ProposalID, err)
+			return step{}, nil, fmt.Errorf("gate %s: retry ticket of proposal %s: %w", name, p.ProposalID, err)
 		}
 	}
 	now := c.now()
 	took := now.Sub(start)
 	next, err := c.record(ctx, g, subject, p, d, now, took, digest)
 	if err != nil {
-		return step{}, err
+		return step{}, nil, err
 	}
-	c.report(ctx, name, p, d, took, next)
-	return step{gate: g, d: d, at: now}, nil
+	return step{gate: g, d: d, at: now}, func() { c.report(ctx, name, p, d, took, next) }, nil
 }
 
 // send builds what the run publishes, from its last step: the proposal to its next hop

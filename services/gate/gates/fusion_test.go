@@ -11,11 +11,14 @@ import (
 	"testing"
 	"time"
 
+	gremlingo "github.com/apache/tinkerpop/gremlin-go/v3/driver"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/worldgate/worldgate/events"
 	"github.com/worldgate/worldgate/services/gate/gates"
 	"github.com/worldgate/worldgate/services/gate/route"
+	"github.com/worldgate/worldgate/services/graphd/graphdtest"
+	"github.com/worldgate/worldgate/services/graphd/server"
 	"github.com/worldgate/worldgate/shared/natsx/natstest"
 )
 
@@ -318,5 +321,57 @@ func BenchmarkMoveThroughGates(b *testing.B) {
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "moves/s")
 			b.ReportMetric(float64(info.CachedInfo().State.Msgs)/float64(b.N), "msgs/move")
 		})
+	}
+}
+
+// A fused run that fails part-way (graphd is down when the invariant gate reads the player) is
+// redelivered and decided again from its first gate: each gate's decision is still counted
+// once, when the run finally publishes, as it would be unfused.
+func TestFusedRunFailingPartWayCountsEachDecisionOnce(t *testing.T) {
+	s := newStack(t)
+	cfg := testConfig()
+	cfg.MaxDeliver, cfg.Backoff = 50, []time.Duration{200 * time.Millisecond}
+	deps := s.deps(cfg)
+	deps.Now = hourClock()
+	s.run(t, deps, gates.Schema, gates.Invariant, gates.Rate, gates.Audit)
+	ctx := context.Background()
+	addr := s.graph.Addr()
+	closeCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := s.graph.Close(closeCtx); err != nil {
+		t.Fatal(err)
+	}
+	p := proposal(t, events.KindPlayerMoved, map[string]any{"playerId": "player:ada", "fromLocationId": "loc:square", "toLocationId": "loc:gate", "direction": "north"})
+	data, err := json.Marshal(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.publishRaw(t, events.EmitSubject("world-rules"), p.ProposalID, data)
+	c, err := s.nats.JS.Consumer(ctx, events.StreamProposals, gates.Durable(gates.Schema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	natstest.WaitFor(t, 20*time.Second, "the run redelivered after failing at the invariant gate", func() bool {
+		info, err := c.Info(ctx)
+		return err == nil && info.NumRedelivered > 0 && info.Delivered.Consumer >= 3
+	})
+	// graphd back on the same address, with the same world.
+	g := graphdtest.Start(t, graphdtest.InMemory(), graphdtest.WithConfig(func(c *server.Config) { c.Listen = addr }))
+	conn, err := gremlingo.NewDriverRemoteConnection(g.URL(), func(st *gremlingo.DriverRemoteConnectionSettings) {
+		st.AuthInfo = gremlingo.BasicAuthInfo(graphdtest.WriterUser, graphdtest.WriterPassword)
+		st.LogVerbosity = gremlingo.Off
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(conn.Close)
+	seedWorld(t, gremlingo.Traversal_().WithRemote(conn))
+	natstest.WaitFor(t, 30*time.Second, "the move validated once graphd is back", func() bool {
+		return s.count(t, events.StreamProposals, events.SubjectValidated) == 1
+	})
+	for _, gate := range []string{gates.Schema, gates.Invariant, gates.Rate, gates.Audit} {
+		if got := metric(t, s, "worldgate_gate_decisions_total", map[string]string{"gate": gate, "outcome": "passed"}); got != 1 {
+			t.Errorf("the %s gate's pass counted %v times; want 1", gate, got)
+		}
 	}
 }
