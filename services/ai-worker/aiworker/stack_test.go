@@ -39,15 +39,7 @@ var __ = gremlingo.T__
 // seedWorld writes a small world through gremlin-go as the graph's writer (docs/graph-model.md).
 func seedWorld(t testing.TB, url string) {
 	t.Helper()
-	drc, err := gremlingo.NewDriverRemoteConnection(url, func(s *gremlingo.DriverRemoteConnectionSettings) {
-		s.AuthInfo = gremlingo.BasicAuthInfo(graphdtest.WriterUser, graphdtest.WriterPassword)
-		s.LogVerbosity = gremlingo.Error
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer drc.Close()
-	g := gremlingo.Traversal_().WithRemote(drc)
+	g := graphdtest.Writer(t, url)
 	must := func(tr *gremlingo.GraphTraversal) {
 		t.Helper()
 		if err := <-tr.Iterate(); err != nil {

@@ -232,15 +232,7 @@ func TestATestOnlyGateRunsLikeTheOthers(t *testing.T) {
 // seed: the square with exits east to the market and down to the vault; ada at the square.
 func seed(t *testing.T, url string) {
 	t.Helper()
-	conn, err := gremlingo.NewDriverRemoteConnection(url, func(s *gremlingo.DriverRemoteConnectionSettings) {
-		s.AuthInfo = gremlingo.BasicAuthInfo(graphdtest.WriterUser, graphdtest.WriterPassword)
-		s.LogVerbosity = gremlingo.Off
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	g := gremlingo.Traversal_().WithRemote(conn)
+	g := graphdtest.Writer(t, url)
 	T := gremlingo.T
 	run := func(tr *gremlingo.GraphTraversal) {
 		t.Helper()

@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	gremlingo "github.com/apache/tinkerpop/gremlin-go/v3/driver"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/worldgate/worldgate/events"
@@ -357,15 +356,7 @@ func TestFusedRunFailingPartWayCountsEachDecisionOnce(t *testing.T) {
 	})
 	// graphd back on the same address, with the same world.
 	g := graphdtest.Start(t, graphdtest.InMemory(), graphdtest.WithConfig(func(c *server.Config) { c.Listen = addr }))
-	conn, err := gremlingo.NewDriverRemoteConnection(g.URL(), func(st *gremlingo.DriverRemoteConnectionSettings) {
-		st.AuthInfo = gremlingo.BasicAuthInfo(graphdtest.WriterUser, graphdtest.WriterPassword)
-		st.LogVerbosity = gremlingo.Off
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(conn.Close)
-	seedWorld(t, gremlingo.Traversal_().WithRemote(conn))
+	seedWorld(t, graphdtest.Writer(t, g.URL()))
 	natstest.WaitFor(t, 30*time.Second, "the move validated once graphd is back", func() bool {
 		return s.count(t, events.StreamProposals, events.SubjectValidated) == 1
 	})

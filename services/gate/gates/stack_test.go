@@ -62,15 +62,7 @@ func newStack(t testing.TB) *stack {
 	}
 	s.reader = reader
 	t.Cleanup(s.reader.Close)
-	conn, err := gremlingo.NewDriverRemoteConnection(s.graph.URL(), func(st *gremlingo.DriverRemoteConnectionSettings) {
-		st.AuthInfo = gremlingo.BasicAuthInfo(graphdtest.WriterUser, graphdtest.WriterPassword)
-		st.LogVerbosity = gremlingo.Off
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(conn.Close)
-	s.writer = gremlingo.Traversal_().WithRemote(conn)
+	s.writer = graphdtest.Writer(t, s.graph.URL())
 	seedWorld(t, s.writer)
 
 	srv, err := classifytools.New(classifytools.Options{Options: mcpx.Options{Auth: mcpx.AuthConfig{

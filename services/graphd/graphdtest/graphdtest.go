@@ -1,9 +1,7 @@
 // Package graphdtest starts an in-process graphd for tests.
 //
 //	srv := graphdtest.Start(t)
-//	conn, _ := gremlingo.NewDriverRemoteConnection(srv.URL(), func(s *gremlingo.DriverRemoteConnectionSettings) {
-//		s.AuthInfo = gremlingo.BasicAuthInfo(graphdtest.WriterUser, graphdtest.WriterPassword)
-//	})
+//	g := graphdtest.Writer(t, srv.URL()) // a gremlin-go traversal source with write credentials
 package graphdtest
 
 import (
@@ -11,6 +9,8 @@ import (
 	"log/slog"
 	"testing"
 	"time"
+
+	gremlingo "github.com/apache/tinkerpop/gremlin-go/v3/driver"
 
 	"github.com/worldgate/worldgate/services/graphd/server"
 )
@@ -79,4 +79,19 @@ func Start(t testing.TB, opts ...Option) *server.Server {
 		}
 	})
 	return srv
+}
+
+// Writer connects to the graphd at url (ws://…/gremlin) with the gremlin-go client as the
+// writer user and returns its traversal source; the connection closes when the test ends.
+func Writer(t testing.TB, url string) *gremlingo.GraphTraversalSource {
+	t.Helper()
+	conn, err := gremlingo.NewDriverRemoteConnection(url, func(s *gremlingo.DriverRemoteConnectionSettings) {
+		s.AuthInfo = gremlingo.BasicAuthInfo(WriterUser, WriterPassword)
+		s.LogVerbosity = gremlingo.Off
+	})
+	if err != nil {
+		t.Fatalf("connect to graphd at %s as the writer: %v", url, err)
+	}
+	t.Cleanup(conn.Close)
+	return gremlingo.Traversal_().WithRemote(conn)
 }

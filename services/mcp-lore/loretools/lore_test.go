@@ -133,15 +133,7 @@ func TestSearchAndCanonicalFactsFromDirectFacts(t *testing.T) {
 
 func TestFactsFromGraph(t *testing.T) {
 	gs := graphdtest.Start(t)
-	drc, err := gremlingo.NewDriverRemoteConnection(gs.URL(), func(s *gremlingo.DriverRemoteConnectionSettings) {
-		s.AuthInfo = gremlingo.BasicAuthInfo(graphdtest.WriterUser, graphdtest.WriterPassword)
-		s.LogVerbosity = gremlingo.Error
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer drc.Close()
-	g := gremlingo.Traversal_().WithRemote(drc)
+	g := graphdtest.Writer(t, gs.URL())
 	for _, f := range facts {
 		if err := <-g.AddV("LoreFact").Property(gremlingo.T.Id, f.ID).Property("title", f.Title).Property("text", f.Text).
 			Property("tags", toAny(f.Tags)).Property("canonical", f.Canonical).Iterate(); err != nil {

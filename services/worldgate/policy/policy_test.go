@@ -381,15 +381,7 @@ func TestGatesUserLacksTheHopsBetweenItsGates(t *testing.T) {
 func TestFusedGatesRunAsTheGatesUser(t *testing.T) {
 	s := startServer(t)
 	graph := graphdtest.Start(t, graphdtest.InMemory())
-	conn, err := gremlingo.NewDriverRemoteConnection(graph.URL(), func(st *gremlingo.DriverRemoteConnectionSettings) {
-		st.AuthInfo = gremlingo.BasicAuthInfo(graphdtest.WriterUser, graphdtest.WriterPassword)
-		st.LogVerbosity = gremlingo.Off
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(conn.Close)
-	g := gremlingo.Traversal_().WithRemote(conn)
+	g := graphdtest.Writer(t, graph.URL())
 	for _, tr := range []*gremlingo.GraphTraversal{
 		g.AddV("Location").Property(gremlingo.T.Id, "loc:square").Property("name", "square").Property("version", int64(1)),
 		g.AddV("Location").Property(gremlingo.T.Id, "loc:gate").Property("name", "gate").Property("version", int64(1)),
