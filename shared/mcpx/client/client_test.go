@@ -33,6 +33,7 @@ type testServer struct {
 	srv   *http.Server
 	slow  atomic.Int32 // calls of "slow"
 	calls atomic.Int32
+	conns atomic.Int32 // connections accepted
 }
 
 func (ts *testServer) start() {
@@ -78,7 +79,12 @@ func (ts *testServer) start() {
 		ts.t.Fatal(err)
 	}
 	ts.addr = ln.Addr().String()
-	ts.srv = &http.Server{Handler: mcpx.HTTPHandler(s, mcpx.HTTPOptions{Auth: auth, Scope: mcpx.ScopeLoreRead})}
+	ts.srv = &http.Server{Handler: mcpx.HTTPHandler(s, mcpx.HTTPOptions{Auth: auth, Scope: mcpx.ScopeLoreRead}),
+		ConnState: func(_ net.Conn, st http.ConnState) {
+			if st == http.StateNew {
+				ts.conns.Add(1)
+			}
+		}}
 	go ts.srv.Serve(ln)
 }
 
@@ -243,5 +249,36 @@ func TestUnreachableAtStartAndBadToken(t *testing.T) {
 
 	if _, err := client.New(context.Background(), client.Config{Servers: []client.ServerConfig{{Name: "x"}}}); err == nil {
 		t.Fatal("server without url or command accepted")
+	}
+}
+
+// TestConcurrentCallsReuseConnections would have caught a worker dialling a new TCP connection
+// for most of its calls: with Go's default transport (two idle connections per host) every
+// burst of concurrent calls beyond two closed its connections after use and dialled again.
+func TestConcurrentCallsReuseConnections(t *testing.T) {
+	ts := &testServer{t: t}
+	ts.start()
+	t.Cleanup(ts.stop)
+	c := newClient(t, ts, nil, 5*time.Second)
+	const width, rounds = 16, 10
+	before := ts.conns.Load()
+	for range rounds {
+		errs := make(chan error, width)
+		for range width {
+			go func() {
+				_, err := c.Call(context.Background(), "echo", map[string]any{"say": "hi"})
+				errs <- err
+			}()
+		}
+		for range width {
+			if err := <-errs; err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// Each round needs at most width connections; kept idle, the next round reuses them.
+	if dialled := ts.conns.Load() - before; dialled > width+4 {
+		t.Fatalf("%d calls in rounds of %d dialled %d new connections; want at most %d (idle connections kept for reuse)",
+			width*rounds, width, dialled, width+4)
 	}
 }
