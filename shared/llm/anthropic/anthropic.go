@@ -20,6 +20,7 @@ import (
 	sdk "github.com/anthropics/anthropic-sdk-go"
 	"github.com/anthropics/anthropic-sdk-go/option"
 
+	"github.com/worldgate/worldgate/shared/httpx"
 	"github.com/worldgate/worldgate/shared/llm"
 )
 
@@ -59,7 +60,7 @@ func New(cfg Config) (*Provider, error) {
 	}
 	hc := cfg.HTTPClient
 	if hc == nil {
-		hc = &http.Client{}
+		hc = httpx.Client()
 	}
 	opts := []option.RequestOption{
 		option.WithoutEnvironmentDefaults(),

@@ -24,6 +24,7 @@ import (
 	"github.com/openai/openai-go/v3/packages/ssestream"
 	"github.com/openai/openai-go/v3/shared"
 
+	"github.com/worldgate/worldgate/shared/httpx"
 	"github.com/worldgate/worldgate/shared/llm"
 )
 
@@ -93,7 +94,7 @@ func New(cfg Config) (*Provider, error) {
 	}
 	hc := cfg.HTTPClient
 	if hc == nil {
-		hc = &http.Client{}
+		hc = httpx.Client()
 	}
 	opts := []option.RequestOption{
 		option.WithBaseURL(cfg.BaseURL),

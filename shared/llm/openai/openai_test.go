@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -29,6 +31,7 @@ type upstream struct {
 	mu      sync.Mutex
 	replies []reply
 	reqs    []recorded
+	conns   atomic.Int32 // connections accepted
 }
 
 type reply struct {
@@ -46,7 +49,13 @@ type recorded struct {
 
 func newUpstream(t *testing.T, replies ...reply) *upstream {
 	u := &upstream{t: t, replies: replies}
-	u.srv = httptest.NewServer(http.HandlerFunc(u.serve))
+	u.srv = httptest.NewUnstartedServer(http.HandlerFunc(u.serve))
+	u.srv.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateNew {
+			u.conns.Add(1)
+		}
+	}
+	u.srv.Start()
 	t.Cleanup(u.srv.Close)
 	return u
 }
@@ -495,4 +504,30 @@ func metricValue(t *testing.T, g prometheus.Gatherer, name string, want map[stri
 		}
 	}
 	return sum
+}
+
+// TestConcurrentCompletionsReuseConnections would have caught the provider dialling (and, against
+// a real provider, handshaking TLS) for most requests: Go's default transport keeps two idle
+// connections per host, so concurrent tasks beyond two closed theirs after each request.
+func TestConcurrentCompletionsReuseConnections(t *testing.T) {
+	u := newUpstream(t, reply{body: completion("gpt-4o-mini", "Hello.", "", "stop", 10, 2, 0)})
+	r := registry(t, nil, []string{"oa:gpt-4o-mini"}, u.provider(t, "oa"))
+	const width, rounds = 16, 8
+	for range rounds {
+		errs := make(chan error, width)
+		for range width {
+			go func() {
+				_, err := r.Complete(context.Background(), userReq("Say hello"))
+				errs <- err
+			}()
+		}
+		for range width {
+			if err := <-errs; err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if got := u.conns.Load(); got > width+4 {
+		t.Fatalf("%d requests in rounds of %d opened %d connections; want at most %d", width*rounds, width, got, width+4)
+	}
 }

@@ -35,6 +35,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/worldgate/worldgate/shared/httpx"
 	"github.com/worldgate/worldgate/shared/mcpx"
 )
 
@@ -67,8 +68,7 @@ type Config struct {
 	AllowList []string
 	Logger    *slog.Logger
 	// HTTPClient is used for URL servers (a default client otherwise). A client without a
-	// Transport gets the pooled one of this package, which keeps MaxIdleConnsPerHost idle
-	// connections per server instead of Go's default two.
+	// Transport gets httpx.Transport, which keeps idle connections for reuse.
 	HTTPClient *http.Client
 	// ConnectTimeout bounds connecting + tool discovery (default 10 s).
 	ConnectTimeout time.Duration
@@ -341,26 +341,12 @@ type server struct {
 	gen        int             // session generation
 }
 
-// MaxIdleConnsPerHost is how many idle connections the default transport keeps per MCP server.
-// A worker calls a server from as many goroutines as it has messages in flight; with Go's default
-// of two, every call beyond the second closed its connection afterwards and the next one dialled
-// again (a TCP handshake, buffers and a server goroutine per call).
-const MaxIdleConnsPerHost = 64
-
-// pooled is the transport of every client built without one.
-var pooled = func() *http.Transport {
-	t := http.DefaultTransport.(*http.Transport).Clone()
-	t.MaxIdleConns = 4 * MaxIdleConnsPerHost
-	t.MaxIdleConnsPerHost = MaxIdleConnsPerHost
-	return t
-}()
-
 func (s *server) transport() (mcp.Transport, error) {
 	if s.cfg.URL != "" {
 		hc := *s.c.cfg.HTTPClient
 		base := hc.Transport
 		if base == nil {
-			base = pooled
+			base = httpx.Transport
 		}
 		hc.Transport = &headerRoundTripper{base: base, token: s.cfg.Token}
 		return &mcp.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: &hc, DisableStandaloneSSE: true, MaxRetries: -1}, nil
