@@ -33,6 +33,7 @@ require (
 	github.com/nicksnyder/go-i18n/v2 v2.5.0 // indirect
 	github.com/oklog/ulid v1.3.1 // indirect
 	github.com/pb33f/ordered-map/v2 v2.3.1 // indirect
+	github.com/pbnjay/memory v0.0.0-20210728143218-7b4eea64cf58 // indirect
 	github.com/pkg/errors v0.9.1 // indirect
 	github.com/prometheus/client_model v0.6.3 // indirect
 	github.com/prometheus/common v0.72.0 // indirect
@@ -64,6 +65,7 @@ require (
 )
 
 require (
+	github.com/KimMachineGun/automemlimit v1.0.1
 	github.com/ThreeDotsLabs/watermill v1.5.1
 	github.com/anthropics/anthropic-sdk-go v1.84.0
 	github.com/apache/tinkerpop/gremlin-go/v3 v3.7.6

@@ -26,6 +26,7 @@ import (
 	"github.com/worldgate/worldgate/services/gate/route"
 	"github.com/worldgate/worldgate/shared/admin"
 	"github.com/worldgate/worldgate/shared/config"
+	"github.com/worldgate/worldgate/shared/gctune"
 	"github.com/worldgate/worldgate/shared/llm"
 	"github.com/worldgate/worldgate/shared/logx"
 	"github.com/worldgate/worldgate/shared/mcpx/client"
@@ -96,6 +97,7 @@ func run(args []string) error {
 		return err
 	}
 	log := logx.New(os.Stderr, "ai-worker", f.logLevel)
+	gctune.Apply(gctune.ShortLived, log)
 	reg := metrics.NewRegistry()
 
 	var budgets *budget.Config

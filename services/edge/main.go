@@ -22,6 +22,7 @@ import (
 	"github.com/worldgate/worldgate/services/edge/edge"
 	"github.com/worldgate/worldgate/shared/admin"
 	"github.com/worldgate/worldgate/shared/config"
+	"github.com/worldgate/worldgate/shared/gctune"
 	"github.com/worldgate/worldgate/shared/logx"
 	"github.com/worldgate/worldgate/shared/metrics"
 	"github.com/worldgate/worldgate/shared/natsx"
@@ -50,6 +51,7 @@ func run() error {
 		return err
 	}
 	log := logx.New(os.Stderr, edge.Name, *logLevel)
+	gctune.Apply(gctune.Default, log)
 	if *keysFile == "" {
 		return fmt.Errorf("-keys-file (WORLDGATE_KEYS_FILE) is required: edge serves only known API keys")
 	}

@@ -27,6 +27,7 @@ import (
 	"github.com/worldgate/worldgate/services/gate/route"
 	"github.com/worldgate/worldgate/shared/admin"
 	"github.com/worldgate/worldgate/shared/config"
+	"github.com/worldgate/worldgate/shared/gctune"
 	"github.com/worldgate/worldgate/shared/graphx"
 	"github.com/worldgate/worldgate/shared/logx"
 	"github.com/worldgate/worldgate/shared/metrics"
@@ -65,6 +66,7 @@ func run() error {
 		return err
 	}
 	log := logx.New(os.Stderr, processor.Name, *logLevel)
+	gctune.Apply(gctune.Default, log)
 	if *attestKeys == "" {
 		return errors.New("-attest-keys is required: nothing is committed without the gates' attested decisions (docs/attestation.md)")
 	}

@@ -30,6 +30,7 @@ import (
 	"github.com/worldgate/worldgate/services/gate/route"
 	"github.com/worldgate/worldgate/shared/admin"
 	"github.com/worldgate/worldgate/shared/config"
+	"github.com/worldgate/worldgate/shared/gctune"
 	"github.com/worldgate/worldgate/shared/graphx"
 	"github.com/worldgate/worldgate/shared/logx"
 	"github.com/worldgate/worldgate/shared/mcpx/client"
@@ -100,6 +101,7 @@ func run(args []string) error {
 		return err
 	}
 	log := logx.New(os.Stderr, "gate", f.logLevel)
+	gctune.Apply(gctune.ShortLived, log)
 	names, err := gates.Names(strings.Split(f.gates, ","))
 	if err != nil {
 		return err

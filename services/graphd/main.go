@@ -20,6 +20,7 @@ import (
 
 	"github.com/worldgate/worldgate/services/graphd/server"
 	"github.com/worldgate/worldgate/shared/config"
+	"github.com/worldgate/worldgate/shared/gctune"
 )
 
 func parseUsers(s string) ([]server.User, error) {
@@ -66,6 +67,7 @@ func main() {
 		os.Exit(2)
 	}
 	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
+	gctune.Apply(gctune.Default, log)
 	us, err := parseUsers(*users)
 	if err != nil {
 		log.Error("graphd: bad --users", "err", err)

@@ -21,6 +21,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/worldgate/worldgate/services/mcp-classify/classifytools"
+	"github.com/worldgate/worldgate/shared/gctune"
 	"github.com/worldgate/worldgate/shared/mcpx"
 	"github.com/worldgate/worldgate/shared/natsx"
 )
@@ -55,6 +56,7 @@ func run() error {
 		return err
 	}
 	logger := f.Logger(os.Stderr, "mcp-classify")
+	gctune.Apply(gctune.ShortLived, logger)
 	var nc *nats.Conn
 	if ncfg.URL != "" {
 		c, _, err := natsx.Connect(ncfg, logger)

@@ -22,6 +22,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/worldgate/worldgate/services/mcp-lore/loretools"
+	"github.com/worldgate/worldgate/shared/gctune"
 	"github.com/worldgate/worldgate/shared/graphx"
 	"github.com/worldgate/worldgate/shared/mcpx"
 	"github.com/worldgate/worldgate/shared/natsx"
@@ -52,6 +53,7 @@ func run() error {
 		return err
 	}
 	logger := f.Logger(os.Stderr, "mcp-lore")
+	gctune.Apply(gctune.ShortLived, logger)
 	var facts []loretools.Fact
 	if *factsFile != "" {
 		data, err := os.ReadFile(*factsFile)

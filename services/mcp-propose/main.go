@@ -22,6 +22,7 @@ import (
 	"github.com/worldgate/worldgate/services/gate/route"
 	"github.com/worldgate/worldgate/services/mcp-propose/proposetools"
 	"github.com/worldgate/worldgate/shared/config"
+	"github.com/worldgate/worldgate/shared/gctune"
 	"github.com/worldgate/worldgate/shared/mcpx"
 	"github.com/worldgate/worldgate/shared/metrics"
 	"github.com/worldgate/worldgate/shared/natsx"
@@ -49,6 +50,7 @@ func run() error {
 		return err
 	}
 	logger := f.Logger(os.Stderr, "mcp-propose")
+	gctune.Apply(gctune.ShortLived, logger)
 	routes, err := route.Load(*routesFile)
 	if err != nil {
 		return err

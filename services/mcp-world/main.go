@@ -24,6 +24,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/worldgate/worldgate/services/mcp-world/worldtools"
+	"github.com/worldgate/worldgate/shared/gctune"
 	"github.com/worldgate/worldgate/shared/graphx"
 	"github.com/worldgate/worldgate/shared/mcpx"
 )
@@ -54,6 +55,7 @@ func run() error {
 		return err
 	}
 	logger := f.Logger(os.Stderr, "mcp-world")
+	gctune.Apply(gctune.ShortLived, logger)
 	var js jetstream.JetStream
 	var nc *nats.Conn
 	if ncfg.URL != "" {

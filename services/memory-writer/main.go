@@ -22,6 +22,7 @@ import (
 	"github.com/worldgate/worldgate/services/memory-writer/memory"
 	"github.com/worldgate/worldgate/shared/admin"
 	"github.com/worldgate/worldgate/shared/config"
+	"github.com/worldgate/worldgate/shared/gctune"
 	"github.com/worldgate/worldgate/shared/logx"
 	"github.com/worldgate/worldgate/shared/metrics"
 	"github.com/worldgate/worldgate/shared/natsx"
@@ -53,6 +54,7 @@ func run() error {
 		return err
 	}
 	log := logx.New(os.Stderr, memory.Name, *logLevel)
+	gctune.Apply(gctune.Default, log)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	stopTracing, err := tracing.Setup(ctx, tc)
