@@ -4,9 +4,8 @@
 // Processes that speak MCP make garbage faster than they keep data: the MCP SDK allocates a
 // fresh 32 KiB decode buffer for every JSON-RPC message it reads (several per tool call), while
 // the live heap of an MCP server is a few MiB. At Go's default GOGC=100 such a process collects
-// every few dozen calls, and the collections cost more than the calls' own work (measured:
-// 25–28 % less CPU per AI proposal in the MCP servers and the ai-worker at GOGC=400,
-// docs/performance.md). A higher GOGC lets the heap grow further between collections; the soft
+// every few dozen calls (measured: 24–31 % less CPU in the MCP servers and the ai-worker at
+// GOGC=400, docs/deploy.md). A higher GOGC lets the heap grow further between collections; the soft
 // memory limit makes the collector work harder before the container's limit is reached instead
 // of letting the kernel kill the process.
 //

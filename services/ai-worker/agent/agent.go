@@ -91,6 +91,9 @@ type Config struct {
 	// Exits caches world-rules' list-exits answers per location (nil: every move asks
 	// mcp-world).
 	Exits *ExitsCache
+	// Reuse answers a reprompt's tool calls with what its refused attempt was told, when the
+	// refusal was about the content (nil: every attempt asks the MCP servers).
+	Reuse *ContextReuse
 }
 
 // Agent runs tasks. It is safe for concurrent use.
@@ -277,6 +280,9 @@ type task struct {
 	repaired bool
 	// downgrade: a spending budget moved a call to a cheaper tier (shown by worldgate trace).
 	downgrade string
+	// reuse: a reprompt after a refusal of the content; its tool calls may be answered from
+	// the refused attempt's context (Config.Reuse).
+	reuse bool
 }
 
 // generate runs one generation as a sequence of steps: pick the template, build the request,
@@ -285,7 +291,7 @@ type task struct {
 // provenance. A step that cannot go on returns fallback content (done) or an error that
 // retries the trigger later.
 func (a *Agent) generate(ctx context.Context, g Generation) (*Result, error) {
-	t := &task{role: g.Role, env: g.Trigger, in: g.Input, attempt: g.Attempt}
+	t := &task{role: g.Role, env: g.Trigger, in: g.Input, attempt: g.Attempt, reuse: reusable(g.Rejection)}
 	spec, err := template(g)
 	if err != nil {
 		return nil, err
@@ -649,9 +655,17 @@ func (a *Agent) runTools(ctx context.Context, t *task, calls []llm.ToolCall, ser
 			content, isErr = rec.Error, true
 		default:
 			t.executed++
-			var argv any
-			_ = json.Unmarshal(args, &argv)
-			res, err := a.cfg.Tools.Call(ctx, c.Name, argv)
+			res, reused := a.cfg.Reuse.get(t, c.Name, ah)
+			var err error
+			if reused {
+				a.m.reused.WithLabelValues(string(t.role.Purpose)).Inc()
+			} else {
+				var argv any
+				_ = json.Unmarshal(args, &argv)
+				if res, err = a.cfg.Tools.Call(ctx, c.Name, argv); err == nil {
+					a.cfg.Reuse.put(t, c.Name, ah, res)
+				}
+			}
 			if err != nil {
 				if ctx.Err() != nil {
 					return "", ctx.Err()

@@ -35,6 +35,8 @@ type Metrics struct {
 	// exitsHits and exitsMisses count world-rules' list-exits lookups (ExitsCache).
 	exitsHits   prometheus.Counter
 	exitsMisses *prometheus.CounterVec
+	// reused counts reprompts' tool calls answered from the refused attempt's context.
+	reused *prometheus.CounterVec
 }
 
 // NewMetrics registers the agent metrics on reg (shared collectors are reused, so several
@@ -66,5 +68,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Moves whose exits were read from the world-rules exits cache instead of asking mcp-world's list-exits."})),
 		exitsMisses: metrics.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "ai_exits_cache_misses_total",
 			Help: "Moves that asked mcp-world's list-exits, by reason: absent, expired, recheck (the cached exits lacked the direction), unwatched (committed exit changes are not being received)."}, []string{"reason"})),
+		reused: metrics.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "ai_reprompt_tool_calls_reused_total",
+			Help: "Tool calls of reprompts answered with what the refused attempt was told (the refusal was about the content: schema, safety, dedup) instead of asking the MCP server, by purpose."}, []string{"purpose"})),
 	}
 }

@@ -121,7 +121,8 @@ func New(d Deps) (*Worker, error) {
 		return nil, err
 	}
 	cfg := agent.Config{Tools: d.Tools, Cache: agent.KVCache{KV: d.KV}, Routes: d.Routes, Metrics: agent.NewMetrics(d.Registerer),
-		Logger: d.Logger, Fallback: d.Fallback, ToolBudget: d.ToolBudget, AmbienceFreshFor: d.AmbienceFreshFor}
+		Logger: d.Logger, Fallback: d.Fallback, ToolBudget: d.ToolBudget, AmbienceFreshFor: d.AmbienceFreshFor,
+		Reuse: agent.NewContextReuse(0, 0)}
 	cfg.Rail.OnFlag = d.OnInputFlag
 	if d.Committed != nil && d.ExitsTTL >= 0 && slices.ContainsFunc(rs, func(r roles.Role) bool { return !r.UsesLLM }) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -200,6 +200,69 @@ func TestRejectionsRepromptThenFallBackAndTransientRetries(t *testing.T) {
 	}
 }
 
+// A reprompt after a refusal of the content (safety, dedup, schema) is answered with the context
+// its refused attempt was given, without asking the MCP servers again; after a refusal that may
+// be about the world (the invariant gate) it asks again.
+func TestRepromptReusesTheContextOnlyAfterARefusalOfTheContent(t *testing.T) {
+	s := startStack(t, stackOpts{})
+	s.publish(events.PlayerSpokeToNPC, spoke)
+	p0 := s.waitProposals(schemaSubject, 1)[0].p
+	first := s.toolCalls.Load()
+	if first == 0 || len(p0.Provenance.ToolCalls) == 0 {
+		t.Fatalf("the first attempt made %d tool calls (%d recorded)", first, len(p0.Provenance.ToolCalls))
+	}
+	purpose := map[string]string{"purpose": "npc_dialogue"}
+
+	s.reject(p0, gates.Dedup, events.CodeDuplicate, false, 0)
+	p1 := s.waitProposals(schemaSubject, 2)[1].p
+	if p1.Attempt != 1 || p1.Provenance.Fallback != "" {
+		t.Fatalf("reprompt: attempt %d fallback %q", p1.Attempt, p1.Provenance.Fallback)
+	}
+	// Answers are reused; failed calls (the scripted model gets one tool's arguments wrong) are
+	// asked again.
+	var answered, failedHere float64
+	for _, c := range p0.Provenance.ToolCalls {
+		switch {
+		case c.Error == "":
+			answered++
+		case c.Server == "world" || c.Server == "lore":
+			failedHere++
+		}
+	}
+	if n := float64(s.toolCalls.Load() - first); n != failedHere {
+		t.Fatalf("the reprompt after a duplicate asked the world and lore servers %v times; want %v (only the calls that had failed)", n, failedHere)
+	}
+	reused := s.metric("worldgate_ai_reprompt_tool_calls_reused_total", purpose)
+	if answered == 0 || reused != answered {
+		t.Fatalf("%v tool calls reused; want the %v the refused attempt was answered", reused, answered)
+	}
+	// The reprompt records what it was told: the same calls and results as the refused attempt,
+	// so the replay gate recomputes its context hash from them.
+	checkProvenance(t, p1)
+	if len(p1.Provenance.ToolCalls) != len(p0.Provenance.ToolCalls) {
+		t.Fatalf("the reprompt recorded %d calls, the refused attempt %d", len(p1.Provenance.ToolCalls), len(p0.Provenance.ToolCalls))
+	}
+	for i, c := range p1.Provenance.ToolCalls {
+		c0 := p0.Provenance.ToolCalls[i]
+		if c.Tool != c0.Tool || c.ArgsHash != c0.ArgsHash || c.ResultHash != c0.ResultHash {
+			t.Fatalf("reprompt call %d %s %s → %s; the refused attempt's %s %s → %s", i, c.Tool, c.ArgsHash, c.ResultHash, c0.Tool, c0.ArgsHash, c0.ResultHash)
+		}
+	}
+	beforeSecond := s.toolCalls.Load()
+
+	s.reject(p1, gates.Invariant, events.CodeInvariantViolation, false, 0)
+	p2 := s.waitProposals(schemaSubject, 3)[2].p
+	if p2.Attempt != 2 || p2.Provenance.Fallback != "" {
+		t.Fatalf("second reprompt: attempt %d fallback %q", p2.Attempt, p2.Provenance.Fallback)
+	}
+	if n := s.toolCalls.Load() - beforeSecond; n <= int64(failedHere) {
+		t.Fatalf("the reprompt after an invariant violation asked the servers %d times: it reused the context; it must ask again", n)
+	}
+	if n := s.metric("worldgate_ai_reprompt_tool_calls_reused_total", purpose); n != reused {
+		t.Fatalf("reused calls went from %v to %v after an invariant violation", reused, n)
+	}
+}
+
 func natstest_WaitSettledOn(t *testing.T, s *stack, stream, durable string) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)

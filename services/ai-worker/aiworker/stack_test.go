@@ -4,8 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -84,6 +87,8 @@ type stack struct {
 	llm     *llm.Registry
 	worker  *aiworker.Worker
 	stopApp func()
+	// toolCalls counts tools/call requests that reached the world and lore servers.
+	toolCalls atomic.Int64
 }
 
 type stackOpts struct {
@@ -91,6 +96,20 @@ type stackOpts struct {
 	noApp    bool
 	// provider, when set, replaces the scripted provider on every tier (model "test-model").
 	provider llm.Provider
+}
+
+// countToolCalls counts the tools/call requests h serves.
+func (s *stack) countToolCalls(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			body, _ := io.ReadAll(r.Body)
+			if strings.Contains(string(body), `"method":"tools/call"`) {
+				s.toolCalls.Add(1)
+			}
+			r.Body = io.NopCloser(strings.NewReader(string(body)))
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 func startStack(t testing.TB, o stackOpts) *stack {
@@ -114,8 +133,8 @@ func startStack(t testing.TB, o stackOpts) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.world = httptest.NewServer(world.Handler())
-	loreSrv := httptest.NewServer(lore.Handler())
+	s.world = httptest.NewServer(s.countToolCalls(world.Handler()))
+	loreSrv := httptest.NewServer(s.countToolCalls(lore.Handler()))
 	classifySrv := httptest.NewServer(classify.Handler())
 	t.Cleanup(s.world.Close)
 	t.Cleanup(loreSrv.Close)
