@@ -512,7 +512,7 @@ func metricValue(t *testing.T, g prometheus.Gatherer, name string, want map[stri
 func TestConcurrentCompletionsReuseConnections(t *testing.T) {
 	u := newUpstream(t, reply{body: completion("gpt-4o-mini", "Hello.", "", "stop", 10, 2, 0)})
 	r := registry(t, nil, []string{"oa:gpt-4o-mini"}, u.provider(t, "oa"))
-	const width, rounds = 16, 8
+	const width, rounds = 16, 20
 	for range rounds {
 		errs := make(chan error, width)
 		for range width {
@@ -527,7 +527,11 @@ func TestConcurrentCompletionsReuseConnections(t *testing.T) {
 			}
 		}
 	}
-	if got := u.conns.Load(); got > width+4 {
-		t.Fatalf("%d requests in rounds of %d opened %d connections; want at most %d", width*rounds, width, got, width+4)
+	// About width connections, reused round after round (loosely bounded: a request may dial
+	// before a finished one has handed its connection back); without reuse, over 250.
+	got := u.conns.Load()
+	t.Logf("%d requests in rounds of %d opened %d connections", width*rounds, width, got)
+	if got > 3*width {
+		t.Fatalf("%d requests in rounds of %d opened %d connections; want at most %d", width*rounds, width, got, 3*width)
 	}
 }

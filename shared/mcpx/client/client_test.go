@@ -260,7 +260,7 @@ func TestConcurrentCallsReuseConnections(t *testing.T) {
 	ts.start()
 	t.Cleanup(ts.stop)
 	c := newClient(t, ts, nil, 5*time.Second)
-	const width, rounds = 16, 10
+	const width, rounds = 16, 20
 	before := ts.conns.Load()
 	for range rounds {
 		errs := make(chan error, width)
@@ -276,9 +276,14 @@ func TestConcurrentCallsReuseConnections(t *testing.T) {
 			}
 		}
 	}
-	// Each round needs at most width connections; kept idle, the next round reuses them.
-	if dialled := ts.conns.Load() - before; dialled > width+4 {
+	// Each round needs about width connections; kept idle, the next rounds reuse them. A call
+	// may still dial when it starts before a finished one has handed its connection back (more
+	// so under the race detector), so the bound is loose: without reuse every round beyond the
+	// first dialled width-2 connections (over 250 here).
+	dialled := ts.conns.Load() - before
+	t.Logf("%d calls in rounds of %d dialled %d connections", width*rounds, width, dialled)
+	if dialled > 4*width {
 		t.Fatalf("%d calls in rounds of %d dialled %d new connections; want at most %d (idle connections kept for reuse)",
-			width*rounds, width, dialled, width+4)
+			width*rounds, width, dialled, 4*width)
 	}
 }
