@@ -190,8 +190,15 @@ func (c *Conn) Reset() {
 	c.drc = nil
 	c.mu.Unlock()
 	if drc != nil {
-		go drc.Close()
+		go closeDriver(drc)
 	}
+}
+
+// closeDriver closes a gremlin-go connection whose transport may already be closed: the driver
+// closes it when its read loop fails, and closing it again panics ("close of closed channel").
+func closeDriver(drc *gremlingo.DriverRemoteConnection) {
+	defer func() { _ = recover() }()
+	drc.Close()
 }
 
 // Close closes the connection.
@@ -201,7 +208,7 @@ func (c *Conn) Close() {
 	c.drc = nil
 	c.mu.Unlock()
 	if drc != nil {
-		drc.Close()
+		closeDriver(drc)
 	}
 }
 
@@ -223,6 +230,15 @@ func (c *Conn) Submit(ctx context.Context, build func(g *gremlingo.GraphTraversa
 	}
 	ch := make(chan result, 1)
 	go func() {
+		defer func() {
+			// gremlin-go panics when a request is written while the connection it shares with
+			// other requests is being closed (a send on the transporter's closed channel;
+			// seen as the gate process dying when graphd was killed under load). That is a
+			// broken connection, not a reason to end the process.
+			if r := recover(); r != nil {
+				ch <- result{err: fmt.Errorf("the graph driver failed on a closing connection: %v", r)}
+			}
+		}()
 		rs, err := build(g).ToList()
 		if err != nil {
 			ch <- result{err: err}
@@ -242,7 +258,7 @@ func (c *Conn) Submit(ctx context.Context, build func(g *gremlingo.GraphTraversa
 		if r.err == nil {
 			return r.out, nil
 		}
-		if isServerError(r.err) {
+		if isServerError(r.err) && !isShuttingDown(r.err) {
 			return nil, &ServerError{Err: r.err}
 		}
 		c.Reset()
@@ -286,6 +302,11 @@ func IsServer(err error) bool {
 
 // isServerError recognises gremlin-go's wrapping of an error status from the server (E0502)
 // and of an authentication failure (E0503).
+// isShuttingDown reports a server's refusal to start a request because it is stopping (graphd
+// answers "graphd is shutting down"): the request did not run, and another server, or this one
+// restarted, will take it — a transport failure, not a refusal of the traversal.
+func isShuttingDown(err error) bool { return strings.Contains(err.Error(), "is shutting down") }
+
 func isServerError(err error) bool {
 	m := err.Error()
 	return strings.Contains(m, "E0502") || strings.Contains(m, "E0503")

@@ -28,7 +28,7 @@ const token = "client-test-token-000001"
 // testServer is a real MCP server over Streamable HTTP on a fixed address
 // that can be stopped and started again.
 type testServer struct {
-	t     *testing.T
+	t     testing.TB
 	addr  string
 	srv   *http.Server
 	slow  atomic.Int32 // calls of "slow"
@@ -94,7 +94,7 @@ func (ts *testServer) stop() {
 
 func (ts *testServer) url() string { return "http://" + ts.addr }
 
-func newClient(t *testing.T, ts *testServer, allow []string, timeout time.Duration) *client.Client {
+func newClient(t testing.TB, ts *testServer, allow []string, timeout time.Duration) *client.Client {
 	t.Helper()
 	c, err := client.New(context.Background(), client.Config{
 		Servers:          []client.ServerConfig{{Name: "lore", URL: ts.url(), Token: token, Timeout: timeout}},
@@ -286,4 +286,28 @@ func TestConcurrentCallsReuseConnections(t *testing.T) {
 		t.Fatalf("%d calls in rounds of %d dialled %d new connections; want at most %d (idle connections kept for reuse)",
 			width*rounds, width, dialled, 4*width)
 	}
+}
+
+// BenchmarkCallsInParallel is a worker's pattern: goroutines calling one MCP server at once. It
+// measures the client's and the server's CPU per call (both run in this process) and how many
+// connections each call dialled.
+func BenchmarkCallsInParallel(b *testing.B) {
+	ts := &testServer{t: b}
+	ts.start()
+	b.Cleanup(ts.stop)
+	c := newClient(b, ts, nil, 5*time.Second)
+	before := ts.conns.Load()
+	b.SetParallelism(8)
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := c.Call(context.Background(), "echo", map[string]any{"say": "hi"}); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.StopTimer()
+	b.ReportMetric(float64(ts.conns.Load()-before)/float64(b.N), "dials/op")
 }
