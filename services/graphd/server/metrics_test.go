@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	gremlingo "github.com/apache/tinkerpop/gremlin-go/v3/driver"
 	"github.com/prometheus/common/expfmt"
@@ -83,7 +84,13 @@ func TestMetricsMove(t *testing.T) {
 		t.Fatal("the reader added a vertex")
 	}
 
+	// The server counts a request once it has answered it, so the client may see the answer
+	// before the count: wait for the refused write's.
 	after := scrape(t, srv)
+	for deadline := time.Now().Add(5 * time.Second); after["worldgate_graphd_requests_total{op=write,status=403}"] <= before["worldgate_graphd_requests_total{op=write,status=403}"] && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+		after = scrape(t, srv)
+	}
 	for key, want := range map[string]float64{
 		"worldgate_graphd_vertices{source=g}": n,
 		"worldgate_graphd_edges{source=g}":    n - 1,
