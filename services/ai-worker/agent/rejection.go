@@ -31,6 +31,9 @@ const MaxTransientRetries = 5
 //     is abandoned (logged), since there is nothing safer to offer.
 //
 // Rejections of other roles' proposals are not ours (Result with a Note, nothing to publish).
+// NoteNotMine is Rejected's note for a rejection of a role this worker does not run.
+const NoteNotMine = "not one of this worker's roles"
+
 func (a *Agent) Rejected(ctx context.Context, rej *events.Rejection, mine []roles.Role) (*Result, error) {
 	p := rej.Proposal
 	roleName := rej.AgentRole
@@ -47,7 +50,7 @@ func (a *Agent) Rejected(ctx context.Context, rej *events.Rejection, mine []role
 	}
 	i := slices.IndexFunc(mine, func(r roles.Role) bool { return r.Name == roleName })
 	if i < 0 {
-		return &Result{Note: "not one of this worker's roles"}, nil
+		return &Result{Note: NoteNotMine}, nil
 	}
 	role := mine[i]
 	ctx = mcpx.WithCorrelationID(ctx, rej.CorrelationID)

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -251,6 +252,15 @@ func (w *Worker) rejectionHandler() message.HandlerFunc {
 		if err != nil {
 			return nil, err
 		}
+		if res.Note == agent.NoteNotMine {
+			if role := rejectedRole(&rej); role != "" && w.elsewhere(role) {
+				// Workers started with -roles share this consumer: hand the rejection back
+				// for a worker that runs the role (JetStream redelivers it after the
+				// consumer's backoff; past MaxDeliver it is dead-lettered with this reason).
+				return nil, fmt.Errorf("rejection of %s's proposal %s: this worker runs %s, not %s; handed back for a worker that runs it",
+					role, rej.ProposalID, w.roleNames(), role)
+			}
+		}
 		if wait := time.Until(res.NotBefore); res.Proposal != nil && wait > 0 {
 			if wait > w.d.MaxInlineWait {
 				// JetStream redelivers it after the consumer's backoff; it is due by then or
@@ -268,6 +278,31 @@ func (w *Worker) rejectionHandler() message.HandlerFunc {
 		}
 		return toMessages(res)
 	}
+}
+
+// rejectedRole is the agent role whose proposal rej refuses.
+func rejectedRole(rej *events.Rejection) string {
+	if rej.Proposal != nil {
+		return rej.Proposal.AgentRole
+	}
+	return rej.AgentRole
+}
+
+// elsewhere reports whether role is one another worker may run: a known role this worker
+// (started with -roles) does not.
+func (w *Worker) elsewhere(role string) bool {
+	if _, known := roles.Lookup(role); !known {
+		return false
+	}
+	return !slices.ContainsFunc(w.roles, func(r roles.Role) bool { return r.Name == role })
+}
+
+func (w *Worker) roleNames() string {
+	names := make([]string, len(w.roles))
+	for i, r := range w.roles {
+		names[i] = r.Name
+	}
+	return strings.Join(names, ",")
 }
 
 func toMessages(res *agent.Result) ([]*message.Message, error) {

@@ -1,17 +1,22 @@
 package aiworker_test
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/worldgate/worldgate/events"
 	"github.com/worldgate/worldgate/services/ai-worker/agent"
+	"github.com/worldgate/worldgate/services/ai-worker/aiworker"
 	"github.com/worldgate/worldgate/services/ai-worker/roles"
 	"github.com/worldgate/worldgate/services/ai-worker/scripted"
 	"github.com/worldgate/worldgate/services/gate/gates"
 	"github.com/worldgate/worldgate/shared/llm"
+	"github.com/worldgate/worldgate/shared/natsx/natstest"
 )
 
 var spoke = events.PlayerSpokeToNPCPayload{PlayerID: "player:ada", NPCID: "npc:mira", LocationID: "loc:square", Utterance: "How much for the apples?"}
@@ -260,6 +265,42 @@ func TestRepromptReusesTheContextOnlyAfterARefusalOfTheContent(t *testing.T) {
 	}
 	if n := s.metric("worldgate_ai_reprompt_tool_calls_reused_total", purpose); n != reused {
 		t.Fatalf("reused calls went from %v to %v after an invariant violation", reused, n)
+	}
+}
+
+// Workers started with -roles share the rejection consumer. One that does not run the refused
+// proposal's role hands the rejection back instead of acknowledging it, so a worker that runs
+// the role reprompts it: nothing is dropped.
+func TestARejectionOfAnotherWorkersRoleIsHandedBack(t *testing.T) {
+	s := startStack(t, stackOpts{})
+	env := s.publish(events.PlayerSpokeToNPC, spoke)
+	p0 := s.waitProposals(schemaSubject, 1)[0].p
+	s.stopApp() // only a quest-planner worker is left to take rejections
+
+	quest := s.deps
+	quest.Roles = []string{roles.QuestPlanner}
+	quest.Registerer = prometheus.NewRegistry()
+	stopQuest := s.startWorker(quest)
+	s.reject(p0, gates.Safety, events.CodeSafetyFlagged, false, 0)
+	natstest.WaitFor(t, 10*time.Second, "the quest-planner worker to have been offered the rejection twice", func() bool {
+		info, err := s.nats.JS.Consumer(context.Background(), events.StreamProposals, aiworker.RejectionsDurable)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ci, err := info.Info(context.Background())
+		return err == nil && ci.NumRedelivered > 0
+	})
+	if n := len(s.proposals(schemaSubject)); n != 1 {
+		t.Fatalf("%d proposals while no npc-dialogue worker runs, want 1", n)
+	}
+	stopQuest()
+
+	all := s.deps
+	all.Registerer = prometheus.NewRegistry()
+	s.startWorker(all)
+	p1 := s.waitProposals(schemaSubject, 2)[1].p
+	if p1.Attempt != 1 || p1.ProposalID != agent.ProposalID(roles.NPCDialogue, env.EventID, 1) {
+		t.Fatalf("reprompt: attempt %d id %s", p1.Attempt, p1.ProposalID)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -89,6 +90,7 @@ type stack struct {
 	stopApp func()
 	// toolCalls counts tools/call requests that reached the world and lore servers.
 	toolCalls atomic.Int64
+	deps      aiworker.Deps
 }
 
 type stackOpts struct {
@@ -165,16 +167,25 @@ func startStack(t testing.TB, o stackOpts) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deps := aiworker.Deps{LLM: s.llm, Tools: s.mcp, KV: kv, Registerer: s.reg, Logger: logx.Discard(),
+	s.deps = aiworker.Deps{LLM: s.llm, Tools: s.mcp, KV: kv, Registerer: s.reg, Logger: logx.Discard(),
 		RejectionBackoff: []time.Duration{100 * time.Millisecond}}
 	if o.noApp {
-		s.worker, err = aiworker.New(deps)
+		s.worker, err = aiworker.New(s.deps)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return s
 	}
-	app, err := runtime.New(runtime.Options{Name: "ai-worker", Conn: s.nats.Conn, JetStream: s.nats.JS, Registerer: s.reg,
+	s.stopApp = s.startWorker(s.deps)
+	return s
+}
+
+// startWorker runs another ai-worker with deps on the stack's NATS; the returned stop (also
+// run at the test's end) may be called more than once.
+func (s *stack) startWorker(deps aiworker.Deps) func() {
+	t := s.t
+	t.Helper()
+	app, err := runtime.New(runtime.Options{Name: "ai-worker", Conn: s.nats.Conn, JetStream: s.nats.JS, Registerer: deps.Registerer,
 		Logger: logx.Discard(), CloseTimeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -186,14 +197,17 @@ func startStack(t testing.TB, o stackOpts) *stack {
 	done := make(chan error, 1)
 	go func() { done <- app.Run(ctx) }()
 	natstest.WaitFor(t, 10*time.Second, "ai-worker running", func() bool { return app.Ready(ctx) == nil })
-	s.stopApp = func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		})
 	}
-	t.Cleanup(s.stopApp)
-	return s
+	t.Cleanup(stop)
+	return stop
 }
 
 // publish publishes a world event with a fresh event id and idempotency key.
