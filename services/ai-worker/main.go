@@ -130,8 +130,11 @@ func run(args []string) error {
 	var admit llm.Admitter
 	var offenders *budget.Offenders
 	if budgets != nil {
-		bk, err := budget.OpenBuckets(ctx, js)
-		if err != nil {
+		var bk budget.Buckets
+		if err := natsx.Await(ctx, "budget buckets", log, func(ctx context.Context) (err error) {
+			bk, err = budget.OpenBuckets(ctx, js)
+			return err
+		}); err != nil {
 			return err
 		}
 		bm, err := budget.NewMetrics(reg)
@@ -157,9 +160,9 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
-	kv, err := js.KeyValue(ctx, natsx.BucketAICache)
+	kv, err := natsx.AwaitKeyValue(ctx, js, natsx.BucketAICache, log)
 	if err != nil {
-		return fmt.Errorf("AI cache bucket %s: %w (start with -provision or provision the topology first)", natsx.BucketAICache, err)
+		return fmt.Errorf("AI cache: %w (start with -provision or provision the topology first)", err)
 	}
 	mcp, err := client.New(ctx, client.Config{Logger: log, Servers: []client.ServerConfig{
 		{Name: "world", URL: f.worldURL, Token: f.mcpToken},

@@ -95,7 +95,9 @@ func run() error {
 	if err := provisioning.AtStart(ctx, js, log); err != nil {
 		return err
 	}
-	if err := checkHorizon(ctx, js, prune.Horizon); err != nil {
+	if err := natsx.Await(ctx, "the marker horizon against the streams", log, func(ctx context.Context) error {
+		return checkHorizon(ctx, js, prune.Horizon)
+	}); err != nil {
 		return err
 	}
 	graph, err := graphx.Open(gs)

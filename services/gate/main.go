@@ -217,8 +217,11 @@ func run(args []string) error {
 // sweepExpired expires held proposals past their deadline, once a minute. Every replica may
 // sweep: a decision is a compare-and-set, so each proposal expires once.
 func sweepExpired(ctx context.Context, js jetstream.JetStream, log *slog.Logger) {
-	store, err := approval.Open(ctx, js)
-	if err != nil {
+	var store *approval.Store
+	if err := natsx.Await(ctx, "approvals bucket (expiry sweep)", log, func(ctx context.Context) (err error) {
+		store, err = approval.Open(ctx, js)
+		return err
+	}); err != nil {
 		log.Error("approval expiry disabled", "err", err)
 		return
 	}

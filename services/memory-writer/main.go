@@ -72,10 +72,11 @@ func run() error {
 	if err := provisioning.AtStart(ctx, js, log); err != nil {
 		return err
 	}
-	octx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	store, err := memory.Open(octx, js, limits)
-	cancel()
-	if err != nil {
+	var store *memory.Store
+	if err := natsx.Await(ctx, "memory bucket", log, func(ctx context.Context) (err error) {
+		store, err = memory.Open(ctx, js, limits)
+		return err
+	}); err != nil {
 		return err
 	}
 	reg := metrics.NewRegistry()

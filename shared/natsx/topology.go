@@ -341,13 +341,21 @@ func (p *Provisioning) RegisterFlags(fs *flag.FlagSet) {
 }
 
 // AtStart is the worker's provisioning step: with -provision, Provision the default topology
-// with the options, giving up after 30 seconds; otherwise nothing (the admin provisions, and
+// with the options, waiting up to StartupWait for a cluster that cannot answer yet; otherwise nothing (the admin provisions, and
 // the worker's first bind reports what is missing).
 func (p Provisioning) AtStart(ctx context.Context, js jetstream.JetStream, log *slog.Logger) error {
 	if !p.Provision {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	return Provision(ctx, js, DefaultTopology(p.Topology), log)
+	// First a cluster that cannot answer yet is waited for with short requests (Await), then each
+	// attempt may take 30 s (a cluster creates replicated streams slowly).
+	if err := Await(ctx, "JetStream", log, func(ctx context.Context) error {
+		_, err := js.AccountInfo(ctx)
+		return err
+	}); err != nil {
+		return err
+	}
+	return awaitEach(ctx, "provisioning the topology", log, 30*time.Second, func(ctx context.Context) error {
+		return Provision(ctx, js, DefaultTopology(p.Topology), log)
+	})
 }

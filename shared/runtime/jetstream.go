@@ -119,11 +119,12 @@ func (s *subscriber) ensureConsumer(ctx context.Context) (jetstream.Consumer, er
 	if err := natsx.CheckConsumer(cfg); err != nil {
 		return nil, err
 	}
-	c, err := s.js.CreateOrUpdateConsumer(ctx, s.spec.Stream, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("consumer %s on stream %s: %w", s.spec.Durable, s.spec.Stream, err)
-	}
-	return c, nil
+	var c jetstream.Consumer
+	err := natsx.Await(ctx, fmt.Sprintf("consumer %s on stream %s", s.spec.Durable, s.spec.Stream), s.log, func(ctx context.Context) (err error) {
+		c, err = s.js.CreateOrUpdateConsumer(ctx, s.spec.Stream, cfg)
+		return err
+	})
+	return c, err
 }
 
 func (s *subscriber) Subscribe(ctx context.Context, _ string) (<-chan *message.Message, error) {

@@ -57,10 +57,11 @@ func newApproval(d Deps) (Gate, error) {
 	if d.JetStream == nil {
 		return nil, errors.New("the approval gate needs JetStream (KV bucket for held proposals)")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	store, err := approval.Open(ctx, d.JetStream)
-	if err != nil {
+	var store *approval.Store
+	if err := natsx.Await(context.Background(), "approvals bucket", d.Logger, func(ctx context.Context) (err error) {
+		store, err = approval.Open(ctx, d.JetStream)
+		return err
+	}); err != nil {
 		return nil, err
 	}
 	return &approvals{store: store.WithClock(d.Now), expiry: d.Config.Approval.Expiry}, nil

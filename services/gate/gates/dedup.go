@@ -47,11 +47,9 @@ func newDedup(d Deps) (Gate, error) {
 	if d.JetStream == nil {
 		return nil, errors.New("the dedup gate needs JetStream (KV bucket " + natsx.BucketDedup + ")")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	kv, err := d.JetStream.KeyValue(ctx, natsx.BucketDedup)
+	kv, err := natsx.AwaitKeyValue(context.Background(), d.JetStream, natsx.BucketDedup, d.Logger)
 	if err != nil {
-		return nil, fmt.Errorf("KV bucket %s: %w (provision the topology first)", natsx.BucketDedup, err)
+		return nil, fmt.Errorf("%w (provision the topology first)", err)
 	}
 	return &dedup{kv: kv, cfg: d.Config.Dedup, now: d.Now}, nil
 }

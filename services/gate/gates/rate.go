@@ -58,15 +58,14 @@ func newRate(d Deps) (Gate, error) {
 	if d.JetStream == nil {
 		return nil, errors.New("the rate gate needs JetStream (KV bucket " + natsx.BucketRate + ")")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	kv, err := d.JetStream.KeyValue(ctx, natsx.BucketRate)
+	ctx := context.Background()
+	kv, err := natsx.AwaitKeyValue(ctx, d.JetStream, natsx.BucketRate, d.Logger)
 	if err != nil {
-		return nil, fmt.Errorf("KV bucket %s: %w (provision the topology first)", natsx.BucketRate, err)
+		return nil, fmt.Errorf("%w (provision the topology first)", err)
 	}
-	control, err := d.JetStream.KeyValue(ctx, natsx.BucketBudget)
+	control, err := natsx.AwaitKeyValue(ctx, d.JetStream, natsx.BucketBudget, d.Logger)
 	if err != nil {
-		return nil, fmt.Errorf("KV bucket %s: %w (provision the topology first)", natsx.BucketBudget, err)
+		return nil, fmt.Errorf("%w (provision the topology first)", err)
 	}
 	return &rate{kv: kv, cfg: d.Config.Rate, now: d.Now, policies: &policyCache{kv: control, ttl: time.Second, now: d.Now}}, nil
 }

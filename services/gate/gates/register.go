@@ -266,9 +266,7 @@ func Register(app *runtime.App, deps Deps, names []string) error {
 	if deps.JetStream == nil {
 		return errors.New("gates: a JetStream context is required (for retry tickets)")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	kv, err := deps.JetStream.KeyValue(ctx, natsx.BucketRetries)
+	kv, err := natsx.AwaitKeyValue(context.Background(), deps.JetStream, natsx.BucketRetries, deps.Logger)
 	if err != nil {
 		return fmt.Errorf("gates: retry tickets bucket %s: %w (provision the topology first)", natsx.BucketRetries, err)
 	}

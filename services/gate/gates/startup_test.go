@@ -1,0 +1,88 @@
+package gates_test
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/worldgate/worldgate/services/gate/attest/attesttest"
+	"github.com/worldgate/worldgate/services/gate/gates"
+	"github.com/worldgate/worldgate/shared/logx"
+	"github.com/worldgate/worldgate/shared/natsx"
+	"github.com/worldgate/worldgate/shared/natsx/natstest"
+	"github.com/worldgate/worldgate/shared/runtime"
+)
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// Outside testing (chaos, three NATS nodes) saw the gate process exit at start with "retry
+// tickets bucket ...: context deadline exceeded" when it was restarted while a NATS leader was
+// being elected. A gate process that starts while its cluster has no quorum now waits for it:
+// its buckets (retry tickets, rate, budget) and its consumers are looked up again until the
+// cluster answers.
+func TestGatesStartWhileTheClusterHasNoQuorum(t *testing.T) {
+	started := time.Now()
+	c := natstest.StartCluster(t, 3)
+	nc, js, err := natsx.Connect(natsx.ConnConfig{URL: c.URL(0), Name: t.Name()}, logx.Discard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	ctx := context.Background()
+	if err := (natsx.Provisioning{Provision: true, Topology: natsx.TopologyOptions{Replicas: 3}}).AtStart(ctx, js, logx.Discard()); err != nil {
+		t.Fatal(err)
+	}
+
+	t.Logf("provisioned after %s", time.Since(started).Round(time.Millisecond))
+	c.Stop(1)
+	c.Stop(2)
+	back := time.AfterFunc(3*time.Second, func() { c.Start(1); c.Start(2) })
+	defer back.Stop()
+
+	var logs lockedBuffer
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	app, err := runtime.New(runtime.Options{Name: "gate", Conn: nc, JetStream: js, Registerer: prometheus.NewRegistry(),
+		Logger: log, Retries: -1, CloseTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deps := gates.Deps{JetStream: js, Signers: attesttest.New().Signers, Config: testConfig(), Registerer: prometheus.NewRegistry(), Logger: log}
+	if err := gates.Register(app, deps, []string{gates.Schema, gates.Rate, gates.Audit}); err != nil {
+		t.Fatalf("the gates did not wait for the cluster: %v\n%s", err, logs.String())
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- app.Run(rctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("app: %v", err)
+		}
+	}()
+	natstest.WaitFor(t, time.Minute, "the gates' consumers", func() bool { return app.Ready(ctx) == nil })
+	t.Logf("running after %s", time.Since(started).Round(time.Millisecond))
+	if !strings.Contains(logs.String(), "JetStream did not answer yet") {
+		t.Fatalf("the cluster answered at once: the test no longer starts the gates without a quorum\n%s", logs.String())
+	}
+}
