@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/worldgate/worldgate/services/gate/gates"
 	"github.com/worldgate/worldgate/services/gate/route"
@@ -97,9 +96,8 @@ func runProvision(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return err
 	}
 	defer nc.Close()
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	if err := natsx.Provision(ctx, js, natsx.DefaultTopology(topology), log); err != nil {
+	// A cluster that cannot answer yet (started a moment ago, electing its leaders) is waited for.
+	if err := (natsx.Provisioning{Provision: true, Topology: topology}).AtStart(ctx, js, log); err != nil {
 		return fmt.Errorf("%w (provisioning needs the %s user)", err, natsauth.Admin)
 	}
 	fmt.Fprintln(stdout, "topology provisioned")
