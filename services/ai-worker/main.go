@@ -44,17 +44,17 @@ func main() {
 }
 
 type flags struct {
-	nats                                       natsx.ConnConfig
-	admin, logLevel                            string
-	llmConfig, llmProvider, llmBaseURL, llmKey string
-	llmModel, llmRichModel                     string
-	worldURL, loreURL, classifyURL, mcpToken   string
-	routesFile, roles                          string
-	budgets                                    string
-	offenders                                  budget.OffenderPolicy
-	toolBudget                                 int
-	freshFor, ackWait, maxSkew, maxAge         time.Duration
-	provisioning                               natsx.Provisioning
+	nats                                        natsx.ConnConfig
+	admin, logLevel                             string
+	llmConfig, llmProvider, llmBaseURL, llmKey  string
+	llmModel, llmRichModel                      string
+	worldURL, loreURL, classifyURL, mcpToken    string
+	routesFile, roles                           string
+	budgets                                     string
+	offenders                                   budget.OffenderPolicy
+	toolBudget                                  int
+	freshFor, ackWait, maxTask, maxSkew, maxAge time.Duration
+	provisioning                                natsx.Provisioning
 }
 
 func run(args []string) error {
@@ -84,7 +84,8 @@ func run(args []string) error {
 	fs.DurationVar(&f.offenders.Decay, "offender-decay", 24*time.Hour, "with -budgets: a strike's tighter limits return linearly to the file's over this long")
 	fs.IntVar(&f.toolBudget, "tool-budget", 6, "hard cap of MCP tool calls per task")
 	fs.DurationVar(&f.freshFor, "ambience-fresh-for", 10*time.Minute, "skip ambience for a location whose ambience is younger than this (negative: never skip)")
-	fs.DurationVar(&f.ackWait, "ack-wait", 3*time.Minute, "how long a task may take before its trigger is redelivered")
+	fs.DurationVar(&f.ackWait, "ack-wait", 10*time.Second, "how soon a crashed worker's triggers are redelivered (a live worker keeps those it works on in progress, up to -max-task)")
+	fs.DurationVar(&f.maxTask, "max-task", 3*time.Minute, "how long a task may take, model retries included, before its trigger is left for redelivery")
 	fs.DurationVar(&f.maxSkew, "max-clock-skew", 5*time.Minute, "refuse world events whose occurredUtc is further in the future than this")
 	fs.DurationVar(&f.maxAge, "max-event-age", 24*time.Hour, "refuse world events older than this (negative: no limit)")
 	f.provisioning.RegisterFlags(fs)
@@ -186,7 +187,7 @@ func run(args []string) error {
 		}
 	}
 	if err := aiworker.Register(app, aiworker.Deps{LLM: llmReg, Tools: mcp, KV: kv, Committed: js, Routes: routes, Registerer: reg, Logger: log,
-		Roles: roleNames, ToolBudget: f.toolBudget, AmbienceFreshFor: f.freshFor, AckWait: f.ackWait,
+		Roles: roleNames, ToolBudget: f.toolBudget, AmbienceFreshFor: f.freshFor, AckWait: f.ackWait, MaxTask: f.maxTask,
 		MaxClockSkew: f.maxSkew, MaxEventAge: f.maxAge, OnInputFlag: onFlag(offenders)}); err != nil {
 		return err
 	}

@@ -34,9 +34,15 @@ type Consumer struct {
 	// Backoff is the delay before the n-th redelivery (the last entry repeats).
 	// Default 500ms, 2s, 5s, 15s.
 	Backoff []time.Duration
-	// AckWait is how long a delivered message may stay unacknowledged before JetStream
-	// redelivers it (a crashed worker's messages come back after it). Default 30s.
+	// AckWait is how long a delivered message may go without news from its worker before
+	// JetStream redelivers it: how soon a crashed worker's messages come back. A live worker
+	// tells JetStream every AckWait/3 that the messages it holds (queued or being handled) are
+	// in progress, so AckWait need not cover a slow handler. Default 10s.
 	AckWait time.Duration
+	// MaxHold is how long a worker keeps one message in progress; past it, the worker stops
+	// extending it and JetStream redelivers it after AckWait (a handler that hangs). Default
+	// 2 minutes, at least AckWait.
+	MaxHold time.Duration
 	// MaxAckPending bounds the messages in flight across every replica. Default 512.
 	MaxAckPending int
 	// OrderKey, if set, keeps the messages of one key in stream order within a replica: a
@@ -60,8 +66,12 @@ func (c *Consumer) setDefaults() {
 		c.Backoff = []time.Duration{500 * time.Millisecond, 2 * time.Second, 5 * time.Second, 15 * time.Second}
 	}
 	if c.AckWait <= 0 {
-		c.AckWait = 30 * time.Second
+		c.AckWait = 10 * time.Second
 	}
+	if c.MaxHold <= 0 {
+		c.MaxHold = 2 * time.Minute
+	}
+	c.MaxHold = max(c.MaxHold, c.AckWait)
 	if c.MaxAckPending <= 0 {
 		c.MaxAckPending = 512
 	}
@@ -88,10 +98,57 @@ type subscriber struct {
 
 	tailMu sync.Mutex
 	tails  map[string]chan struct{} // per order key: closed when its latest message settles
+
+	heldMu   sync.Mutex
+	held     map[jetstream.Msg]time.Time // delivered and not yet settled, with when it was delivered
+	keepStop chan struct{}               // closed when the subscriber no longer holds anything
+	keepOnce sync.Once
 }
 
 func newSubscriber(js jetstream.JetStream, spec Consumer, log *slog.Logger) *subscriber {
-	return &subscriber{js: js, spec: spec, log: log, closing: make(chan struct{}), stopped: make(chan struct{})}
+	return &subscriber{js: js, spec: spec, log: log, closing: make(chan struct{}), stopped: make(chan struct{}),
+		held: map[jetstream.Msg]time.Time{}, keepStop: make(chan struct{})}
+}
+
+// keep tells JetStream, every AckWait/3, that the messages this worker holds (queued behind an
+// earlier one of their key, waiting for the router, being handled) are in progress, so that
+// their ack wait runs out only when the worker is gone or a message was held longer than
+// MaxHold. One ticker per consumer: a message held less than AckWait/3 costs nothing.
+func (s *subscriber) keep() {
+	every := s.spec.AckWait / 3
+	t := time.NewTicker(every)
+	defer t.Stop()
+	var due []jetstream.Msg
+	for {
+		select {
+		case <-s.keepStop:
+			return
+		case now := <-t.C:
+			due = due[:0]
+			s.heldMu.Lock()
+			for jm, since := range s.held {
+				if age := now.Sub(since); age >= every && age < s.spec.MaxHold {
+					due = append(due, jm)
+				}
+			}
+			s.heldMu.Unlock()
+			for _, jm := range due {
+				_ = jm.InProgress()
+			}
+		}
+	}
+}
+
+func (s *subscriber) hold(jm jetstream.Msg) {
+	s.heldMu.Lock()
+	s.held[jm] = time.Now()
+	s.heldMu.Unlock()
+}
+
+func (s *subscriber) release(jm jetstream.Msg) {
+	s.heldMu.Lock()
+	delete(s.held, jm)
+	s.heldMu.Unlock()
 }
 
 // ServerConfig is the consumer's configuration on the server. The runtime dead-letters a
@@ -149,6 +206,7 @@ func (s *subscriber) Subscribe(ctx context.Context, _ string) (<-chan *message.M
 		return nil, fmt.Errorf("consume %s: %w", s.spec.Durable, err)
 	}
 	s.subscribed.Store(true)
+	go s.keep()
 	go func() {
 		select {
 		case <-ctx.Done():
@@ -203,6 +261,7 @@ func (s *subscriber) dispatch(jm jetstream.Msg, out chan<- *message.Message) {
 		return
 	}
 	m := toMessage(jm, meta, s.spec.MaxDeliver)
+	s.hold(jm)
 	s.inflight.Add(1)
 	var key string
 	var prev, mine chan struct{}
@@ -225,6 +284,7 @@ func (s *subscriber) dispatch(jm jetstream.Msg, out chan<- *message.Message) {
 			s.tailMu.Unlock()
 			close(mine)
 		}
+		s.release(jm)
 		s.inflight.Done()
 	}
 	if prev == nil {
@@ -232,26 +292,17 @@ func (s *subscriber) dispatch(jm jetstream.Msg, out chan<- *message.Message) {
 		return
 	}
 	go func() {
-		s.waitTurn(jm, prev)
+		s.waitTurn(prev)
 		s.handOver(jm, meta, m, out, settled)
 	}()
 }
 
 // waitTurn waits until prev (the previous message of the same order key) has settled or the
-// subscriber closes, telling JetStream the message is in progress so its ack wait does not
-// run out while it queues.
-func (s *subscriber) waitTurn(jm jetstream.Msg, prev <-chan struct{}) {
-	tick := time.NewTicker(max(s.spec.AckWait/2, time.Second))
-	defer tick.Stop()
-	for {
-		select {
-		case <-prev:
-			return
-		case <-s.closing:
-			return
-		case <-tick.C:
-			_ = jm.InProgress()
-		}
+// subscriber closes (keep tells JetStream meanwhile that the message is in progress).
+func (s *subscriber) waitTurn(prev <-chan struct{}) {
+	select {
+	case <-prev:
+	case <-s.closing:
 	}
 }
 
@@ -276,7 +327,7 @@ func (s *subscriber) handOver(jm jetstream.Msg, meta *jetstream.MsgMetadata, m *
 	}
 	go func() {
 		defer settled()
-		timer := time.NewTimer(s.spec.AckWait)
+		timer := time.NewTimer(s.spec.MaxHold)
 		defer timer.Stop()
 		select {
 		case <-m.Acked():
@@ -292,8 +343,9 @@ func (s *subscriber) handOver(jm jetstream.Msg, meta *jetstream.MsgMetadata, m *
 			}
 			_ = jm.NakWithDelay(s.spec.backoff(int(meta.NumDelivered)))
 		case <-timer.C:
-			// JetStream redelivers it after AckWait on its own.
-			s.log.Warn("handler exceeded the ack wait; message will be redelivered", "subject", jm.Subject(), "ackWait", s.spec.AckWait)
+			// No longer kept in progress: JetStream redelivers it after AckWait.
+			s.log.Warn("handler held the message longer than its hold time; it will be redelivered", "subject", jm.Subject(),
+				"maxHold", s.spec.MaxHold, "ackWait", s.spec.AckWait)
 		}
 	}()
 }
@@ -329,6 +381,7 @@ func (s *subscriber) Close() error {
 	case <-done:
 	case <-time.After(s.spec.AckWait):
 	}
+	s.keepOnce.Do(func() { close(s.keepStop) })
 	return nil
 }
 

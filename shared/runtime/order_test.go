@@ -137,3 +137,46 @@ func TestOrderKeyHoldsAcrossACrash(t *testing.T) {
 		t.Fatalf("handled %v, want k/0 k/1 k/2: the newer messages overtook the one the dead instance held", seen)
 	}
 }
+
+// A live worker keeps the messages it holds in progress, so a short ack wait (how soon a crashed
+// worker's messages come back) does not redeliver a message whose handler, or whose turn behind
+// an earlier message of its key, takes longer than the ack wait. Before, a message handled for
+// longer than its ack wait was redelivered while it was still being handled, and the handler
+// ran twice.
+func TestHeldMessagesOutliveAShortAckWait(t *testing.T) {
+	e := natstest.Start(t)
+	app := newApp(t, e, prometheus.NewRegistry())
+	const ackWait = 600 * time.Millisecond
+	var mu sync.Mutex
+	calls := map[string]int{}
+	deliveries := map[string]string{}
+	app.Handle("slow", runtime.Consumer{
+		Stream: events.StreamProposals, Subjects: []string{"proposals.gate.slow"}, AckWait: ackWait,
+		OrderKey: func(_ string, data []byte) string { k, _, _ := strings.Cut(string(data), "/"); return k },
+	}, func(m *message.Message) ([]*message.Message, error) {
+		mu.Lock()
+		calls[string(m.Payload)]++
+		deliveries[string(m.Payload)] = m.Metadata.Get(runtime.MetaDeliveries)
+		mu.Unlock()
+		time.Sleep(3 * ackWait) // longer than the ack wait; the second message of k waits as long for its turn
+		return nil, nil
+	})
+	stop := run(t, app)
+	defer stop()
+	for i, body := range []string{"k/0", "k/1", "j/0"} {
+		publish(t, e, "proposals.gate.slow", fmt.Sprintf("slow-%d", i), body)
+	}
+	natstest.WaitFor(t, 20*time.Second, "every message handled", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(calls) == 3
+	})
+	time.Sleep(3 * ackWait) // a redelivery would arrive by now
+	mu.Lock()
+	defer mu.Unlock()
+	for body, n := range calls {
+		if n != 1 || deliveries[body] != "1" {
+			t.Errorf("%s: handled %d times, last on delivery %s; want once, on its first delivery", body, n, deliveries[body])
+		}
+	}
+}

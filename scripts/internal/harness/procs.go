@@ -495,7 +495,7 @@ func StartProcs(ctx context.Context, o ProcsOptions) (ps *Procs, err error) {
 	}
 	add("ai-worker", "worker", "ai-worker", slices.Concat(as(natsauth.AIWorker), []string{"-provision=false", "-admin", port("ai-worker-admin"), "-log-level", "warn",
 		"-mcp-world-url", "http://" + port("mcp-world") + "/mcp", "-mcp-lore-url", "http://" + port("mcp-lore") + "/mcp",
-		"-mcp-classify-url", "http://" + port("mcp-classify") + "/mcp", "-mcp-token", token, "-ack-wait", "30s"})...)
+		"-mcp-classify-url", "http://" + port("mcp-classify") + "/mcp", "-mcp-token", token})...)
 	if o.MemoryWriter {
 		add("memory-writer", "worker", "memory-writer", slices.Concat(as(natsauth.MemoryWriter), []string{"-provision=false",
 			"-admin", port("memory-writer-admin"), "-log-level", "warn"})...)

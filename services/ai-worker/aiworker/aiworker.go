@@ -68,9 +68,12 @@ type Deps struct {
 	// MaxInlineWait: a transient retry due within this is waited for in the handler; a later
 	// one is handed back to JetStream for a delayed redelivery (default 20s).
 	MaxInlineWait time.Duration
-	// AckWait of the consumers: longer than the slowest task, model retries included
-	// (default 3 minutes).
+	// AckWait of the consumers: how soon a crashed worker's triggers are redelivered (default
+	// 10s). A live worker keeps the triggers it works on in progress, up to MaxTask.
 	AckWait time.Duration
+	// MaxTask is how long one task may take, model retries included, before its trigger is left
+	// for redelivery (default 3 minutes).
+	MaxTask time.Duration
 	// RejectionBackoff are the redelivery delays of the rejection consumer while a transient
 	// retry is not yet due (default 1s, 2s, 5s, 10s, 30s).
 	RejectionBackoff []time.Duration
@@ -149,8 +152,8 @@ func New(d Deps) (*Worker, error) {
 	if d.MaxInlineWait <= 0 {
 		d.MaxInlineWait = 20 * time.Second
 	}
-	if d.AckWait <= 0 {
-		d.AckWait = 3 * time.Minute
+	if d.MaxTask <= 0 {
+		d.MaxTask = 3 * time.Minute
 	}
 	if d.MaxClockSkew <= 0 {
 		d.MaxClockSkew = 5 * time.Minute
@@ -173,10 +176,10 @@ func (w *Worker) Agent() *agent.Agent { return w.agent }
 func (w *Worker) register(app *runtime.App) {
 	for _, r := range w.roles {
 		app.Handle(r.Durable(), runtime.Consumer{Stream: events.StreamWorld, Durable: r.Durable(),
-			Subjects: []string{r.Subject()}, AckWait: w.d.AckWait}, w.triggerHandler(r))
+			Subjects: []string{r.Subject()}, AckWait: w.d.AckWait, MaxHold: w.d.MaxTask}, w.triggerHandler(r))
 	}
 	app.Handle(RejectionsDurable, runtime.Consumer{Stream: events.StreamProposals, Durable: RejectionsDurable,
-		Subjects: []string{events.SubjectRejectedAll}, AckWait: w.d.AckWait, MaxDeliver: 12, Backoff: w.d.RejectionBackoff},
+		Subjects: []string{events.SubjectRejectedAll}, AckWait: w.d.AckWait, MaxHold: w.d.MaxTask, MaxDeliver: 12, Backoff: w.d.RejectionBackoff},
 		w.rejectionHandler())
 }
 

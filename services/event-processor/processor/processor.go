@@ -76,7 +76,8 @@ type Deps struct {
 	// everything in stream order.
 	MaxInFlight int
 	// AckWait is how long a crashed processor's message stays invisible before redelivery.
-	// Default 30s. Keep it well above the graph's read timeout.
+	// Default 10s. A live processor keeps the proposals it holds in progress (for up to the
+	// runtime's MaxHold, 2 minutes), so AckWait need not cover a slow graph.
 	AckWait time.Duration
 	// Backoff between redeliveries while the graph is unavailable. Default 500ms, 1s, 2s, 5s,
 	// then 10s repeating.
@@ -120,7 +121,7 @@ func New(d Deps) (*Processor, error) {
 		d.MaxInFlight = DefaultMaxInFlight
 	}
 	if d.AckWait <= 0 {
-		d.AckWait = 30 * time.Second
+		d.AckWait = 10 * time.Second
 	}
 	if len(d.Backoff) == 0 {
 		d.Backoff = []time.Duration{500 * time.Millisecond, time.Second, 2 * time.Second, 5 * time.Second, 10 * time.Second}
