@@ -115,7 +115,7 @@ func newSubscriber(js jetstream.JetStream, spec Consumer, log *slog.Logger) *sub
 // their ack wait runs out only when the worker is gone or a message was held longer than
 // MaxHold. One ticker per consumer: a message held less than AckWait/3 costs nothing.
 func (s *subscriber) keep() {
-	every := s.spec.AckWait / 3
+	every := max(s.spec.AckWait/3, time.Millisecond)
 	t := time.NewTicker(every)
 	defer t.Stop()
 	var due []jetstream.Msg
