@@ -21,11 +21,7 @@ import (
 // its start-up deadline during a leader election. A missing bucket still fails at once.
 func TestStartupWaitsOutALostQuorum(t *testing.T) {
 	c := natstest.StartCluster(t, 3)
-	nc, js, err := natsx.Connect(natsx.ConnConfig{URL: c.URL(0), Name: t.Name()}, logx.Discard())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	_, js := c.Connect(0)
 	ctx := context.Background()
 	if err := natsx.Await(ctx, "test bucket", logx.Discard(), func(ctx context.Context) error {
 		_, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "waits", Replicas: 3})
@@ -42,7 +38,7 @@ func TestStartupWaitsOutALostQuorum(t *testing.T) {
 		return err
 	}
 	plain, cancel := context.WithTimeout(ctx, 2*time.Second)
-	err = create(plain)
+	err := create(plain)
 	cancel()
 	if err == nil {
 		t.Fatal("one node of three created a replicated bucket: the test no longer reproduces a lost quorum")

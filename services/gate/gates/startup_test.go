@@ -44,11 +44,7 @@ func (l *lockedBuffer) String() string {
 func TestGatesStartWhileTheClusterHasNoQuorum(t *testing.T) {
 	started := time.Now()
 	c := natstest.StartCluster(t, 3)
-	nc, js, err := natsx.Connect(natsx.ConnConfig{URL: c.URL(0), Name: t.Name()}, logx.Discard())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	nc, js := c.Connect(0)
 	ctx := context.Background()
 	if err := (natsx.Provisioning{Provision: true, Topology: natsx.TopologyOptions{Replicas: 3}}).AtStart(ctx, js, logx.Discard()); err != nil {
 		t.Fatal(err)

@@ -7,7 +7,10 @@ import (
 	"testing"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/worldgate/worldgate/shared/logx"
 	"github.com/worldgate/worldgate/shared/natsx"
 )
 
@@ -53,6 +56,18 @@ func (c *Cluster) URLs() string {
 		u = append(u, c.URL(i))
 	}
 	return strings.Join(u, ",")
+}
+
+// Connect connects to node i as a worker does (reconnecting for ever); the connection closes
+// when the test ends.
+func (c *Cluster) Connect(i int) (*nats.Conn, jetstream.JetStream) {
+	c.t.Helper()
+	nc, js, err := natsx.Connect(natsx.ConnConfig{URL: c.URL(i), Name: c.t.Name()}, logx.Discard())
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.t.Cleanup(nc.Close)
+	return nc, js
 }
 
 // Start starts node i (again) on its data directory.
