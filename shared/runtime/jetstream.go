@@ -101,7 +101,7 @@ type subscriber struct {
 
 	heldMu   sync.Mutex
 	held     map[jetstream.Msg]time.Time // delivered and not yet settled, with when it was delivered
-	keepStop chan struct{}               // closed when the subscriber no longer holds anything
+	keepStop chan struct{}               // closed by Close, once what was in flight settled or AckWait passed
 	keepOnce sync.Once
 }
 
