@@ -140,3 +140,17 @@ func PlayerOf(env *Envelope) string {
 	}
 	return ""
 }
+
+// ActorKey is the actor ("kind:id") of an encoded envelope or proposal, both of which carry
+// it as "actor"; "" when data has none. It is the order key of the consumers that keep one
+// actor's messages in stream order (runtime.Consumer.OrderKey): the event-processor, the gates
+// and the world-rules worker.
+func ActorKey(_ string, data []byte) string {
+	var m struct {
+		Actor Actor `json:"actor"`
+	}
+	if json.Unmarshal(data, &m) != nil || m.Actor.ID == "" {
+		return ""
+	}
+	return m.Actor.Kind + ":" + m.Actor.ID
+}

@@ -48,18 +48,18 @@ func main() {
 }
 
 type flags struct {
-	gates                                            string
-	nats                                             natsx.ConnConfig
-	graph                                            graphx.Settings
-	classifyURL, classifyToken                       string
-	routes, templates, admin, logLevel               string
-	signingKeys                                      string
-	tracing                                          tracing.Config
-	budgets, blocked                                 string
-	maxDeliver, dedupDistance                        int
-	provisioning                                     natsx.Provisioning
-	rateWindow, dedupWindow, approvalExpiry, refWait time.Duration
-	fuse                                             bool
+	gates                                                     string
+	nats                                                      natsx.ConnConfig
+	graph                                                     graphx.Settings
+	classifyURL, classifyToken                                string
+	routes, templates, admin, logLevel                        string
+	signingKeys                                               string
+	tracing                                                   tracing.Config
+	budgets, blocked                                          string
+	maxDeliver, dedupDistance                                 int
+	provisioning                                              natsx.Provisioning
+	rateWindow, dedupWindow, approvalExpiry, refWait, ackWait time.Duration
+	fuse                                                      bool
 }
 
 func parse(args []string) (flags, error) {
@@ -79,6 +79,7 @@ func parse(args []string) (flags, error) {
 	fs.StringVar(&f.admin, "admin", "127.0.0.1:9410", "admin address (/metrics, /healthz, /readyz)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.IntVar(&f.maxDeliver, "max-deliver", 5, "deliveries before an infrastructure failure is dead-lettered")
+	fs.DurationVar(&f.ackWait, "ack-wait", 10*time.Second, "how soon a crashed gate process's proposals are redelivered (a live one keeps those it holds in progress); a process that starts while proposals are held elsewhere takes none for that long, keeping each actor's in order")
 	fs.DurationVar(&f.rateWindow, "rate-window", time.Minute, "rate budget window (≤ 1h)")
 	fs.StringVar(&f.budgets, "rate-budgets", `{"*":{"actorCount":30,"actorCostUsd":0.5,"globalCount":3000,"globalCostUsd":20}}`, `rate budgets per kind (JSON; "*" for the rest)`)
 	fs.StringVar(&f.blocked, "safety-blocked", "", `blocked moderation categories per policy version (JSON {"version": ["hate", …], "*": […]}); empty: every flagged category blocks`)
@@ -110,7 +111,7 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
-	cfg := gates.Config{MaxDeliver: f.maxDeliver,
+	cfg := gates.Config{MaxDeliver: f.maxDeliver, AckWait: f.ackWait,
 		Invariant: gates.InvariantConfig{ReferenceWait: f.refWait},
 		Dedup:     gates.DedupConfig{MaxDistance: f.dedupDistance, Window: f.dedupWindow},
 		Rate:      gates.RateConfig{Window: f.rateWindow},

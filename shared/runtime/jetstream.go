@@ -47,7 +47,8 @@ type Consumer struct {
 	MaxAckPending int
 	// OrderKey, if set, keeps the messages of one key in stream order within a replica: a
 	// message is handed to the handler only once the previous message with its key has been
-	// settled (acknowledged or handed back), while messages of other keys run concurrently.
+	// settled (acknowledged or handed back), while messages of other keys run concurrently. A
+	// message whose key is "" is not ordered.
 	// A message handed back for redelivery lets the next one of its key go ahead.
 	//
 	// The order holds across a crash too: a replica that starts while messages of the consumer
@@ -266,8 +267,11 @@ func (s *subscriber) dispatch(jm jetstream.Msg, out chan<- *message.Message) {
 	var key string
 	var prev, mine chan struct{}
 	if s.spec.OrderKey != nil {
+		key = s.spec.OrderKey(jm.Subject(), jm.Data())
+	}
+	if key != "" {
 		// dispatch runs in delivery order, so the chain per key is in stream order.
-		key, mine = s.spec.OrderKey(jm.Subject(), jm.Data()), make(chan struct{})
+		mine = make(chan struct{})
 		s.tailMu.Lock()
 		if s.tails == nil {
 			s.tails = map[string]chan struct{}{}

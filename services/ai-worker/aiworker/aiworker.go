@@ -175,8 +175,14 @@ func (w *Worker) Agent() *agent.Agent { return w.agent }
 
 func (w *Worker) register(app *runtime.App) {
 	for _, r := range w.roles {
-		app.Handle(r.Durable(), runtime.Consumer{Stream: events.StreamWorld, Durable: r.Durable(),
-			Subjects: []string{r.Subject()}, AckWait: w.d.AckWait, MaxHold: w.d.MaxTask}, w.triggerHandler(r))
+		c := runtime.Consumer{Stream: events.StreamWorld, Durable: r.Durable(),
+			Subjects: []string{r.Subject()}, AckWait: w.d.AckWait, MaxHold: w.d.MaxTask}
+		if r.Name == roles.WorldRules {
+			// A player's moves are proposed in the order the game sent them, across a crash too:
+			// the second must not reach the gates before the first, which a dead worker held.
+			c.OrderKey = events.ActorKey
+		}
+		app.Handle(r.Durable(), c, w.triggerHandler(r))
 	}
 	app.Handle(RejectionsDurable, runtime.Consumer{Stream: events.StreamProposals, Durable: RejectionsDurable,
 		Subjects: []string{events.SubjectRejectedAll}, AckWait: w.d.AckWait, MaxHold: w.d.MaxTask, MaxDeliver: 12, Backoff: w.d.RejectionBackoff},

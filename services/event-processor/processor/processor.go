@@ -160,18 +160,8 @@ func (p *Processor) Consumer() runtime.Consumer {
 		Backoff:       p.d.Backoff,
 		AckWait:       p.d.AckWait,
 		MaxAckPending: p.d.MaxInFlight,
-		OrderKey:      actorKey,
+		OrderKey:      events.ActorKey,
 	}
-}
-
-// actorKey is the order key of a validated proposal: its actor. Undecodable messages share
-// one key (they are dead-lettered anyway).
-func actorKey(_ string, data []byte) string {
-	var p struct {
-		Actor events.Actor `json:"actor"`
-	}
-	_ = json.Unmarshal(data, &p)
-	return p.Actor.Kind + ":" + p.Actor.ID
 }
 
 // Ready reports whether the graph answers; use it as the /readyz check "graph".

@@ -70,7 +70,11 @@ type Config struct {
 	// dead-lettered (audit rejects with AUDIT_UNAVAILABLE instead). Default 5.
 	MaxDeliver int
 	// Backoff is the delay before each redelivery (last repeats). Default 500ms, 2s, 5s, 15s.
-	Backoff   []time.Duration
+	Backoff []time.Duration
+	// AckWait is how soon a crashed gate process's proposals are redelivered; a process that
+	// starts while proposals are held elsewhere takes none for that long, so that one actor's
+	// stay in order (runtime.Consumer). Default 10s.
+	AckWait   time.Duration
 	Safety    SafetyConfig
 	Invariant InvariantConfig
 	Dedup     DedupConfig
@@ -288,9 +292,11 @@ func Register(app *runtime.App, deps Deps, names []string) error {
 	}
 	for _, g := range gates {
 		durable := Durable(g.Name())
+		// One actor's proposals pass in stream order, across a crash too (runtime.Consumer.OrderKey):
+		// a player's second move must not overtake the first, which a dead process held.
 		app.Handle(durable, runtime.Consumer{
 			Stream: events.StreamProposals, Durable: durable, Subjects: InputSubjects(g.Name()),
-			MaxDeliver: deps.Config.MaxDeliver, Backoff: deps.Config.Backoff,
+			MaxDeliver: deps.Config.MaxDeliver, Backoff: deps.Config.Backoff, AckWait: deps.Config.AckWait, OrderKey: events.ActorKey,
 		}, c.handler(g))
 		spec, _ := Lookup(g.Name())
 		for _, extra := range spec.Consumers {
@@ -300,7 +306,7 @@ func Register(app *runtime.App, deps Deps, names []string) error {
 			}
 			app.Handle(extra.Durable, runtime.Consumer{
 				Stream: events.StreamProposals, Durable: extra.Durable, Subjects: extra.Subjects,
-				MaxDeliver: deps.Config.MaxDeliver, Backoff: deps.Config.Backoff,
+				MaxDeliver: deps.Config.MaxDeliver, Backoff: deps.Config.Backoff, AckWait: deps.Config.AckWait,
 			}, h)
 		}
 	}

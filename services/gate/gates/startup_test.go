@@ -3,14 +3,18 @@ package gates_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/worldgate/worldgate/events"
 	"github.com/worldgate/worldgate/services/gate/attest/attesttest"
 	"github.com/worldgate/worldgate/services/gate/gates"
 	"github.com/worldgate/worldgate/shared/logx"
@@ -81,4 +85,61 @@ func TestGatesStartWhileTheClusterHasNoQuorum(t *testing.T) {
 	if !strings.Contains(logs.String(), "JetStream did not answer yet") {
 		t.Fatalf("the cluster answered at once: the test no longer starts the gates without a quorum\n%s", logs.String())
 	}
+}
+
+// A player's moves leave the gates in the order they came, even when a gate process died
+// holding the first: the restarted process takes nothing until the held one can be redelivered
+// first. Before, the second and third moves passed at once and the first 10–30 s later, and
+// the event-processor refused the later moves ("moved since the move was proposed"): chaos
+// counted hundreds of such refusals after a gate process was killed.
+func TestGatesKeepAPlayersOrderAcrossACrash(t *testing.T) {
+	s := newStack(t)
+	var ids []string
+	for i, step := range [][2]string{{"loc:square", "loc:gate"}, {"loc:gate", "loc:square"}, {"loc:square", "loc:market"}} {
+		p := startAt(proposal(t, events.KindPlayerMoved, map[string]any{"playerId": "player:ada", "fromLocationId": step[0], "toLocationId": step[1],
+			"direction": []string{"north", "south", "east"}[i]}), gates.Rate)
+		ids = append(ids, p.ProposalID)
+		s.publish(t, p)
+	}
+	// The process that dies: the rate gate's consumer as Register configures it, the first move
+	// fetched and never acknowledged.
+	cfg := testConfig()
+	cfg.AckWait = time.Second
+	spec := runtime.Consumer{Stream: events.StreamProposals, Durable: gates.Durable(gates.Rate), Subjects: gates.InputSubjects(gates.Rate),
+		MaxDeliver: cfg.MaxDeliver, Backoff: cfg.Backoff, AckWait: cfg.AckWait}
+	ctx := context.Background()
+	cons, err := s.nats.JS.CreateOrUpdateConsumer(ctx, spec.Stream, spec.ServerConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch, err := cons.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range batch.Messages() {
+	}
+
+	s.run(t, s.deps(cfg), gates.Rate)
+	natstest.WaitFor(t, 30*time.Second, "the three moves past the rate gate", func() bool {
+		return s.count(t, events.StreamProposals, "proposals.gate.audit") == 3
+	})
+	var got []string
+	for _, m := range s.messages(t, events.StreamProposals, "proposals.gate.audit") {
+		got = append(got, events.ActorKey("", m.Data())+" "+proposalID(t, m.Data()))
+	}
+	want := []string{"player:player:ada " + ids[0], "player:player:ada " + ids[1], "player:player:ada " + ids[2]}
+	if !slices.Equal(got, want) {
+		t.Fatalf("moves left the gate as %v, want %v", got, want)
+	}
+}
+
+func proposalID(t *testing.T, data []byte) string {
+	t.Helper()
+	var p struct {
+		ProposalID string `json:"proposalId"`
+	}
+	if err := json.Unmarshal(data, &p); err != nil {
+		t.Fatal(err)
+	}
+	return p.ProposalID
 }
