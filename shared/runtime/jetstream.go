@@ -49,7 +49,9 @@ type Consumer struct {
 	// message is handed to the handler only once the previous message with its key has been
 	// settled (acknowledged or handed back), while messages of other keys run concurrently. A
 	// message whose key is "" is not ordered.
-	// A message handed back for redelivery lets the next one of its key go ahead.
+	// A message handed back for redelivery (a transient failure) keeps the next ones of its key
+	// waiting until it comes back and settles, for up to its backoff and an AckWait (if its
+	// redelivery goes to another replica, the key goes on without it).
 	//
 	// The order holds across a crash too: a replica that starts while messages of the consumer
 	// are held elsewhere (by a process that died holding them, or by another replica) takes no
@@ -97,8 +99,9 @@ type subscriber struct {
 	inflight   sync.WaitGroup
 	stopped    chan struct{}
 
-	tailMu sync.Mutex
-	tails  map[string]chan struct{} // per order key: closed when its latest message settles
+	tailMu   sync.Mutex
+	tails    map[string]chan struct{} // per order key: closed when its latest message settles
+	awaiting map[uint64]*handedBack   // by stream sequence: ordered messages handed back for redelivery
 
 	heldMu   sync.Mutex
 	held     map[jetstream.Msg]time.Time // delivered and not yet settled, with when it was delivered
@@ -269,24 +272,56 @@ func (s *subscriber) dispatch(jm jetstream.Msg, out chan<- *message.Message) {
 	if s.spec.OrderKey != nil {
 		key = s.spec.OrderKey(jm.Subject(), jm.Data())
 	}
+	seq := meta.Sequence.Stream
 	if key != "" {
-		// dispatch runs in delivery order, so the chain per key is in stream order.
-		mine = make(chan struct{})
 		s.tailMu.Lock()
 		if s.tails == nil {
-			s.tails = map[string]chan struct{}{}
+			s.tails, s.awaiting = map[string]chan struct{}{}, map[uint64]*handedBack{}
 		}
-		prev, s.tails[key] = s.tails[key], mine
+		if w := s.awaiting[seq]; w != nil {
+			// The redelivery of a message of this key that was handed back: the later messages of
+			// the key wait for it, so it goes first, in its old place in the chain.
+			delete(s.awaiting, seq)
+			w.timer.Stop()
+			mine = w.ch
+		} else {
+			// dispatch runs in delivery order, so the chain per key is in stream order.
+			mine = make(chan struct{})
+			prev, s.tails[key] = s.tails[key], mine
+		}
 		s.tailMu.Unlock()
 	}
-	settled := func() {
+	// settled runs once the message left this worker: acknowledged or terminated (handedBack 0),
+	// or handed back for redelivery after handedBack.
+	settled := func(delay time.Duration) {
 		if mine != nil {
 			s.tailMu.Lock()
-			if s.tails[key] == mine {
-				delete(s.tails, key)
+			if delay > 0 {
+				// The key waits for the redelivery, for as long as its delay and an ack wait
+				// (after that, it went to another replica or the consumer is gone).
+				w := &handedBack{ch: mine}
+				w.timer = time.AfterFunc(delay+s.spec.AckWait, func() {
+					s.tailMu.Lock()
+					if s.awaiting[seq] != w {
+						s.tailMu.Unlock()
+						return
+					}
+					delete(s.awaiting, seq)
+					if s.tails[key] == w.ch {
+						delete(s.tails, key)
+					}
+					s.tailMu.Unlock()
+					close(w.ch)
+				})
+				s.awaiting[seq] = w
+				s.tailMu.Unlock()
+			} else {
+				if s.tails[key] == mine {
+					delete(s.tails, key)
+				}
+				s.tailMu.Unlock()
+				close(mine)
 			}
-			s.tailMu.Unlock()
-			close(mine)
 		}
 		s.release(jm)
 		s.inflight.Done()
@@ -301,6 +336,13 @@ func (s *subscriber) dispatch(jm jetstream.Msg, out chan<- *message.Message) {
 	}()
 }
 
+// handedBack is an ordered message handed back for redelivery (a transient failure): its key
+// waits for it to come back, so that the next message of the key does not overtake it.
+type handedBack struct {
+	ch    chan struct{} // the message's link in its key's chain: closed when it settles for good
+	timer *time.Timer   // gives up waiting when the redelivery does not reach this replica
+}
+
 // waitTurn waits until prev (the previous message of the same order key) has settled or the
 // subscriber closes (keep tells JetStream meanwhile that the message is in progress).
 func (s *subscriber) waitTurn(prev <-chan struct{}) {
@@ -312,7 +354,7 @@ func (s *subscriber) waitTurn(prev <-chan struct{}) {
 
 // handOver gives m to the router and settles jm once the handler acked or nacked it; settled
 // runs after that.
-func (s *subscriber) handOver(jm jetstream.Msg, meta *jetstream.MsgMetadata, m *message.Message, out chan<- *message.Message, settled func()) {
+func (s *subscriber) handOver(jm jetstream.Msg, meta *jetstream.MsgMetadata, m *message.Message, out chan<- *message.Message, settled func(handedBack time.Duration)) {
 	s.outMu.RLock()
 	sent := false
 	if !s.outClosed {
@@ -326,11 +368,12 @@ func (s *subscriber) handOver(jm jetstream.Msg, meta *jetstream.MsgMetadata, m *
 	if !sent {
 		// Shutting down: give it straight back so another replica takes it now.
 		_ = jm.Nak()
-		settled()
+		settled(0)
 		return
 	}
 	go func() {
-		defer settled()
+		var handedBack time.Duration
+		defer func() { settled(handedBack) }()
 		timer := time.NewTimer(s.spec.MaxHold)
 		defer timer.Stop()
 		select {
@@ -345,7 +388,10 @@ func (s *subscriber) handOver(jm jetstream.Msg, meta *jetstream.MsgMetadata, m *
 				}
 				return
 			}
-			_ = jm.NakWithDelay(s.spec.backoff(int(meta.NumDelivered)))
+			handedBack = s.spec.backoff(int(meta.NumDelivered))
+			if err := jm.NakWithDelay(handedBack); err != nil {
+				handedBack = s.spec.AckWait // redelivered once its ack wait runs out
+			}
 		case <-timer.C:
 			// No longer kept in progress: JetStream redelivers it after AckWait.
 			s.log.Warn("handler held the message longer than its hold time; it will be redelivered", "subject", jm.Subject(),

@@ -180,3 +180,45 @@ func TestHeldMessagesOutliveAShortAckWait(t *testing.T) {
 		}
 	}
 }
+
+// A message of a key handed back for redelivery (its handler failed: a graph or NATS outage)
+// keeps the later messages of its key waiting until it comes back and succeeds. Before, the
+// later ones went ahead during its backoff, and a player's second move reached the graph before
+// the first (chaos: hundreds of COMMIT_CONFLICT refusals after graphd was killed).
+func TestOrderKeyWaitsForAHandedBackMessage(t *testing.T) {
+	e := natstest.Start(t)
+	app := newApp(t, e, prometheus.NewRegistry())
+	var mu sync.Mutex
+	var attempts, done []string
+	failed := false
+	app.Handle("ordered", runtime.Consumer{
+		Stream: events.StreamProposals, Subjects: []string{"proposals.gate.ordered"}, AckWait: 2 * time.Second,
+		Backoff:  []time.Duration{300 * time.Millisecond},
+		OrderKey: func(_ string, data []byte) string { k, _, _ := strings.Cut(string(data), "/"); return k },
+	}, func(m *message.Message) ([]*message.Message, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		attempts = append(attempts, string(m.Payload))
+		if string(m.Payload) == "k/0" && !failed {
+			failed = true
+			return nil, fmt.Errorf("the graph is down")
+		}
+		done = append(done, string(m.Payload))
+		return nil, nil
+	})
+	stop := run(t, app)
+	defer stop()
+	for i := range 3 {
+		publish(t, e, "proposals.gate.ordered", fmt.Sprintf("h-%d", i), fmt.Sprintf("k/%d", i))
+	}
+	natstest.WaitFor(t, 15*time.Second, "every message handled", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(done) == 3
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Equal(done, []string{"k/0", "k/1", "k/2"}) || !slices.Equal(attempts, []string{"k/0", "k/0", "k/1", "k/2"}) {
+		t.Fatalf("handled %v (attempts %v), want k/0 k/1 k/2 with k/0 tried twice first: the later messages overtook the one handed back", done, attempts)
+	}
+}
