@@ -1,6 +1,7 @@
 package events
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -142,15 +143,31 @@ func PlayerOf(env *Envelope) string {
 }
 
 // ActorKey is the actor ("kind:id") of an encoded envelope or proposal, both of which carry
-// it as "actor"; "" when data has none. It is the order key of the consumers that keep one
-// actor's messages in stream order (runtime.Consumer.OrderKey): the event-processor, the gates
-// and the world-rules worker.
+// it as a top-level "actor"; "" when data has none. It is the order key of the consumers that
+// keep one actor's messages in stream order (runtime.Consumer.OrderKey): the event-processor,
+// the gates and the world-rules worker. It reads up to the actor only (it comes before the
+// payload, the trail and the attestations), not the whole message.
 func ActorKey(_ string, data []byte) string {
-	var m struct {
-		Actor Actor `json:"actor"`
-	}
-	if json.Unmarshal(data, &m) != nil || m.Actor.ID == "" {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
 		return ""
 	}
-	return m.Actor.Kind + ":" + m.Actor.ID
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return ""
+		}
+		if t == "actor" {
+			var a Actor
+			if dec.Decode(&a) != nil || a.ID == "" {
+				return ""
+			}
+			return a.Kind + ":" + a.ID
+		}
+		var skip json.RawMessage
+		if dec.Decode(&skip) != nil {
+			return ""
+		}
+	}
+	return ""
 }
