@@ -17,7 +17,7 @@ func attestedProposalJSON(tb testing.TB) []byte {
 		"correlationId": "chaos-1795672172278299972-523", "causationId": "5358f5a6-c2cc-522b-834f-8572d9822187",
 		"agentRole": "world-rules", "actor": map[string]string{"kind": "player", "id": "player:bench-123"},
 		"payload": map[string]string{"playerId": "player:bench-123", "fromLocationId": "loc:bench-yard", "toLocationId": "loc:bench-hall", "direction": "north"},
-		"route": map[string]any{"pending": []string{}, "passed": []string{"schema", "invariant", "rate", "audit"}},
+		"route":   map[string]any{"pending": []string{}, "passed": []string{"schema", "invariant", "rate", "audit"}},
 		"attestations": []map[string]string{
 			{"gate": "schema", "sig": strings.Repeat("A", 88)}, {"gate": "invariant", "sig": strings.Repeat("B", 88)},
 			{"gate": "rate", "sig": strings.Repeat("C", 88)}, {"gate": "audit", "sig": strings.Repeat("D", 88)},
