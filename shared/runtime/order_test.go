@@ -1,7 +1,6 @@
 package runtime_test
 
 import (
-	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -10,7 +9,6 @@ import (
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/worldgate/worldgate/events"
@@ -90,7 +88,6 @@ func TestOrderKeyKeepsEachKeyInOrder(t *testing.T) {
 // the location, held by a SIGKILLed processor, did not exist yet.)
 func TestOrderKeyHoldsAcrossACrash(t *testing.T) {
 	e := natstest.Start(t)
-	ctx := context.Background()
 	spec := runtime.Consumer{
 		Stream: events.StreamProposals, Durable: "ordered", Subjects: []string{"proposals.gate.ordered"}, MaxAckPending: 64,
 		AckWait:  time.Second,
@@ -101,18 +98,8 @@ func TestOrderKeyHoldsAcrossACrash(t *testing.T) {
 	}
 	// The instance that dies: the consumer as the runtime configures it, the first message
 	// fetched and never acknowledged.
-	cons, err := e.JS.CreateOrUpdateConsumer(ctx, spec.Stream, spec.ServerConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	batch, err := cons.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for m := range batch.Messages() {
-		if string(m.Data()) != "k/0" {
-			t.Fatalf("the dying instance fetched %q, want k/0", m.Data())
-		}
+	if held := natstest.DieHolding(t, e.JS, spec.Stream, spec.ServerConfig()); string(held) != "k/0" {
+		t.Fatalf("the dying instance fetched %q, want k/0", held)
 	}
 
 	app := newApp(t, e, prometheus.NewRegistry())

@@ -1,15 +1,13 @@
 package aiworker_test
 
 import (
-	"context"
 	"slices"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/worldgate/worldgate/events"
 	"github.com/worldgate/worldgate/services/ai-worker/roles"
+	"github.com/worldgate/worldgate/shared/natsx/natstest"
 	"github.com/worldgate/worldgate/shared/runtime"
 )
 
@@ -33,17 +31,7 @@ func TestWorldRulesKeepsAPlayersOrderAcrossACrash(t *testing.T) {
 	rules, _ := roles.Lookup(roles.WorldRules)
 	const ackWait = time.Second
 	spec := runtime.Consumer{Stream: events.StreamWorld, Durable: rules.Durable(), Subjects: []string{rules.Subject()}, AckWait: ackWait}
-	ctx := context.Background()
-	cons, err := s.nats.JS.CreateOrUpdateConsumer(ctx, spec.Stream, spec.ServerConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	batch, err := cons.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for range batch.Messages() {
-	}
+	natstest.DieHolding(t, s.nats.JS, spec.Stream, spec.ServerConfig())
 
 	deps := s.deps
 	deps.Roles = []string{roles.WorldRules}

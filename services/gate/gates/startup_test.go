@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/worldgate/worldgate/events"
@@ -107,17 +106,7 @@ func TestGatesKeepAPlayersOrderAcrossACrash(t *testing.T) {
 	cfg.AckWait = time.Second
 	spec := runtime.Consumer{Stream: events.StreamProposals, Durable: gates.Durable(gates.Rate), Subjects: gates.InputSubjects(gates.Rate),
 		MaxDeliver: cfg.MaxDeliver, Backoff: cfg.Backoff, AckWait: cfg.AckWait}
-	ctx := context.Background()
-	cons, err := s.nats.JS.CreateOrUpdateConsumer(ctx, spec.Stream, spec.ServerConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	batch, err := cons.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for range batch.Messages() {
-	}
+	natstest.DieHolding(t, s.nats.JS, spec.Stream, spec.ServerConfig())
 
 	s.run(t, s.deps(cfg), gates.Rate)
 	natstest.WaitFor(t, 30*time.Second, "the three moves past the rate gate", func() bool {

@@ -99,3 +99,27 @@ func StreamMsgs(t testing.TB, js jetstream.JetStream, stream, subject string) ui
 	}
 	return n
 }
+
+// DieHolding plays a worker that died holding a message: it creates the durable consumer with
+// cfg (a runtime.Consumer's ServerConfig, so that the worker finds it as it would configure it),
+// fetches one message and never acknowledges it. It returns that message's data.
+func DieHolding(t testing.TB, js jetstream.JetStream, stream string, cfg jetstream.ConsumerConfig) []byte {
+	t.Helper()
+	ctx := context.Background()
+	cons, err := js.CreateOrUpdateConsumer(ctx, stream, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch, err := cons.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var data []byte
+	for m := range batch.Messages() {
+		data = m.Data()
+	}
+	if data == nil {
+		t.Fatalf("consumer %s on %s had no message to hold", cfg.Durable, stream)
+	}
+	return data
+}
