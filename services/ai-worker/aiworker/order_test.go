@@ -28,7 +28,7 @@ func TestWorldRulesKeepsAPlayersOrderAcrossACrash(t *testing.T) {
 	}
 	// The worker that dies: the world-rules consumer as the worker configures it, the first
 	// request fetched and never acknowledged.
-	rules, _ := roles.Lookup(roles.WorldRules)
+	rules := roles.MustLookup(roles.WorldRules)
 	const ackWait = time.Second
 	spec := runtime.Consumer{Stream: events.StreamWorld, Durable: rules.Durable(), Subjects: []string{rules.Subject()}, AckWait: ackWait}
 	natstest.DieHolding(t, s.nats.JS, spec.Stream, spec.ServerConfig())
