@@ -210,60 +210,58 @@ func (g *invariant) Check(ctx context.Context, p *events.Proposal) (Decision, er
 	}
 }
 
-// facts reads what needs asks for, in at most three traversals.
+// facts reads what needs asks for in one traversal: each referenced vertex that exists, with
+// its exits and where it is. A move's check is one graph round trip, not three.
 func (g *invariant) facts(ctx context.Context, n needs) (facts, error) {
 	f := facts{exists: map[string]bool{}, exits: map[string]string{}}
+	if len(n.ids) == 0 {
+		return f, nil
+	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if len(n.ids) > 0 {
-		ids := make([]any, len(n.ids))
-		for i, id := range n.ids {
-			ids[i] = id
-		}
-		found, err := g.graph.Submit(ctx, func(gt *gremlingo.GraphTraversalSource) *gremlingo.GraphTraversal {
-			return gt.V(ids...).Id()
-		})
-		if err != nil {
-			return f, err
-		}
-		for _, id := range found {
-			f.exists[fmt.Sprint(id)] = true
-		}
+	ids := make([]any, len(n.ids))
+	for i, id := range n.ids {
+		ids[i] = id
 	}
-	if n.exitsOf != "" && f.exists[n.exitsOf] {
-		rows, err := g.graph.Submit(ctx, func(gt *gremlingo.GraphTraversalSource) *gremlingo.GraphTraversal {
-			return gt.V(n.exitsOf).OutE("exit").Project("direction", "to").By("direction").By(gremlingo.T__.InV().Id())
-		})
-		if err != nil {
-			return f, err
+	rows, err := g.graph.Submit(ctx, func(gt *gremlingo.GraphTraversalSource) *gremlingo.GraphTraversal {
+		return gt.V(ids...).Project("id", "exits", "at").
+			By(gremlingo.T.Id).
+			By(gremlingo.T__.OutE("exit").Project("direction", "to").By("direction").By(gremlingo.T__.InV().Id()).Fold()).
+			By(gremlingo.T__.Out("at").Id().Fold())
+	})
+	if err != nil {
+		return f, err
+	}
+	for _, r := range rows {
+		m, ok := graphx.AsProps(r)
+		if !ok {
+			return f, fmt.Errorf("invariant facts: unexpected row %T", r)
 		}
-		for _, r := range rows {
-			if m, ok := graphx.AsProps(r); ok {
-				f.exits[m.String("direction")] = m.String("to")
+		id := m.String("id")
+		f.exists[id] = true
+		if id == n.exitsOf {
+			for _, e := range list(m["exits"]) {
+				if em, ok := graphx.AsProps(e); ok {
+					f.exits[em.String("direction")] = em.String("to")
+				}
 			}
 		}
-	}
-	if n.npcOf != "" && f.exists[n.npcOf] {
-		locs, err := g.graph.Submit(ctx, func(gt *gremlingo.GraphTraversalSource) *gremlingo.GraphTraversal {
-			return gt.V(n.npcOf).Out("at").Id()
-		})
-		if err != nil {
-			return f, err
+		var at []string
+		for _, l := range list(m["at"]) {
+			at = append(at, fmt.Sprint(l))
 		}
-		for _, l := range locs {
-			f.npcAt = append(f.npcAt, fmt.Sprint(l))
+		if id == n.playerOf {
+			f.playerAt = at
 		}
-	}
-	if n.playerOf != "" && f.exists[n.playerOf] {
-		locs, err := g.graph.Submit(ctx, func(gt *gremlingo.GraphTraversalSource) *gremlingo.GraphTraversal {
-			return gt.V(n.playerOf).Out("at").Id()
-		})
-		if err != nil {
-			return f, err
-		}
-		for _, l := range locs {
-			f.playerAt = append(f.playerAt, fmt.Sprint(l))
+		if id == n.npcOf {
+			f.npcAt = at
 		}
 	}
 	return f, nil
+}
+
+// list is a folded traversal's value as a slice (nil for anything else).
+func list(v any) []any {
+	l, _ := v.([]any)
+	return l
 }
