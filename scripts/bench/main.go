@@ -190,8 +190,18 @@ type Phase struct {
 	// the agent's proposal) and COMMITTED during the phase, per event. Fused gates show up as
 	// fewer.
 	HopsPerEvent float64 `json:"hopsPerEvent"`
-	// StreamMessages is what each stream stored during the phase.
+	// StreamMessages is what each stream stored during the phase (the rate gate's bucket as
+	// its stream, KV_worldgate-rate).
 	StreamMessages map[string]uint64 `json:"streamMessages"`
+	// StoredPerEvent is every counted stream's messages (StreamMessages) per event: what each
+	// event made NATS write.
+	StoredPerEvent float64 `json:"storedPerEvent"`
+	// NATSInMsgsPerEvent and NATSOutMsgsPerEvent are the messages the NATS server(s) received
+	// and sent during the phase, per event (-stack processes; bench's own publishes and
+	// subscriptions included): every publish, acknowledgement, request, answer and delivery is
+	// one, and each is a wake-up of a process on either side.
+	NATSInMsgsPerEvent  float64 `json:"natsInMsgsPerEvent,omitempty"`
+	NATSOutMsgsPerEvent float64 `json:"natsOutMsgsPerEvent,omitempty"`
 	// AICache is the ai-worker's context-hash cache over the phase (worldgate_ai_cache_*_total).
 	AICache *CacheCounts `json:"aiCache,omitempty"`
 	// Answers is what the phase's events got back (events.Outcome on OUTCOMES): committed,
@@ -379,6 +389,14 @@ func (s *stack) usage() usage {
 	return u
 }
 
+// natsMessages is what the NATS nodes received and sent so far (-stack processes only).
+func (s *stack) natsMessages() (in, out uint64, ok bool) {
+	if s.procs == nil {
+		return 0, 0, false
+	}
+	return s.procs.NATSMessages()
+}
+
 // spent is the CPU used between two readings: bench's own, the pipeline's processes' (summed and
 // per process) and how many processes restarted in between.
 func spent(from, to usage) (self, pipeline time.Duration, per map[string]float64, restarts int) {
@@ -534,7 +552,8 @@ func phaseName(rate float64) string {
 // phase in the JSON.
 var (
 	hopStreams     = []string{events.StreamProposals, events.StreamCommitted}
-	streamsCounted = []string{events.StreamWorld, events.StreamProposals, events.StreamCommitted, events.StreamAudit, events.StreamOutcomes, events.StreamDLQ}
+	streamsCounted = []string{events.StreamWorld, events.StreamProposals, events.StreamCommitted, events.StreamAudit, events.StreamOutcomes, events.StreamDLQ, rateStream}
+	rateStream     = "KV_" + natsx.BucketRate
 )
 
 // aiCache reads the ai-worker's cache counters; nil when there is no ai-worker to ask.
@@ -561,6 +580,7 @@ func runPhase(ctx context.Context, o options, st *stack, gen *harness.Generator,
 		return p, err
 	}
 	cache0 := aiCache(st.aiAdmin)
+	in0, out0, msgs0 := st.natsMessages()
 	u0 := st.usage()
 	pub := &harness.Publisher{JS: st.js, Gen: gen, Rate: rate, Tracker: t}
 	start := time.Now()
@@ -623,6 +643,10 @@ func runPhase(ctx context.Context, o options, st *stack, gen *harness.Generator,
 	secs := end.Sub(start).Seconds()
 	lat := t.Latencies()[lat0:]
 	u1 := st.usage()
+	in1, out1, msgs1 := st.natsMessages()
+	if msgs0 && msgs1 {
+		p.NATSInMsgsPerEvent, p.NATSOutMsgsPerEvent = float64(in1-in0)/float64(n), float64(out1-out0)/float64(n)
+	}
 	self, pipeline, per, restarts := spent(u0, u1)
 	p.Decided = after.DecidedCorrs - before.DecidedCorrs
 	p.Committed = after.CommitsCorrs - before.CommitsCorrs
@@ -655,6 +679,11 @@ func runPhase(ctx context.Context, o options, st *stack, gen *harness.Generator,
 	for _, s := range streamsCounted {
 		p.StreamMessages[s] = seq1[s] - seq0[s]
 	}
+	var stored uint64
+	for _, n := range p.StreamMessages {
+		stored += n
+	}
+	p.StoredPerEvent = float64(stored) / float64(n)
 	var hops uint64
 	for _, s := range hopStreams {
 		hops += p.StreamMessages[s]
@@ -727,6 +756,11 @@ func printRun(w io.Writer, f *Figures) {
 		}
 		fmt.Fprintf(w, "                hops per event %.2f measured (PROPOSALS %d + COMMITTED %d messages ÷ %d events)\n",
 			p.HopsPerEvent, p.StreamMessages[events.StreamProposals], p.StreamMessages[events.StreamCommitted], p.Events)
+		fmt.Fprintf(w, "                stored per event %.2f (%s)", p.StoredPerEvent, perStream(p.StreamMessages, p.Events))
+		if p.NATSInMsgsPerEvent > 0 {
+			fmt.Fprintf(w, " · NATS messages per event %.1f in, %.1f out (bench's own included)", p.NATSInMsgsPerEvent, p.NATSOutMsgsPerEvent)
+		}
+		fmt.Fprintln(w)
 		if ai && p.AICache != nil {
 			verdict := "every AI task a cache miss (distinct contexts)"
 			if p.AICache.Hits > 0 {
@@ -808,6 +842,18 @@ func printComparison(w io.Writer, a, b *Figures) {
 func perProcess(m map[string]float64) string { return byShare(m, "%s %.1fs") }
 
 func perProcessMs(m map[string]float64) string { return byShare(m, "%s %.1f") }
+
+// perStream formats what each stream stored per event, the largest first, leaving out those
+// that stored nothing.
+func perStream(m map[string]uint64, events int) string {
+	per := map[string]float64{}
+	for s, n := range m {
+		if n > 0 {
+			per[s] = float64(n) / float64(events)
+		}
+	}
+	return byShare(per, "%s %.2f")
+}
 
 // byShare formats m's entries with format (name, value), the largest first.
 func byShare(m map[string]float64, format string) string {

@@ -302,6 +302,33 @@ func (ps *Procs) NATSHealthy() bool {
 	return true
 }
 
+// NATSMessages is what the NATS nodes have received and sent since they started (/varz
+// in_msgs and out_msgs, summed over the nodes): publishes, acknowledgements, requests and
+// their answers, deliveries, routed copies. False if a node did not answer.
+func (ps *Procs) NATSMessages() (in, out uint64, ok bool) {
+	c := &http.Client{Timeout: 2 * time.Second}
+	for _, p := range ps.NATSNodes() {
+		if p.Monitor == "" {
+			return 0, 0, false
+		}
+		resp, err := c.Get("http://" + p.Monitor + "/varz")
+		if err != nil {
+			return 0, 0, false
+		}
+		var v struct {
+			InMsgs  uint64 `json:"in_msgs"`
+			OutMsgs uint64 `json:"out_msgs"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&v)
+		_ = resp.Body.Close()
+		if err != nil {
+			return 0, 0, false
+		}
+		in, out = in+v.InMsgs, out+v.OutMsgs
+	}
+	return in, out, true
+}
+
 // StreamLeader is the server name of stream's current leader ("" if none is known).
 func (ps *Procs) StreamLeader(ctx context.Context, stream string) string {
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)

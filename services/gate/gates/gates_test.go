@@ -762,3 +762,74 @@ func TestSafetyGateChecksTheQuotedPlayerWords(t *testing.T) {
 		return s.count(t, events.StreamProposals, "proposals.gate.invariant") == len(honest)
 	})
 }
+
+// A redelivered proposal is counted once, whether its window still has room or has filled
+// since, and two replicas that each remember what they last wrote still share one budget.
+func TestRateCountsARedeliveryOnce(t *testing.T) {
+	s := newStack(t)
+	cfg := testConfig()
+	cfg.Rate.Budgets = map[string]gates.Budget{events.KindPlayerMoved: {ActorCount: 3}}
+	spec, _ := gates.Lookup(gates.Rate)
+	replica := func() gates.Gate {
+		d := s.deps(cfg)
+		d.Now = time.Now
+		g, err := spec.New(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return g
+	}
+	one, two := replica(), replica()
+	move := func() *events.Proposal {
+		return startAt(proposal(t, events.KindPlayerMoved, map[string]any{"playerId": "player:ada", "fromLocationId": "loc:square", "toLocationId": "loc:gate", "direction": "north"}), "rate")
+	}
+	ctx := context.Background()
+	check := func(g gates.Gate, p *events.Proposal, want gates.Outcome) {
+		t.Helper()
+		d, err := g.Check(ctx, p)
+		if err != nil || d.Outcome != want {
+			t.Fatalf("%s: %v %v, want %v", p.ProposalID, d.Outcome, err, want)
+		}
+	}
+	a, b, c, d := move(), move(), move(), move()
+	check(one, a, gates.Passed)
+	check(one, a, gates.Passed) // redelivered, room left
+	check(two, b, gates.Passed) // a replica that never wrote the window
+	check(one, c, gates.Passed) // what one last wrote is stale: two wrote since
+	check(two, d, gates.Rejected)
+	check(two, a, gates.Passed) // redelivered to the other replica, the window full
+	check(one, b, gates.Passed)
+	check(one, d, gates.Rejected)
+
+	kv, err := s.nats.JS.KeyValue(ctx, natsx.BucketRate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, err := kv.ListKeys(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	windows, window := 0, ""
+	for k := range keys.Keys() {
+		if !strings.Contains(k, ".actor.") {
+			continue
+		}
+		windows, window = windows+1, k
+		e, err := kv.Get(ctx, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var u struct{ Count int }
+		if err := json.Unmarshal(e.Value(), &u); err != nil || u.Count != 3 {
+			t.Errorf("window %s holds %s, want a count of 3", k, e.Value())
+		}
+	}
+	if windows != 1 {
+		t.Errorf("%d actor windows, want 1", windows)
+	}
+	// An operator empties the window: a replica that remembers it full reads it again.
+	if err := kv.Purge(ctx, window); err != nil {
+		t.Fatal(err)
+	}
+	check(one, d, gates.Passed)
+}

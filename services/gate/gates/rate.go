@@ -25,9 +25,16 @@ import (
 // and a USD cost (provenance.costUsd). Windows are KV entries in natsx.BucketRate updated with
 // compare-and-set (retrying on conflict), so every replica draws on the same budget and
 // together they never admit more than it. Admission reserves the actor's budget, then the
-// global one (giving the actor's back if the global one is spent), then writes an admission
-// marker so that a redelivered proposal is not counted twice. A crash between reserving and the
-// marker counts a proposal twice: budgets err on the side of admitting less, never more.
+// global one (giving the actor's back if the global one is spent), then creates an admission
+// marker so that a redelivered proposal is not counted twice: if the marker exists already,
+// the proposal was admitted before and the reservations are given back; if a window refuses
+// it, the marker is read, and a proposal admitted before passes. A first delivery, the
+// common case, so costs no read of the marker. A crash between reserving and the marker counts
+// a proposal twice: budgets err on the side of admitting less, never more.
+//
+// Each replica remembers the usage and revision it last wrote to a window (and assumes a
+// window it has not seen yet is new), so a reservation is one compare-and-set, not a read and
+// a write; another replica's write makes it a conflict, and the window is read again.
 //
 // A repeat offender (a player the ai-worker's input rail flagged often enough for a strike,
 // budget.Offenders) gets a tighter window while the strike's cool-down lasts: the actor
@@ -37,6 +44,7 @@ type rate struct {
 	locks    keyLocks // releases
 	mu       sync.Mutex
 	queues   map[string]*reserveQueue // per key: reservations waiting for the leader (see reserve)
+	written  map[string]windowState   // per key: what this replica last wrote (see settle)
 	kv       jetstream.KeyValue
 	policies *policyCache
 	cfg      RateConfig
@@ -126,11 +134,6 @@ func (g *rate) Check(ctx context.Context, p *events.Proposal) (Decision, error) 
 		return Pass(), nil
 	}
 	marker := "admitted." + hashKey(p.ProposalID+":"+strconv.Itoa(p.Attempt))
-	if _, err := g.kv.Get(ctx, marker); err == nil {
-		return Pass(), nil // admitted before: a redelivery
-	} else if !errors.Is(err, jetstream.ErrKeyNotFound) {
-		return Decision{}, fmt.Errorf("read admission marker: %w", err)
-	}
 	var cost int64
 	if p.Provenance != nil {
 		cost = micros(p.Provenance.CostUSD)
@@ -168,6 +171,11 @@ func (g *rate) Check(ctx context.Context, p *events.Proposal) (Decision, error) 
 			return Decision{}, err
 		}
 		if !ok {
+			if before, err := g.admitted(ctx, marker); err != nil {
+				return Decision{}, err
+			} else if before {
+				return Pass(), nil // admitted before the window filled: a redelivery
+			}
 			who, why := "the global", ""
 			details := map[string]any{"scope": s.name, "window": g.cfg.Window.String(), "windowStart": start.UTC(), "count": used.Count, "costUsd": float64(used.CostMicros) / 1e6,
 				"limitCount": s.limit.Count, "limitCostUsd": float64(s.limit.CostMicros) / 1e6}
@@ -184,10 +192,31 @@ func (g *rate) Check(ctx context.Context, p *events.Proposal) (Decision, error) 
 		}
 		taken = append(taken, s)
 	}
-	if _, err := g.kv.Create(ctx, marker, []byte(strconv.FormatInt(start.Unix(), 10))); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
+	_, err := g.kv.Create(ctx, marker, []byte(strconv.FormatInt(start.Unix(), 10)))
+	switch {
+	case errors.Is(err, jetstream.ErrKeyExists):
+		// Admitted before: a redelivery. Give back what this delivery reserved.
+		for _, t := range taken {
+			if err := g.release(ctx, t.key, cost); err != nil {
+				return Decision{}, err
+			}
+		}
+	case err != nil:
 		return Decision{}, fmt.Errorf("write admission marker: %w", err)
 	}
 	return Pass(), nil
+}
+
+// admitted reports whether the admission marker exists: the proposal passed this gate before.
+func (g *rate) admitted(ctx context.Context, marker string) (bool, error) {
+	_, err := g.kv.Get(ctx, marker)
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+		return false, nil
+	}
+	return false, fmt.Errorf("read admission marker: %w", err)
 }
 
 // tighten is the pure rule for a repeat offender: while the actor policy's cool-down lasts,
@@ -336,9 +365,21 @@ type reserveQueue struct{ waiting []*reservation }
 // left, then removes the queue so the next reservation starts a leader. It runs on its own
 // goroutine, so no proposal waits longer than its own batch.
 func (g *rate) settle(key string, q *reserveQueue) {
-	var cur usage
-	var rev uint64
-	known := false // cur and rev are what this leader last wrote
+	// cur and rev are what this replica last wrote to key; a key it never wrote is taken to
+	// be new (rev 0: create it). Either guess is checked by the compare-and-set.
+	g.mu.Lock()
+	last := g.written[key]
+	g.mu.Unlock()
+	cur, rev, known := last.used, last.rev, true
+	defer func() {
+		g.mu.Lock()
+		if known {
+			g.remember(key, windowState{used: cur, rev: rev})
+		} else {
+			delete(g.written, key)
+		}
+		g.mu.Unlock()
+	}()
 	for {
 		g.mu.Lock()
 		batch := q.waiting
@@ -356,10 +397,12 @@ func (g *rate) settle(key string, q *reserveQueue) {
 				err = errors.New("update rate window: too much contention; will retry")
 				break
 			}
-			if !known {
+			fresh := !known
+			if fresh {
 				if cur, rev, err = g.read(ctx, key); err != nil {
 					break
 				}
+				known = true
 			}
 			next := cur
 			for _, r := range batch {
@@ -371,6 +414,10 @@ func (g *rate) settle(key string, q *reserveQueue) {
 				}
 			}
 			if next == cur {
+				if !fresh {
+					known = false // refused on what this replica last wrote: check the window as stored
+					continue
+				}
 				break // every one refused: nothing to write
 			}
 			newRev, werr := g.write(ctx, key, next, rev)
@@ -397,9 +444,31 @@ func (g *rate) settle(key string, q *reserveQueue) {
 	}
 }
 
-// release gives back a reservation when a later scope refused.
+// windowState is what a replica last wrote to a window: its usage and revision.
+type windowState struct {
+	used usage
+	rev  uint64
+}
+
+// maxWrittenWindows bounds what a replica remembers of its windows; past it, it starts again
+// empty (a forgotten window costs one conflict and a read).
+const maxWrittenWindows = 10000
+
+// remember records what was last written to key; g.mu is held.
+func (g *rate) remember(key string, w windowState) {
+	if g.written == nil || len(g.written) >= maxWrittenWindows {
+		g.written = map[string]windowState{}
+	}
+	g.written[key] = w
+}
+
+// release gives back a reservation when a later scope refused, or the proposal turned out to
+// be a redelivery.
 func (g *rate) release(ctx context.Context, key string, cost int64) error {
 	defer g.locks.lock(key)()
+	g.mu.Lock()
+	delete(g.written, key) // written behind the leader's back: read it again next time
+	g.mu.Unlock()
 	for range 100 {
 		u, rev, err := g.read(ctx, key)
 		if err != nil {
