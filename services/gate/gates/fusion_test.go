@@ -354,9 +354,17 @@ func TestFusedRunFailingPartWayCountsEachDecisionOnce(t *testing.T) {
 		info, err := c.Info(ctx)
 		return err == nil && info.NumRedelivered > 0 && info.Delivered.Consumer >= 3
 	})
-	// graphd back on the same address, with the same world.
-	g := graphdtest.Start(t, graphdtest.InMemory(), graphdtest.WithConfig(func(c *server.Config) { c.Listen = addr }))
-	seedWorld(t, graphdtest.Writer(t, g.URL()))
+	// graphd back on the same address, with the same world from its first answer: seeded in a
+	// data directory first (on another address), or a delivery in between would find no player.
+	dir := t.TempDir()
+	seeded := graphdtest.Start(t, graphdtest.WithDataDir(dir))
+	seedWorld(t, graphdtest.Writer(t, seeded.URL()))
+	closeSeeded, cancelSeeded := context.WithTimeout(ctx, 5*time.Second)
+	defer cancelSeeded()
+	if err := seeded.Close(closeSeeded); err != nil {
+		t.Fatal(err)
+	}
+	graphdtest.Start(t, graphdtest.WithDataDir(dir), graphdtest.WithConfig(func(c *server.Config) { c.Listen = addr }))
 	natstest.WaitFor(t, 30*time.Second, "the move validated once graphd is back", func() bool {
 		return s.count(t, events.StreamProposals, events.SubjectValidated) == 1
 	})

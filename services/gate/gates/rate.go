@@ -39,14 +39,14 @@ import (
 // A repeat offender (a player the ai-worker's input rail flagged often enough for a strike,
 // budget.Offenders) gets a tighter window while the strike's cool-down lasts: the actor
 // limits scaled by the strike's multiplier. The gate reads the actor policies from the
-// budget control bucket (read only), each at most once a second per player.
+// budget control bucket (read only), kept in memory by a watch of their keys.
 type rate struct {
 	locks    keyLocks // releases
 	mu       sync.Mutex
 	queues   map[string]*reserveQueue // per key: reservations waiting for the leader (see reserve)
 	written  map[string]windowState   // per key: what this replica last wrote (see settle)
 	kv       jetstream.KeyValue
-	policies *policyCache
+	policies *budget.PolicyWatch
 	cfg      RateConfig
 	now      func() time.Time
 }
@@ -58,8 +58,8 @@ const Rate = "rate"
 var rateGate = Spec{
 	Name: Rate, New: newRate,
 	Summary: "per-actor and global budgets in windows, shared across replicas (KV)",
-	// The repeat offenders' actor policies: read only, and only those keys.
-	Buckets: []natsauth.Bucket{{Name: natsx.BucketRate}, {Name: natsx.BucketBudget, Keys: budget.ActorPolicyKeys, ReadOnly: true}},
+	// The repeat offenders' actor policies: read and watched only, and only those keys.
+	Buckets: []natsauth.Bucket{{Name: natsx.BucketRate}, {Name: natsx.BucketBudget, Keys: budget.ActorPolicyKeys, ReadOnly: true, Watch: true}},
 }
 
 func newRate(d Deps) (Gate, error) {
@@ -75,7 +75,15 @@ func newRate(d Deps) (Gate, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w (provision the topology first)", err)
 	}
-	return &rate{kv: kv, cfg: d.Config.Rate, now: d.Now, policies: &policyCache{kv: control, ttl: time.Second, now: d.Now}}, nil
+	// The gate lives as long as its process: so does the watch.
+	var policies *budget.PolicyWatch
+	if err := natsx.Await(ctx, "the actor policies of "+natsx.BucketBudget, d.Logger, func(ctx context.Context) (err error) {
+		policies, err = budget.WatchActorPolicies(ctx, control, d.Logger)
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	return &rate{kv: kv, cfg: d.Config.Rate, now: d.Now, policies: policies}, nil
 }
 
 func (*rate) Name() string { return Rate }
@@ -144,10 +152,7 @@ func (g *rate) Check(ctx context.Context, p *events.Proposal) (Decision, error) 
 	actorLimit := limit{b.ActorCount, micros(b.ActorCostUSD)}
 	var tightened *budget.ActorPolicy
 	if !actorLimit.unlimited() {
-		pol, err := g.policies.get(ctx, who)
-		if err != nil {
-			return Decision{}, fmt.Errorf("read %s's actor policy: %w", who, err)
-		}
+		pol := g.policies.Get(who)
 		if l, ok := tighten(actorLimit, pol, g.now()); ok {
 			actorLimit, tightened = l, pol
 		}
@@ -233,45 +238,6 @@ func tighten(l limit, p *budget.ActorPolicy, now time.Time) (limit, bool) {
 		l.CostMicros = max(1, int64(math.Floor(float64(l.CostMicros)*p.Multiplier)))
 	}
 	return l, true
-}
-
-// policyCache reads actor policies from the budget control bucket, each at most once per ttl:
-// a strike takes effect within the ttl, and a burst of one player's proposals costs one read.
-type policyCache struct {
-	kv  jetstream.KeyValue
-	ttl time.Duration
-	now func() time.Time
-	mu  sync.Mutex
-	m   map[string]cachedPolicy
-}
-
-type cachedPolicy struct {
-	p  *budget.ActorPolicy
-	at time.Time
-}
-
-// maxCachedPolicies bounds the cache; past it, it starts again empty.
-const maxCachedPolicies = 10000
-
-func (c *policyCache) get(ctx context.Context, actor string) (*budget.ActorPolicy, error) {
-	now := c.now()
-	c.mu.Lock()
-	e, ok := c.m[actor]
-	c.mu.Unlock()
-	if ok && now.Sub(e.at) < c.ttl {
-		return e.p, nil
-	}
-	p, err := budget.GetActorPolicy(ctx, c.kv, actor)
-	if err != nil {
-		return nil, err
-	}
-	c.mu.Lock()
-	if c.m == nil || len(c.m) >= maxCachedPolicies {
-		c.m = map[string]cachedPolicy{}
-	}
-	c.m[actor] = cachedPolicy{p: p, at: now}
-	c.mu.Unlock()
-	return p, nil
 }
 
 // budgetHolder is whose budget a proposal draws on: the player its payload names, else its

@@ -16,6 +16,7 @@ import (
 
 	"github.com/worldgate/worldgate/events"
 	"github.com/worldgate/worldgate/services/ai-worker/aiworker"
+	"github.com/worldgate/worldgate/services/ai-worker/budget"
 	"github.com/worldgate/worldgate/services/gate/approval"
 	"github.com/worldgate/worldgate/services/gate/attest/attesttest"
 	"github.com/worldgate/worldgate/services/gate/gates"
@@ -733,4 +734,43 @@ func TestMCPProposePublishesOnlyAsTheNarrator(t *testing.T) {
 		t.Fatalf("mcp-propose watching outcomes: %v", err)
 	}
 	w.Close()
+}
+
+// The rate gate follows repeat offenders' policies with a watch of their keys in the budget
+// control bucket; it can neither watch the bucket's other keys (the budgets and their
+// overrides) nor write a policy.
+func TestRateGateWatchesOnlyActorPolicies(t *testing.T) {
+	s := startServer(t)
+	_, adminJS := s.connect(natsauth.Admin)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	adminControl, err := adminJS.KeyValue(ctx, natsx.BucketBudget)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := budget.SetActorPolicy(ctx, adminControl, budget.ActorPolicy{Actor: "player:ada", Multiplier: 0.5}); err != nil {
+		t.Fatal(err)
+	}
+	for _, role := range []string{natsauth.GateRole(gates.Rate), natsauth.Gates} {
+		nc, js := s.connect(role)
+		control, err := js.KeyValue(ctx, natsx.BucketBudget)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, err := budget.WatchActorPolicies(ctx, control, logx.Discard())
+		if err != nil {
+			t.Fatalf("%s watching actor policies: %v", role, err)
+		}
+		if p := w.Get("player:ada"); p == nil || p.Multiplier != 0.5 {
+			t.Errorf("%s: ada's policy %+v", role, p)
+		}
+		for _, keys := range []string{"def.>", ">"} {
+			wctx, wcancel := context.WithTimeout(context.Background(), time.Second)
+			if _, err := control.Watch(wctx, keys); err == nil {
+				t.Errorf("%s watched the control bucket's keys %s", role, keys)
+			}
+			wcancel()
+		}
+		refused(t, nc, role, "$KV."+natsx.BucketBudget+".actor.x")
+	}
 }

@@ -228,7 +228,7 @@ func (w Worker) permissions(others []Consumer) *natsx.Permissions {
 		for _, b := range g.Buckets {
 			switch {
 			case b.ReadOnly:
-				p.kvRead(b.Name, cmp.Or(b.Keys, ">"))
+				p.kvRead(b.Name, cmp.Or(b.Keys, ">"), b.Watch)
 			case b.Keys != "":
 				p.kvKeys(b.Name, b.Keys)
 			default:
@@ -299,10 +299,17 @@ func (p *perms) kvKeys(bucket, pattern string) {
 	p.pub = append(p.pub, api("STREAM.INFO", stream), api("DIRECT.GET", stream, "$KV", bucket, pattern), "$KV."+bucket+"."+pattern)
 }
 
-// kvRead lets a worker read (direct gets) the keys of bucket matching pattern, and write none.
-func (p *perms) kvRead(bucket, pattern string) {
+// kvRead lets a worker read (direct gets) the keys of bucket matching pattern, and write none;
+// watch adds watching those keys (an ordered consumer filtered to them: the filter is part of
+// the create request's subject, so no other keys can be watched; the watch deletes its
+// consumer when it stops).
+func (p *perms) kvRead(bucket, pattern string, watch bool) {
 	stream := "KV_" + bucket
 	p.pub = append(p.pub, api("STREAM.INFO", stream), api("DIRECT.GET", stream, "$KV", bucket, pattern))
+	if watch {
+		p.pub = append(p.pub, api("CONSUMER.CREATE", stream, "*", "$KV", bucket, pattern), api("CONSUMER.DELETE", stream, "*"),
+			"$JS.FC."+stream+".>")
+	}
 }
 
 // kv lets a worker read and write bucket; watch adds listing keys (an ordered consumer of
@@ -383,7 +390,7 @@ func mcpWorld() *natsx.Permissions {
 	s := events.StreamCommitted
 	p.pub = append(p.pub, api("STREAM.INFO", s), api("STREAM.MSG.GET", s), api("DIRECT.GET", s), api("DIRECT.GET", s, ">"))
 	// get-recent-dialogue: the interaction memory, read only.
-	p.kvRead(natsx.BucketMemory, ">")
+	p.kvRead(natsx.BucketMemory, ">", false)
 	return p.build()
 }
 

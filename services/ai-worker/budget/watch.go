@@ -1,0 +1,78 @@
+package budget
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// PolicyWatch is every actor policy of the control bucket, kept in memory by a watch of the
+// policy keys (ActorPolicyKeys): a change applies as soon as NATS delivers it, and reading an
+// actor's policy costs no request. WatchActorPolicies returns once the stored policies are in.
+type PolicyWatch struct {
+	mu    sync.RWMutex
+	byKey map[string]*ActorPolicy
+}
+
+// WatchActorPolicies starts the watch, which lasts as long as the process; ctx bounds only the
+// wait for the stored policies. A policy that cannot be decoded is logged and treated as
+// absent (the file's limits).
+func WatchActorPolicies(ctx context.Context, control jetstream.KeyValue, log *slog.Logger) (*PolicyWatch, error) {
+	w, err := control.Watch(context.Background(), ActorPolicyKeys)
+	if err != nil {
+		return nil, fmt.Errorf("watch actor policies: %w", err)
+	}
+	ps := &PolicyWatch{byKey: map[string]*ActorPolicy{}}
+	for {
+		select {
+		case e, ok := <-w.Updates():
+			switch {
+			case !ok:
+				return nil, errors.New("watch actor policies: the watch ended before the stored policies were read")
+			case e == nil: // the stored policies are in
+				go ps.follow(w, log)
+				return ps, nil
+			}
+			ps.apply(e, log)
+		case <-ctx.Done():
+			_ = w.Stop()
+			return nil, fmt.Errorf("watch actor policies: %w", ctx.Err())
+		}
+	}
+}
+
+func (ps *PolicyWatch) follow(w jetstream.KeyWatcher, log *slog.Logger) {
+	for e := range w.Updates() {
+		if e != nil {
+			ps.apply(e, log)
+		}
+	}
+}
+
+func (ps *PolicyWatch) apply(e jetstream.KeyValueEntry, log *slog.Logger) {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	if e.Operation() != jetstream.KeyValuePut {
+		delete(ps.byKey, e.Key())
+		return
+	}
+	var p ActorPolicy
+	if err := json.Unmarshal(e.Value(), &p); err != nil {
+		log.Warn("an actor policy cannot be read; the actor keeps the file's limits", "key", e.Key(), "err", err)
+		delete(ps.byKey, e.Key())
+		return
+	}
+	ps.byKey[e.Key()] = &p
+}
+
+// Get is actor's policy, nil when it has none.
+func (ps *PolicyWatch) Get(actor string) *ActorPolicy {
+	ps.mu.RLock()
+	defer ps.mu.RUnlock()
+	return ps.byKey[actorKey(actor)]
+}
