@@ -832,4 +832,14 @@ func TestRateCountsARedeliveryOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	check(one, d, gates.Passed)
+
+	// Without an actor budget, the admission marker recognises the redelivery.
+	cfg.Rate.Budgets = map[string]gates.Budget{events.KindPlayerMoved: {GlobalCount: 2}}
+	global := replica()
+	e, f, g := move(), move(), move()
+	check(global, e, gates.Passed)
+	check(global, e, gates.Passed)
+	check(global, f, gates.Passed)
+	check(global, g, gates.Rejected)
+	check(global, e, gates.Passed)
 }

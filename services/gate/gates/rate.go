@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -25,12 +26,14 @@ import (
 // and a USD cost (provenance.costUsd). Windows are KV entries in natsx.BucketRate updated with
 // compare-and-set (retrying on conflict), so every replica draws on the same budget and
 // together they never admit more than it. Admission reserves the actor's budget, then the
-// global one (giving the actor's back if the global one is spent), then creates an admission
-// marker so that a redelivered proposal is not counted twice: if the marker exists already,
-// the proposal was admitted before and the reservations are given back; if a window refuses
-// it, the marker is read, and a proposal admitted before passes. A first delivery, the
-// common case, so costs no read of the marker. A crash between reserving and the marker counts
-// a proposal twice: budgets err on the side of admitting less, never more.
+// global one (giving the actor's back if the global one is spent). A redelivered proposal is
+// not counted twice: the actor's window lists the proposals it admitted (their admission
+// tokens, the latest maxAdmitted), written by the same compare-and-set that counts them, so a
+// proposal found there passes at once. Without an actor budget, an admission marker (a key of
+// its own) does that instead: created after reserving, read when a window refuses. A
+// redelivery after its window has ended is counted in the new one, and a crash between two
+// scopes' reservations counts a proposal twice: budgets err on the side of admitting less,
+// never more.
 //
 // Each replica remembers the usage and revision it last wrote to a window (and assumes a
 // window it has not seen yet is new), so a reservation is one compare-and-set, not a read and
@@ -92,6 +95,21 @@ func (*rate) Name() string { return Rate }
 type usage struct {
 	Count      int   `json:"count"`
 	CostMicros int64 `json:"costMicros"`
+	// Admitted are the admission tokens of the proposals an actor's window took, the latest
+	// last: a redelivery found here is not counted again. Global windows keep none.
+	Admitted []string `json:"admitted,omitempty"`
+}
+
+// maxAdmitted bounds an actor window's admission tokens; a redelivery of a proposal older than
+// the last maxAdmitted of its actor's window is counted again (admitting less, never more).
+const maxAdmitted = 256
+
+// withAdmitted is u with token added to its admission tokens (in a new slice), the oldest
+// dropped past maxAdmitted.
+func withAdmitted(u usage, token string) usage {
+	keep := u.Admitted[max(0, len(u.Admitted)-maxAdmitted+1):]
+	u.Admitted = append(slices.Clip(keep), token)
+	return u
 }
 
 // limit is one scope's budget; zero fields are unlimited.
@@ -141,7 +159,8 @@ func (g *rate) Check(ctx context.Context, p *events.Proposal) (Decision, error) 
 	if !ok {
 		return Pass(), nil
 	}
-	marker := "admitted." + hashKey(p.ProposalID+":"+strconv.Itoa(p.Attempt))
+	token := hashKey(p.ProposalID + ":" + strconv.Itoa(p.Attempt))
+	marker := "admitted." + token
 	var cost int64
 	if p.Provenance != nil {
 		cost = micros(p.Provenance.CostUSD)
@@ -157,17 +176,25 @@ func (g *rate) Check(ctx context.Context, p *events.Proposal) (Decision, error) 
 			actorLimit, tightened = l, pol
 		}
 	}
-	actor := scope{"actor", p.Kind + ".actor." + hashKey(who) + "." + win, actorLimit}
-	global := scope{"global", p.Kind + ".global." + win, limit{b.GlobalCount, micros(b.GlobalCostUSD)}}
+	actor := scope{name: "actor", key: p.Kind + ".actor." + hashKey(who) + "." + win, limit: actorLimit}
+	global := scope{name: "global", key: p.Kind + ".global." + win, limit: limit{b.GlobalCount, micros(b.GlobalCostUSD)}}
+	// The actor's window records the proposals it admits; without one, the marker does.
+	tracked := !actor.limit.unlimited()
+	if tracked {
+		actor.token = token
+	}
 	var taken []scope
 	for _, s := range []scope{actor, global} {
 		if s.limit.unlimited() {
 			continue
 		}
-		used, ok, err := g.reserve(ctx, s.key, cost, s.limit)
+		used, ok, again, err := g.reserve(ctx, s.key, s.token, cost, s.limit)
+		if again {
+			return Pass(), nil // admitted before in this window: a redelivery
+		}
 		if err != nil || !ok {
 			for _, t := range taken {
-				if rerr := g.release(ctx, t.key, cost); rerr != nil && err == nil {
+				if rerr := g.release(ctx, t.key, t.token, cost); rerr != nil && err == nil {
 					err = rerr
 				}
 			}
@@ -176,10 +203,12 @@ func (g *rate) Check(ctx context.Context, p *events.Proposal) (Decision, error) 
 			return Decision{}, err
 		}
 		if !ok {
-			if before, err := g.admitted(ctx, marker); err != nil {
-				return Decision{}, err
-			} else if before {
-				return Pass(), nil // admitted before the window filled: a redelivery
+			if !tracked {
+				if before, err := g.admitted(ctx, marker); err != nil {
+					return Decision{}, err
+				} else if before {
+					return Pass(), nil // admitted before the window filled: a redelivery
+				}
 			}
 			who, why := "the global", ""
 			details := map[string]any{"scope": s.name, "window": g.cfg.Window.String(), "windowStart": start.UTC(), "count": used.Count, "costUsd": float64(used.CostMicros) / 1e6,
@@ -197,12 +226,15 @@ func (g *rate) Check(ctx context.Context, p *events.Proposal) (Decision, error) 
 		}
 		taken = append(taken, s)
 	}
+	if tracked || len(taken) == 0 {
+		return Pass(), nil
+	}
 	_, err := g.kv.Create(ctx, marker, []byte(strconv.FormatInt(start.Unix(), 10)))
 	switch {
 	case errors.Is(err, jetstream.ErrKeyExists):
 		// Admitted before: a redelivery. Give back what this delivery reserved.
 		for _, t := range taken {
-			if err := g.release(ctx, t.key, cost); err != nil {
+			if err := g.release(ctx, t.key, t.token, cost); err != nil {
 				return Decision{}, err
 			}
 		}
@@ -259,6 +291,7 @@ type scope struct {
 	name  string
 	key   string
 	limit limit
+	token string // the admission token the window records ("": none)
 }
 
 func capitalize(s string) string {
@@ -276,7 +309,8 @@ func usedText(u usage, l limit) string {
 }
 
 // reserve adds one proposal of cost to the window at key if the limit allows, with
-// compare-and-set. It returns the usage it saw when refusing.
+// compare-and-set. It returns the usage it saw when refusing. With a token, the window records
+// it, and again reports that the window holds it already: admitted before, not counted again.
 //
 // Concurrent reservations on one key in this process are coalesced: the first starts a leader
 // that settles every reservation queued behind it with one compare-and-set (admitting them in
@@ -285,8 +319,8 @@ func usedText(u usage, l limit) string {
 // takes every proposal of its kind, so one write per proposal would serialise the gate on
 // KV round trips (about 150 proposals/s measured by scripts/bench); batching makes it one
 // round trip per batch. Replicas still coordinate through compare-and-set alone.
-func (g *rate) reserve(ctx context.Context, key string, cost int64, l limit) (usage, bool, error) {
-	r := &reservation{cost: cost, limit: l, done: make(chan struct{})}
+func (g *rate) reserve(ctx context.Context, key, token string, cost int64, l limit) (used usage, ok, again bool, err error) {
+	r := &reservation{token: token, cost: cost, limit: l, done: make(chan struct{})}
 	g.mu.Lock()
 	if g.queues == nil {
 		g.queues = map[string]*reserveQueue{}
@@ -304,10 +338,10 @@ func (g *rate) reserve(ctx context.Context, key string, cost int64, l limit) (us
 	}
 	select {
 	case <-r.done:
-		return r.used, r.ok, r.err
+		return r.used, r.ok, r.again, r.err
 	case <-ctx.Done():
 		// The leader may still admit it: budgets err on the side of admitting less.
-		return usage{}, false, ctx.Err()
+		return usage{}, false, false, ctx.Err()
 	}
 }
 
@@ -316,10 +350,12 @@ const rateBatchTimeout = 10 * time.Second
 
 // reservation is one proposal waiting for its window.
 type reservation struct {
+	token string
 	cost  int64
 	limit limit
 	used  usage
 	ok    bool
+	again bool // the window held the token already
 	err   error
 	done  chan struct{}
 }
@@ -370,21 +406,30 @@ func (g *rate) settle(key string, q *reserveQueue) {
 				}
 				known = true
 			}
-			next := cur
+			next, changed := cur, false
 			for _, r := range batch {
-				r.used, r.ok = admit(next, r.cost, r.limit)
-				if r.ok {
-					next = r.used
-				} else {
-					r.used = next
-				}
-			}
-			if next == cur {
-				if !fresh {
-					known = false // refused on what this replica last wrote: check the window as stored
+				r.again = r.token != "" && slices.Contains(next.Admitted, r.token)
+				if r.again {
+					r.used, r.ok = next, true
 					continue
 				}
-				break // every one refused: nothing to write
+				u, ok := admit(next, r.cost, r.limit)
+				r.ok = ok
+				if ok {
+					u.Admitted = next.Admitted
+					if r.token != "" {
+						u = withAdmitted(u, r.token)
+					}
+					next, changed = u, true
+				}
+				r.used = next
+			}
+			if !changed {
+				if !fresh {
+					known = false // decided on what this replica last wrote: check the window as stored
+					continue
+				}
+				break // every one refused or admitted before: nothing to write
 			}
 			newRev, werr := g.write(ctx, key, next, rev)
 			if werr == nil {
@@ -400,7 +445,7 @@ func (g *rate) settle(key string, q *reserveQueue) {
 		cancel()
 		for _, r := range batch {
 			if err != nil {
-				r.used, r.ok, r.err = usage{}, false, err
+				r.used, r.ok, r.again, r.err = usage{}, false, false, err
 			}
 			close(r.done)
 		}
@@ -430,7 +475,7 @@ func (g *rate) remember(key string, w windowState) {
 
 // release gives back a reservation when a later scope refused, or the proposal turned out to
 // be a redelivery.
-func (g *rate) release(ctx context.Context, key string, cost int64) error {
+func (g *rate) release(ctx context.Context, key, token string, cost int64) error {
 	defer g.locks.lock(key)()
 	g.mu.Lock()
 	delete(g.written, key) // written behind the leader's back: read it again next time
@@ -442,6 +487,9 @@ func (g *rate) release(ctx context.Context, key string, cost int64) error {
 		}
 		u.Count = max(u.Count-1, 0)
 		u.CostMicros = max(u.CostMicros-cost, 0)
+		if token != "" {
+			u.Admitted = slices.DeleteFunc(slices.Clone(u.Admitted), func(t string) bool { return t == token })
+		}
 		if _, err := g.write(ctx, key, u, rev); err == nil {
 			return nil
 		} else if !isConflict(err) {

@@ -2,6 +2,7 @@ package gates
 
 import (
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -123,9 +124,20 @@ func TestBudgetArithmetic(t *testing.T) {
 		{usage{CostMicros: 901}, 100, limit{CostMicros: 1000}, false},
 	} {
 		next, ok := admit(c.u, c.cost, c.l)
-		if ok != c.ok || (ok && (next.Count != c.u.Count+1 || next.CostMicros != c.u.CostMicros+c.cost)) || (!ok && next != c.u) {
+		if ok != c.ok || (ok && (next.Count != c.u.Count+1 || next.CostMicros != c.u.CostMicros+c.cost)) || (!ok && (next.Count != c.u.Count || next.CostMicros != c.u.CostMicros)) {
 			t.Errorf("admit(%+v, %d, %+v) = %+v, %v", c.u, c.cost, c.l, next, ok)
 		}
+	}
+	// An actor window keeps the latest maxAdmitted admission tokens, never sharing the slice it
+	// was given.
+	u := usage{}
+	for i := range maxAdmitted + 5 {
+		u = withAdmitted(u, fmt.Sprint(i))
+	}
+	older := u
+	u = withAdmitted(older, "new")
+	if len(u.Admitted) != maxAdmitted || u.Admitted[0] != "6" || u.Admitted[maxAdmitted-1] != "new" || older.Admitted[maxAdmitted-1] != fmt.Sprint(maxAdmitted+4) {
+		t.Errorf("admission tokens %v … %v (%d); the older window's last %v", u.Admitted[0], u.Admitted[len(u.Admitted)-1], len(u.Admitted), older.Admitted[maxAdmitted-1])
 	}
 	start, after := windowOf(time.Date(2026, 1, 1, 10, 0, 45, 0, time.UTC), time.Minute)
 	if !start.Equal(time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)) || after != 15 {
