@@ -51,7 +51,11 @@ const Version = "worldgate.attest/v1"
 
 // Digest is the SHA-256 of the canonical proposal without its route.
 func Digest(p *events.Proposal) (string, error) {
-	raw, err := json.Marshal(p)
+	// The route is left out of the digest: it is not marshalled (its trail, with every
+	// signature, is most of a signed proposal's bytes), and its empty form is deleted below.
+	content := *p
+	content.Route = events.Route{}
+	raw, err := json.Marshal(&content)
 	if err != nil {
 		return "", fmt.Errorf("digest of proposal %s: %w", p.ProposalID, err)
 	}

@@ -426,3 +426,36 @@ func TestExportPublicCopiesOnlyPublicKeys(t *testing.T) {
 		t.Fatal("exporting into the private key directory was allowed")
 	}
 }
+
+// The digest leaves the route out without marshalling it; its value is the one proposals
+// signed before were signed with: the whole proposal marshalled, the route deleted, the rest
+// in provenance.Canonical's encoding.
+func TestDigestIsTheCanonicalProposalWithoutItsRoute(t *testing.T) {
+	ks, _ := newKeys(t, aiRoute...)
+	p := *realistic(t)
+	ks.passAll(t, &p, aiRoute)
+	raw, err := json.Marshal(&p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &m); err != nil {
+		t.Fatal(err)
+	}
+	delete(m, "route")
+	rest, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	canonical, err := provenance.Canonical(rest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := attest.Digest(&p)
+	if err != nil || got != provenance.Sum(canonical) {
+		t.Fatalf("digest %s (%v), want %s", got, err, provenance.Sum(canonical))
+	}
+	if len(p.Route.Trail) != len(aiRoute) {
+		t.Fatalf("the digest changed the proposal's trail: %d hops", len(p.Route.Trail))
+	}
+}
