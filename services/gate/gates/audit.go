@@ -12,7 +12,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/worldgate/worldgate/events"
-	"github.com/worldgate/worldgate/events/provenance"
 	"github.com/worldgate/worldgate/shared/tracing"
 )
 
@@ -50,38 +49,41 @@ func (*audit) Name() string { return Audit }
 
 // AuditRecord is what audit.proposals carries per proposal attempt.
 type AuditRecord struct {
-	ProposalID    string             `json:"proposalId"`
-	Kind          string             `json:"kind"`
-	CorrelationID string             `json:"correlationId"`
-	CausationID   string             `json:"causationId"`
-	AgentRole     string             `json:"agentRole"`
-	Actor         events.Actor       `json:"actor"`
-	Attempt       int                `json:"attempt"`
-	Digest        string             `json:"digest"` // SHA-256 of the canonical proposal as audited
-	Trail         []events.Hop       `json:"trail"`
-	Provenance    *events.Provenance `json:"provenance,omitempty"`
-	AuditedUTC    time.Time          `json:"auditedUtc"`
+	ProposalID    string       `json:"proposalId"`
+	Kind          string       `json:"kind"`
+	CorrelationID string       `json:"correlationId"`
+	CausationID   string       `json:"causationId"`
+	AgentRole     string       `json:"agentRole"`
+	Actor         events.Actor `json:"actor"`
+	Attempt       int          `json:"attempt"`
+	// Version 2: Digest is the proposal's attested content digest (attest.Digest), the one its
+	// trail's signatures sign, so a record can be checked against them. Records without a
+	// version hold the SHA-256 of the whole canonical proposal, trail included.
+	Version    int                `json:"version,omitempty"`
+	Digest     string             `json:"digest"`
+	Trail      []events.Hop       `json:"trail"`
+	Provenance *events.Provenance `json:"provenance,omitempty"`
+	AuditedUTC time.Time          `json:"auditedUtc"`
 }
 
 // auditRecord is the pure part: the record of p.
-func auditRecord(p *events.Proposal, at time.Time) (AuditRecord, error) {
-	c, err := provenance.CanonicalValue(p)
-	if err != nil {
-		return AuditRecord{}, err
-	}
+func auditRecord(p *events.Proposal, digest string, at time.Time) AuditRecord {
 	return AuditRecord{
 		ProposalID: p.ProposalID, Kind: p.Kind, CorrelationID: p.CorrelationID, CausationID: p.CausationID,
-		AgentRole: p.AgentRole, Actor: p.Actor, Attempt: p.Attempt, Digest: provenance.Sum(c),
+		AgentRole: p.AgentRole, Actor: p.Actor, Attempt: p.Attempt, Version: AuditRecordVersion, Digest: digest,
 		Trail: p.Route.Trail, Provenance: p.Provenance, AuditedUTC: at.UTC(),
-	}, nil
+	}
 }
 
+// AuditRecordVersion is the version of the records the audit gate writes (AuditRecord.Version).
+const AuditRecordVersion = 2
+
 func (g *audit) Check(ctx context.Context, p *events.Proposal) (Decision, error) {
-	rec, err := auditRecord(p, g.now())
+	digest, err := ContentDigest(ctx, p)
 	if err != nil {
-		return Decision{}, err
+		return Decision{}, fmt.Errorf("digest of proposal %s: %w", p.ProposalID, err)
 	}
-	data, err := json.Marshal(rec)
+	data, err := json.Marshal(auditRecord(p, digest, g.now()))
 	if err != nil {
 		return Decision{}, err
 	}

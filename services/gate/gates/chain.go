@@ -88,6 +88,7 @@ func (c *chain) handler(first Gate) message.HandlerFunc {
 		subject, raw := m.Metadata.Get(runtime.MetaSubject), m.Payload
 		var id string
 		var digest string // of the content, which no gate of the run changes: computed once
+		ctx = withDigest(ctx, p, &digest)
 		// Each decision is counted, timed and logged once the run has its outgoing message: a
 		// run that fails part-way (an outage at a later gate) is redelivered and decided again,
 		// and must not count its earlier gates' decisions twice.

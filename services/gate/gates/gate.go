@@ -29,6 +29,7 @@ import (
 	"strings"
 
 	"github.com/worldgate/worldgate/events"
+	"github.com/worldgate/worldgate/services/gate/attest"
 	"github.com/worldgate/worldgate/services/gate/slip"
 )
 
@@ -113,6 +114,36 @@ func Delivery(ctx context.Context) (n, limit int) {
 
 func withDelivery(ctx context.Context, n, limit int) context.Context {
 	return context.WithValue(ctx, deliveryKey{}, delivery{n, limit})
+}
+
+type digestKey struct{}
+
+// runDigest is the content digest of the proposal a run decides, computed at most once.
+type runDigest struct {
+	p *events.Proposal
+	d *string
+}
+
+// ContentDigest is the attested digest of the proposal a Check decides (attest.Digest: its
+// content without the route, which no gate changes): computed once per run, and shared with
+// the signatures of the run's gates.
+func ContentDigest(ctx context.Context, p *events.Proposal) (string, error) {
+	r, ok := ctx.Value(digestKey{}).(runDigest)
+	if !ok || r.p != p {
+		return attest.Digest(p)
+	}
+	if *r.d == "" {
+		d, err := attest.Digest(p)
+		if err != nil {
+			return "", err
+		}
+		*r.d = d
+	}
+	return *r.d, nil
+}
+
+func withDigest(ctx context.Context, p *events.Proposal, d *string) context.Context {
+	return context.WithValue(ctx, digestKey{}, runDigest{p, d})
 }
 
 // listOf joins items as "a, b and c".

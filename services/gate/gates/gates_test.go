@@ -14,6 +14,7 @@ import (
 	"github.com/worldgate/worldgate/events"
 	"github.com/worldgate/worldgate/services/ai-worker/budget"
 	"github.com/worldgate/worldgate/services/gate/approval"
+	"github.com/worldgate/worldgate/services/gate/attest"
 	"github.com/worldgate/worldgate/services/gate/gates"
 	"github.com/worldgate/worldgate/shared/natsx"
 	"github.com/worldgate/worldgate/shared/natsx/natstest"
@@ -520,6 +521,10 @@ func TestAuditGate(t *testing.T) {
 	v := s.proposalsOn(t, events.SubjectValidated)[p.ProposalID]
 	if v == nil || len(v.Route.Pending) != 0 || v.Route.Trail[len(v.Route.Trail)-1].Gate != "audit" {
 		t.Fatalf("validated %+v", v)
+	}
+	// The record's digest is the one the trail's signatures sign.
+	if d, err := attest.Digest(v); err != nil || rec.Version != gates.AuditRecordVersion || rec.Digest != d {
+		t.Fatalf("audit record version %d digest %s, want version %d and the attested digest %s (%v)", rec.Version, rec.Digest, gates.AuditRecordVersion, d, err)
 	}
 }
 

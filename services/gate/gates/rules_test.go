@@ -351,7 +351,7 @@ func BenchmarkDecisionAudit(b *testing.B) {
 	p, _ := benchProposal(b)
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := auditRecord(p, time.Now()); err != nil {
+		if _, err := json.Marshal(auditRecord(p, "d", time.Now())); err != nil {
 			b.Fatal(err)
 		}
 	}
