@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/worldgate/worldgate/services/gate/gates"
@@ -30,6 +31,7 @@ func runNATSConfig(_ context.Context, args []string, stdout, stderr io.Writer) e
 	routesFile := fs.String("routes", "", "routes file (YAML) the gates run with; empty: the embedded default")
 	approvers := fs.String("approvers", "", "comma-separated names of the people who may approve held proposals: a user approver-<name> each (deploy/nats has the example approver "+policy.ExampleApprover+")")
 	gateSets := fs.String("gate-sets", "", `extra users for processes running several gates, e.g. "schema,safety;dedup,rate" (users gates-schema-safety, gates-dedup-rate)`)
+	unfusedSets := fs.String("unfused-gate-sets", "", `extra users for processes running several gates with fusion off (gate -fuse=false), e.g. "schema,safety;all" (users gates-schema-safety-unfused, gates-unfused)`)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -47,19 +49,30 @@ func runNATSConfig(_ context.Context, args []string, stdout, stderr io.Writer) e
 	if err != nil {
 		return fmt.Errorf("-approvers: %w", err)
 	}
-	for _, set := range strings.Split(*gateSets, ";") {
-		if set = strings.TrimSpace(set); set == "" {
-			continue
+	for _, sets := range []struct {
+		flag, value string
+		noFusion    bool
+	}{{"-gate-sets", *gateSets, false}, {"-unfused-gate-sets", *unfusedSets, true}} {
+		for _, set := range strings.Split(sets.value, ";") {
+			if set = strings.TrimSpace(set); set == "" {
+				continue
+			}
+			gs := strings.Split(set, ",")
+			for i := range gs {
+				gs[i] = strings.TrimSpace(gs[i])
+			}
+			if len(gs) == 1 && gs[0] == "all" {
+				gs = gates.Known()
+			}
+			r, err := policy.GateProcess(routes, gates.Process{Gates: gs, NoFusion: sets.noFusion})
+			if err != nil {
+				return fmt.Errorf("%s: %w", sets.flag, err)
+			}
+			if slices.ContainsFunc(rs, func(have natsauth.Role) bool { return have.Name == r.Name }) {
+				continue // the gates user, or a set named twice
+			}
+			rs = append(rs, r)
 		}
-		gates := strings.Split(set, ",")
-		for i := range gates {
-			gates[i] = strings.TrimSpace(gates[i])
-		}
-		r, err := policy.GateSet(routes, gates)
-		if err != nil {
-			return fmt.Errorf("-gate-sets: %w", err)
-		}
-		rs = append(rs, r)
 	}
 	if err := os.MkdirAll(*out, 0o755); err != nil {
 		return err

@@ -209,3 +209,27 @@ func TestK8sGatesWritesTheCommittedFiles(t *testing.T) {
 		}
 	}
 }
+
+// nats-config writes the users of gate processes a deployment runs as sets, fused or not:
+// `gate -gate schema,safety -fuse=false` publishes the hop between its gates, so its user is
+// its own.
+func TestNATSConfigWritesGateSetUsers(t *testing.T) {
+	dir := t.TempDir()
+	args := []string{"-out", dir, "-gate-sets", "schema,safety", "-unfused-gate-sets", "schema,safety; all"}
+	if err := runNATSConfig(context.Background(), args, &bytes.Buffer{}, &bytes.Buffer{}); err != nil {
+		t.Fatal(err)
+	}
+	auth, err := os.ReadFile(filepath.Join(dir, natsauth.AuthConfFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, user := range []string{"gates-schema-safety", "gates-schema-safety-unfused", "gates-unfused"} {
+		if !strings.Contains(string(auth), `"`+user+`"`) {
+			t.Errorf("%s has no user %s", natsauth.AuthConfFile, user)
+		}
+	}
+	err = runNATSConfig(context.Background(), []string{"-out", dir, "-unfused-gate-sets", "schema,vibes"}, &bytes.Buffer{}, &bytes.Buffer{})
+	if err == nil || !strings.Contains(err.Error(), "-unfused-gate-sets") || !strings.Contains(err.Error(), "vibes") {
+		t.Fatalf("an unknown gate in an unfused set: %v", err)
+	}
+}

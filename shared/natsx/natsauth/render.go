@@ -149,8 +149,9 @@ const docIntro = "Least privilege is enforced by the NATS server, not by the wor
 	"decides consecutive gates of a route in one hop (fusion, on by default), so its user may not\n" +
 	"publish from one of its gates to another (the `gates` user lacks `proposals.gate.safety`, …,\n" +
 	"keeping `proposals.gate.audit`, where the approval gate forwards approved proposals);\n" +
-	"`gate -fuse=false` needs the unfused set's user (`gates-unfused`, `policy.GateProcess`), which\n" +
-	"only the comparison harnesses create. Each user may\n" +
+	"`gate -fuse=false` needs the unfused set's user, written by\n" +
+	"`worldgate nats-config -unfused-gate-sets \"schema,safety;all\"` (users\n" +
+	"`gates-schema-safety-unfused`, `gates-unfused`). Each user may\n" +
 	"subscribe only to its own inboxes, `_INBOX.<user>.>`, so no worker reads replies meant for\n" +
 	"another: `shared/natsx.Connect` sets that inbox prefix from the user name; a client in another\n" +
 	"language sets it too (e.g. `nats.CustomInboxPrefix(\"_INBOX.publisher\")`).\n\n" +
