@@ -124,6 +124,19 @@ func checkProcessRun(t *testing.T, f *Figures, n int) {
 		if p.HopsPerEvent < 2 || p.HopsPerEvent > f.Hops {
 			t.Errorf("%s %s: %.2f hops per event measured, want 2 to %g", f.Label, p.Name, p.HopsPerEvent, f.Hops)
 		}
+		// What a move stores (WORLD, PROPOSALS, AUDIT, COMMITTED, OUTCOMES, the rate window) and
+		// what NATS receives for it (those publishes, the acknowledgements, bench's own): counted,
+		// not guessed.
+		var stored uint64
+		for _, m := range p.StreamMessages {
+			stored += m
+		}
+		if want := float64(stored) / float64(n); p.StoredPerEvent != want || p.StoredPerEvent < 5 || p.StreamMessages[rateStream] == 0 {
+			t.Errorf("%s %s: %.2f stored per event (%v), want their sum ÷ events = %.2f, at least 5, the rate window among them", f.Label, p.Name, p.StoredPerEvent, p.StreamMessages, want)
+		}
+		if p.NATSInMsgsPerEvent < p.StoredPerEvent || p.NATSOutMsgsPerEvent < p.StoredPerEvent {
+			t.Errorf("%s %s: NATS received %.1f and sent %.1f messages per event, fewer than the %.2f it stored", f.Label, p.Name, p.NATSInMsgsPerEvent, p.NATSOutMsgsPerEvent, p.StoredPerEvent)
+		}
 	}
 	if f.PipelineCPUSeconds <= 0 || f.BenchCPUSeconds <= 0 || f.PeakRSSBytes <= 0 || f.ProcessPeakRSS["nats-1"] <= 0 || f.DeadLetters != 0 {
 		t.Errorf("%s: pipeline CPU %.1fs, bench CPU %.1fs, peak RSS %d (%v), dead letters %d", f.Label, f.PipelineCPUSeconds, f.BenchCPUSeconds, f.PeakRSSBytes, f.ProcessPeakRSS, f.DeadLetters)

@@ -58,6 +58,7 @@ type App struct {
 	metrics *handlerMetrics
 	log     *slog.Logger
 	tracer  trace.Tracer // nil: tracing off
+	warm    *warm        // while Run runs: the goroutines the handlers run on
 
 	mu       sync.Mutex
 	handlers []string
@@ -134,8 +135,10 @@ func (a *App) Handle(name string, c Consumer, h message.HandlerFunc) {
 	chain = a.traced(name, chain)
 	a.router.AddConsumerHandler(name, name, newSubscriber(a.opts.JetStream, c, a.log.With("handler", name)),
 		func(m *message.Message) error {
-			_, err := chain(m)
-			return err
+			return a.warm.run(func() error {
+				_, err := chain(m)
+				return err
+			})
 		})
 	a.mu.Lock()
 	a.handlers = append(a.handlers, name)
@@ -166,6 +169,10 @@ func (a *App) Run(ctx context.Context) error {
 	}
 	defer func() { _ = svc.Stop() }()
 	a.log.Info("worker starting", "handlers", a.handlers)
+	if a.warm, err = newWarm(); err != nil {
+		return fmt.Errorf("start %s: %w", a.opts.Name, err)
+	}
+	defer a.warm.release()
 	errc := make(chan error, 1)
 	go func() { errc <- a.router.Run(context.Background()) }()
 	select {
