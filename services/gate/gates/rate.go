@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/worldgate/worldgate/events"
@@ -81,7 +82,13 @@ func newRate(d Deps) (Gate, error) {
 	// The gate lives as long as its process: so does the watch.
 	var policies *budget.PolicyWatch
 	if err := natsx.Await(ctx, "the actor policies of "+natsx.BucketBudget, d.Logger, func(ctx context.Context) (err error) {
-		policies, err = budget.WatchActorPolicies(ctx, control, d.Logger)
+		if policies, err = budget.WatchActorPolicies(ctx, control, d.Logger); err != nil {
+			// A watch the server refuses goes unanswered: say so rather than wait (NATS
+			// permissions from before the watch, deploy/nats).
+			if last := d.JetStream.Conn().LastError(); errors.Is(last, nats.ErrPermissionViolation) && strings.Contains(strings.ToLower(last.Error()), strings.ToLower("KV_"+natsx.BucketBudget)) {
+				err = fmt.Errorf("%w: %w", err, last)
+			}
+		}
 		return err
 	}); err != nil {
 		return nil, err

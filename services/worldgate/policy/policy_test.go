@@ -773,4 +773,13 @@ func TestRateGateWatchesOnlyActorPolicies(t *testing.T) {
 		}
 		refused(t, nc, role, "$KV."+natsx.BucketBudget+".actor.x")
 	}
+	// A rate gate whose NATS user may not watch the policies (permissions from before the
+	// watch) stops at start with the server's refusal, not after waiting for an answer.
+	_, js := s.connect(natsauth.GateRole(gates.Schema))
+	spec, _ := gates.Lookup(gates.Rate)
+	started := time.Now()
+	_, err = spec.New(gates.Deps{JetStream: js, Logger: logx.Discard(), Now: time.Now})
+	if err == nil || !errors.Is(err, nats.ErrPermissionViolation) || time.Since(started) > 30*time.Second {
+		t.Fatalf("a rate gate that may not watch the policies: %v after %s", err, time.Since(started).Round(time.Second))
+	}
 }
