@@ -62,6 +62,7 @@ type App struct {
 
 	mu       sync.Mutex
 	handlers []string
+	subs     []*subscriber
 	stats    map[string]func() any
 	running  atomic.Bool
 	handled  atomic.Int64
@@ -133,7 +134,11 @@ func (a *App) Handle(name string, c Consumer, h message.HandlerFunc) {
 	chain = a.deadLetter(name, c, chain)
 	chain = a.observe(name, chain)
 	chain = a.traced(name, chain)
-	a.router.AddConsumerHandler(name, name, newSubscriber(a.opts.JetStream, c, a.log.With("handler", name)),
+	sub := newSubscriber(a.opts.JetStream, c, a.log.With("handler", name))
+	a.mu.Lock()
+	a.subs = append(a.subs, sub)
+	a.mu.Unlock()
+	a.router.AddConsumerHandler(name, name, sub,
 		func(m *message.Message) error {
 			return a.warm.run(func() error {
 				_, err := chain(m)
@@ -188,6 +193,14 @@ func (a *App) Run(ctx context.Context) error {
 		return err
 	}
 	a.running.Store(false)
+	// Intake stops first, on every consumer, before anything else: from the "draining" line
+	// on, no message is handed to a handler; those in flight finish and are acknowledged.
+	a.mu.Lock()
+	subs := slices.Clone(a.subs)
+	a.mu.Unlock()
+	for _, s := range subs {
+		s.stopIntake()
+	}
 	a.log.Info("worker draining")
 	if err := a.router.Close(); err != nil {
 		a.log.Warn("router close", "err", err)

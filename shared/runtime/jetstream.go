@@ -359,9 +359,13 @@ func (s *subscriber) handOver(jm jetstream.Msg, meta *jetstream.MsgMetadata, m *
 	sent := false
 	if !s.outClosed {
 		select {
-		case <-s.closing:
-		case out <- m:
-			sent = true
+		case <-s.closing: // closing already: never hand it out (select would pick at random)
+		default:
+			select {
+			case <-s.closing:
+			case out <- m:
+				sent = true
+			}
 		}
 	}
 	s.outMu.RUnlock()
@@ -420,11 +424,16 @@ func toMessage(jm jetstream.Msg, meta *jetstream.MsgMetadata, maxDeliver int) *m
 }
 
 // Close stops taking new messages and waits (up to the ack wait) for those in flight to settle.
-func (s *subscriber) Close() error {
+// stopIntake stops taking messages and returns once none is handed to the router any more.
+func (s *subscriber) stopIntake() {
 	s.closeOnce.Do(func() { close(s.closing) })
 	if s.subscribed.Load() {
-		<-s.stopped // no message is handed out after this, so inflight only shrinks
+		<-s.stopped
 	}
+}
+
+func (s *subscriber) Close() error {
+	s.stopIntake() // no message is handed out after this, so inflight only shrinks
 	done := make(chan struct{})
 	go func() { s.inflight.Wait(); close(done) }()
 	select {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os/signal"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -169,7 +170,12 @@ func TestPanicIsRecoveredAndRedelivered(t *testing.T) {
 // rest for another replica.
 func TestSIGTERMDrainsInFlight(t *testing.T) {
 	e := natstest.Start(t)
-	app := newApp(t, e, prometheus.NewRegistry())
+	draining := &lineSignal{line: "worker draining", seen: make(chan struct{})}
+	app, err := runtime.New(runtime.Options{Name: "test", Conn: e.Conn, JetStream: e.JS, Registerer: prometheus.NewRegistry(),
+		Logger: logx.New(draining, "test", "info"), Retries: -1, CloseTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
 	entered := make(chan struct{}, 10)
 	release := make(chan struct{})
 	app.Handle("slow", runtime.Consumer{Stream: events.StreamProposals, Subjects: []string{"proposals.gate.slow"}, MaxAckPending: 1},
@@ -189,6 +195,7 @@ func TestSIGTERMDrainsInFlight(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-ctx.Done()
+	<-draining.seen // intake has stopped: the first message's acknowledgement lets no other in
 	close(release)
 	if err := <-done; err != nil {
 		t.Fatal(err)
@@ -227,4 +234,18 @@ func testCounter(t *testing.T, reg *prometheus.Registry, name string) prometheus
 	}
 	t.Fatalf("metric %s not found", name)
 	return nil
+}
+
+// lineSignal is a log writer that closes seen at the first line containing line.
+type lineSignal struct {
+	line string
+	seen chan struct{}
+	once sync.Once
+}
+
+func (w *lineSignal) Write(p []byte) (int, error) {
+	if strings.Contains(string(p), w.line) {
+		w.once.Do(func() { close(w.seen) })
+	}
+	return len(p), nil
 }
