@@ -1,10 +1,12 @@
 package runtime
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -50,13 +52,15 @@ type Consumer struct {
 	// settled (acknowledged or handed back), while messages of other keys run concurrently. A
 	// message whose key is "" is not ordered.
 	// A message handed back for redelivery (a transient failure) keeps the next ones of its key
-	// waiting until it comes back and settles, for up to its backoff and an AckWait (if its
-	// redelivery goes to another replica, the key goes on without it).
+	// waiting until it comes back and settles: the worker keeps it in progress through its
+	// backoff and then hands it back for redelivery at once, and the key waits up to an AckWait
+	// more for it (if its redelivery goes to another replica, the key goes on without it).
 	//
 	// The order holds across a crash too: a replica that starts while messages of the consumer
 	// are held elsewhere (by a process that died holding them, or by another replica) takes no
-	// message until AckWait has passed, so that the held ones, redelivered first and in stream
-	// order, reach it before any newer message of their key.
+	// message until AckWait has passed, so that the held ones, redelivered first, reach it before
+	// any newer message of their key; it takes them all and hands them out in stream order. A
+	// worker that stops gracefully hands the messages of a key back in stream order.
 	OrderKey func(subject string, data []byte) string
 }
 
@@ -100,8 +104,8 @@ type subscriber struct {
 	stopped    chan struct{}
 
 	tailMu   sync.Mutex
-	tails    map[string]chan struct{} // per order key: closed when its latest message settles
-	awaiting map[uint64]*handedBack   // by stream sequence: ordered messages handed back for redelivery
+	tails    map[string]*link       // per order key: its latest message
+	awaiting map[uint64]*handedBack // by stream sequence: ordered messages handed back for redelivery
 
 	heldMu   sync.Mutex
 	held     map[jetstream.Msg]time.Time // delivered and not yet settled, with when it was delivered
@@ -115,9 +119,9 @@ func newSubscriber(js jetstream.JetStream, spec Consumer, log *slog.Logger) *sub
 }
 
 // keep tells JetStream, every AckWait/3, that the messages this worker holds (queued behind an
-// earlier one of their key, waiting for the router, being handled) are in progress, so that
-// their ack wait runs out only when the worker is gone or a message was held longer than
-// MaxHold. One ticker per consumer: a message held less than AckWait/3 costs nothing.
+// earlier one of their key, waiting for the router, being handled, waiting out a backoff) are in
+// progress, so that their ack wait runs out only when the worker is gone or a message was held
+// longer than MaxHold. One ticker per consumer: a message held less than AckWait/3 costs nothing.
 func (s *subscriber) keep() {
 	every := max(s.spec.AckWait/3, time.Millisecond)
 	t := time.NewTicker(every)
@@ -193,13 +197,25 @@ func (s *subscriber) Subscribe(ctx context.Context, _ string) (<-chan *message.M
 	if err != nil {
 		return nil, err
 	}
+	var first []jetstream.Msg // held elsewhere at the start: handed out before any new message
 	if s.spec.OrderKey != nil {
-		if err := s.awaitHeld(ctx, cons); err != nil {
+		held, err := s.awaitHeld(ctx, cons)
+		if err != nil {
 			return nil, err
+		}
+		if held > 0 {
+			first = s.takeHeld(ctx, cons, held)
 		}
 	}
 	out := make(chan *message.Message)
-	cc, err := cons.Consume(func(jm jetstream.Msg) { s.dispatch(jm, out) },
+	caughtUp := make(chan struct{})
+	go func() {
+		defer close(caughtUp)
+		for _, jm := range first {
+			s.dispatch(jm, out)
+		}
+	}()
+	cc, err := cons.Consume(func(jm jetstream.Msg) { <-caughtUp; s.dispatch(jm, out) },
 		jetstream.PullMaxMessages(min(s.spec.MaxAckPending, 256)),
 		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 			if !errors.Is(err, jetstream.ErrNoHeartbeat) {
@@ -207,6 +223,8 @@ func (s *subscriber) Subscribe(ctx context.Context, _ string) (<-chan *message.M
 			}
 		}))
 	if err != nil {
+		s.closeOnce.Do(func() { close(s.closing) }) // what was taken at the start is handed back
+		<-caughtUp
 		return nil, fmt.Errorf("consume %s: %w", s.spec.Durable, err)
 	}
 	s.subscribed.Store(true)
@@ -219,6 +237,7 @@ func (s *subscriber) Subscribe(ctx context.Context, _ string) (<-chan *message.M
 		s.closeOnce.Do(func() { close(s.closing) })
 		cc.Stop()
 		<-cc.Closed()
+		<-caughtUp
 		s.outMu.Lock()
 		s.outClosed = true
 		close(out)
@@ -229,15 +248,15 @@ func (s *subscriber) Subscribe(ctx context.Context, _ string) (<-chan *message.M
 }
 
 // awaitHeld waits, at the start, for the messages that another instance holds to become
-// redeliverable: JetStream redelivers a message whose ack wait ran out before any new one
-// (oldest first), so once AckWait has passed since the start they are the first this replica
-// gets. Without the wait, a restarted processor would apply a player's later moves before the
-// earlier one its crashed predecessor held. Messages held by a live replica are acknowledged
+// redeliverable, and returns how many were held: JetStream redelivers a message whose ack wait
+// ran out before any new one, so once AckWait has passed since the start they are the first this
+// replica gets. Without the wait, a restarted processor would apply a player's later moves before
+// the earlier one its crashed predecessor held. Messages held by a live replica are acknowledged
 // meanwhile and cost only the wait.
-func (s *subscriber) awaitHeld(ctx context.Context, cons jetstream.Consumer) error {
+func (s *subscriber) awaitHeld(ctx context.Context, cons jetstream.Consumer) (int, error) {
 	info := cons.CachedInfo()
 	if info == nil || info.NumAckPending == 0 {
-		return nil
+		return 0, nil
 	}
 	wait := s.spec.AckWait + 100*time.Millisecond // past the server's redelivery check
 	s.log.Info("messages of this consumer are held elsewhere: taking none until they can be redelivered first",
@@ -246,12 +265,53 @@ func (s *subscriber) awaitHeld(ctx context.Context, cons jetstream.Consumer) err
 	defer t.Stop()
 	select {
 	case <-t.C:
-		return nil
+		return info.NumAckPending, nil
 	case <-ctx.Done():
-		return ctx.Err()
+		return 0, ctx.Err()
 	case <-s.closing:
-		return errors.New("subscriber closed while waiting for held messages")
+		return 0, errors.New("subscriber closed while waiting for held messages")
 	}
+}
+
+// takeHeld takes the messages redelivered at the start (up to held of them, until a message
+// delivered for the first time shows that none is left) and returns them in stream order.
+// JetStream does not always redeliver in stream order: a pull request it finds gone (the stopped
+// instance's) sends the message it had taken for it to the back of the redelivery queue, so the
+// next message of the key would come first.
+func (s *subscriber) takeHeld(ctx context.Context, cons jetstream.Consumer, held int) []jetstream.Msg {
+	type taken struct {
+		jm  jetstream.Msg
+		seq uint64
+	}
+	var got []taken
+	for len(got) < held && ctx.Err() == nil {
+		batch, err := cons.Fetch(min(held-len(got), 256), jetstream.FetchMaxWait(500*time.Millisecond))
+		if err != nil {
+			s.log.Warn("could not take the messages held at the start; they are taken as they come", "consumer", s.spec.Durable, "err", err)
+			break
+		}
+		n, fresh := 0, false
+		for jm := range batch.Messages() {
+			n++
+			var seq uint64
+			if meta, err := jm.Metadata(); err == nil {
+				seq, fresh = meta.Sequence.Stream, fresh || meta.NumDelivered == 1
+			}
+			got = append(got, taken{jm, seq})
+		}
+		if n == 0 || fresh {
+			break
+		}
+	}
+	slices.SortStableFunc(got, func(a, b taken) int { return cmp.Compare(a.seq, b.seq) })
+	msgs := make([]jetstream.Msg, len(got))
+	for i, t := range got {
+		msgs[i] = t.jm
+	}
+	if len(msgs) > 0 {
+		s.log.Info("took the messages held at the start, in stream order", "consumer", s.spec.Durable, "messages", len(msgs))
+	}
+	return msgs
 }
 
 // dispatch hands one JetStream message to the router and settles it in the background, so the
@@ -265,53 +325,55 @@ func (s *subscriber) dispatch(jm jetstream.Msg, out chan<- *message.Message) {
 		return
 	}
 	m := toMessage(jm, meta, s.spec.MaxDeliver)
-	s.hold(jm)
-	s.inflight.Add(1)
 	var key string
-	var prev, mine chan struct{}
 	if s.spec.OrderKey != nil {
 		key = s.spec.OrderKey(jm.Subject(), jm.Data())
 	}
 	seq := meta.Sequence.Stream
+	s.hold(jm)
+	s.inflight.Add(1)
+	var prev, mine *link
 	if key != "" {
 		s.tailMu.Lock()
 		if s.tails == nil {
-			s.tails, s.awaiting = map[string]chan struct{}{}, map[uint64]*handedBack{}
+			s.tails, s.awaiting = map[string]*link{}, map[uint64]*handedBack{}
 		}
 		if w := s.awaiting[seq]; w != nil {
 			// The redelivery of a message of this key that was handed back: the later messages of
 			// the key wait for it, so it goes first, in its old place in the chain.
 			delete(s.awaiting, seq)
 			w.timer.Stop()
-			mine = w.ch
+			mine = w.link
+			mine.left = make(chan struct{})
 		} else {
 			// dispatch runs in delivery order, so the chain per key is in stream order.
-			mine = make(chan struct{})
+			mine = &link{done: make(chan struct{}), left: make(chan struct{})}
 			prev, s.tails[key] = s.tails[key], mine
 		}
 		s.tailMu.Unlock()
 	}
-	// settled runs once the message left this worker: acknowledged or terminated (handedBack 0),
-	// or handed back for redelivery after handedBack.
-	settled := func(delay time.Duration) {
+	// settled runs once the message left this worker: acknowledged or terminated (redelivery 0),
+	// or handed back for redelivery within redelivery.
+	settled := func(redelivery time.Duration) {
 		if mine != nil {
 			s.tailMu.Lock()
-			if delay > 0 {
+			close(mine.left)
+			if redelivery > 0 {
 				// The key waits for the redelivery, for as long as its delay and an ack wait
 				// (after that, it went to another replica or the consumer is gone).
-				w := &handedBack{ch: mine}
-				w.timer = time.AfterFunc(delay+s.spec.AckWait, func() {
+				w := &handedBack{link: mine}
+				w.timer = time.AfterFunc(redelivery+s.spec.AckWait, func() {
 					s.tailMu.Lock()
 					if s.awaiting[seq] != w {
 						s.tailMu.Unlock()
 						return
 					}
 					delete(s.awaiting, seq)
-					if s.tails[key] == w.ch {
+					if s.tails[key] == w.link {
 						delete(s.tails, key)
 					}
 					s.tailMu.Unlock()
-					close(w.ch)
+					close(w.link.done)
 				})
 				s.awaiting[seq] = w
 				s.tailMu.Unlock()
@@ -320,41 +382,56 @@ func (s *subscriber) dispatch(jm jetstream.Msg, out chan<- *message.Message) {
 					delete(s.tails, key)
 				}
 				s.tailMu.Unlock()
-				close(mine)
+				close(mine.done)
 			}
 		}
 		s.release(jm)
 		s.inflight.Done()
 	}
 	if prev == nil {
-		s.handOver(jm, meta, m, out, settled)
+		s.handOver(jm, meta, m, out, mine != nil, settled)
 		return
 	}
 	go func() {
 		s.waitTurn(prev)
-		s.handOver(jm, meta, m, out, settled)
+		s.handOver(jm, meta, m, out, true, settled)
 	}()
+}
+
+// link is an ordered message's place in its key's chain.
+type link struct {
+	done chan struct{} // closed when the message settled for good: the next one of its key may go
+	left chan struct{} // closed when it was last acknowledged, terminated or handed back (under tailMu)
 }
 
 // handedBack is an ordered message handed back for redelivery (a transient failure): its key
 // waits for it to come back, so that the next message of the key does not overtake it.
 type handedBack struct {
-	ch    chan struct{} // the message's link in its key's chain: closed when it settles for good
-	timer *time.Timer   // gives up waiting when the redelivery does not reach this replica
+	link  *link
+	timer *time.Timer // gives up waiting when the redelivery does not reach this replica
 }
 
-// waitTurn waits until prev (the previous message of the same order key) has settled or the
-// subscriber closes (keep tells JetStream meanwhile that the message is in progress).
-func (s *subscriber) waitTurn(prev <-chan struct{}) {
+// waitTurn waits until prev (the previous message of the same order key) has settled. When the
+// subscriber closes first, it waits only until prev has left this worker, so that the messages of
+// a key are handed back to JetStream in stream order.
+func (s *subscriber) waitTurn(prev *link) {
 	select {
-	case <-prev:
+	case <-prev.done:
+		return
 	case <-s.closing:
+	}
+	s.tailMu.Lock()
+	left := prev.left
+	s.tailMu.Unlock()
+	select {
+	case <-prev.done:
+	case <-left:
 	}
 }
 
 // handOver gives m to the router and settles jm once the handler acked or nacked it; settled
 // runs after that.
-func (s *subscriber) handOver(jm jetstream.Msg, meta *jetstream.MsgMetadata, m *message.Message, out chan<- *message.Message, settled func(handedBack time.Duration)) {
+func (s *subscriber) handOver(jm jetstream.Msg, meta *jetstream.MsgMetadata, m *message.Message, out chan<- *message.Message, ordered bool, settled func(redelivery time.Duration)) {
 	s.outMu.RLock()
 	sent := false
 	if !s.outClosed {
@@ -376,8 +453,8 @@ func (s *subscriber) handOver(jm jetstream.Msg, meta *jetstream.MsgMetadata, m *
 		return
 	}
 	go func() {
-		var handedBack time.Duration
-		defer func() { settled(handedBack) }()
+		var redelivery time.Duration
+		defer func() { settled(redelivery) }()
 		timer := time.NewTimer(s.spec.MaxHold)
 		defer timer.Stop()
 		select {
@@ -392,16 +469,40 @@ func (s *subscriber) handOver(jm jetstream.Msg, meta *jetstream.MsgMetadata, m *
 				}
 				return
 			}
-			handedBack = s.spec.backoff(int(meta.NumDelivered))
-			if err := jm.NakWithDelay(handedBack); err != nil {
-				handedBack = s.spec.AckWait // redelivered once its ack wait runs out
-			}
+			redelivery = s.handBack(jm, s.spec.backoff(int(meta.NumDelivered)), ordered)
 		case <-timer.C:
 			// No longer kept in progress: JetStream redelivers it after AckWait.
 			s.log.Warn("handler held the message longer than its hold time; it will be redelivered", "subject", jm.Subject(),
 				"maxHold", s.spec.MaxHold, "ackWait", s.spec.AckWait)
 		}
 	}()
+}
+
+// handBack gives a message whose handler failed back to JetStream, to be redelivered after
+// backoff, and returns how soon it will be redelivered.
+//
+// An ordered message stays with this worker, kept in progress, through its backoff (or until the
+// subscriber closes), and is then handed back for redelivery at once. Were JetStream to delay it
+// instead, a worker that stopped meanwhile would leave it to come back after the later messages
+// of its key: they are handed back at once on a graceful stop, and on a crash their ack wait runs
+// out first.
+func (s *subscriber) handBack(jm jetstream.Msg, backoff time.Duration, ordered bool) time.Duration {
+	if !ordered {
+		if err := jm.NakWithDelay(backoff); err != nil {
+			return s.spec.AckWait // redelivered once its ack wait runs out
+		}
+		return backoff
+	}
+	t := time.NewTimer(backoff)
+	select {
+	case <-t.C:
+	case <-s.closing:
+		t.Stop()
+	}
+	if err := jm.Nak(); err != nil {
+		return s.spec.AckWait
+	}
+	return time.Millisecond // at once: the key waits for it an ack wait more
 }
 
 func toMessage(jm jetstream.Msg, meta *jetstream.MsgMetadata, maxDeliver int) *message.Message {

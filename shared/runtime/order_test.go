@@ -1,6 +1,8 @@
 package runtime_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -12,6 +14,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/worldgate/worldgate/events"
+	"github.com/worldgate/worldgate/shared/logx"
+	"github.com/worldgate/worldgate/shared/natsx"
 	"github.com/worldgate/worldgate/shared/natsx/natstest"
 	"github.com/worldgate/worldgate/shared/runtime"
 )
@@ -207,5 +211,87 @@ func TestOrderKeyWaitsForAHandedBackMessage(t *testing.T) {
 	defer mu.Unlock()
 	if !slices.Equal(done, []string{"k/0", "k/1", "k/2"}) || !slices.Equal(attempts, []string{"k/0", "k/0", "k/1", "k/2"}) {
 		t.Fatalf("handled %v (attempts %v), want k/0 k/1 k/2 with k/0 tried twice first: the later messages overtook the one handed back", done, attempts)
+	}
+}
+
+// A message handed back with a backoff longer than the ack wait, by a worker that then stops
+// before the backoff has run out (gracefully, or by dying), still comes back before the later
+// messages of its key. Before, JetStream held the redelivery for the backoff while the later
+// messages were handed back at once (a graceful stop) or after their ack wait (a crash), and the
+// next worker took them first: a player's later move overtook an earlier one, and with every
+// gate in its own process chaos refused hundreds of moves with COMMIT_CONFLICT.
+func TestOrderKeyHoldsWhenTheWorkerStopsDuringABackoff(t *testing.T) {
+	for _, how := range []string{"stops", "dies"} {
+		t.Run(how, func(t *testing.T) {
+			e := natstest.Start(t)
+			spec := runtime.Consumer{
+				Stream: events.StreamProposals, Durable: "ordered", Subjects: []string{"proposals.gate.ordered"},
+				AckWait: time.Second, Backoff: []time.Duration{4 * time.Second},
+				OrderKey: func(_ string, data []byte) string { k, _, _ := strings.Cut(string(data), "/"); return k },
+			}
+			for i := range 3 {
+				publish(t, e, "proposals.gate.ordered", fmt.Sprintf("b-%d", i), fmt.Sprintf("k/%d", i))
+			}
+
+			// The first worker, on a connection of its own: its handler fails k/0 (the graph
+			// is down), and must not see k/1 or k/2 while k/0 waits out its backoff.
+			nc, js, err := natsx.Connect(natsx.ConnConfig{URL: e.Server.ClientURL(), Name: "first"}, logx.Discard())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer nc.Close()
+			first, err := runtime.New(runtime.Options{Name: "first", Conn: nc, JetStream: js, Registerer: prometheus.NewRegistry(),
+				Logger: logx.Discard(), Retries: -1, CloseTimeout: 5 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			failed := make(chan string, 3)
+			first.Handle("ordered", spec, func(m *message.Message) ([]*message.Message, error) {
+				failed <- string(m.Payload)
+				return nil, errors.New("the graph is down")
+			})
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- first.Run(ctx) }()
+			select {
+			case got := <-failed:
+				if got != "k/0" {
+					t.Fatalf("the first worker's handler got %s first, want k/0", got)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("the first worker handled nothing")
+			}
+			time.Sleep(500 * time.Millisecond) // k/0 is in its backoff, and the worker kept it in progress
+			if how == "dies" {
+				nc.Close() // nothing more reaches the server from this worker: as if it were killed
+			}
+			cancel()
+			<-done
+			if len(failed) > 0 {
+				t.Fatalf("the first worker handled %s during k/0's backoff", <-failed)
+			}
+
+			second := newApp(t, e, prometheus.NewRegistry())
+			var mu sync.Mutex
+			var seen []string
+			second.Handle("ordered", spec, func(m *message.Message) ([]*message.Message, error) {
+				mu.Lock()
+				seen = append(seen, string(m.Payload))
+				mu.Unlock()
+				return nil, nil
+			})
+			stop := run(t, second)
+			defer stop()
+			natstest.WaitFor(t, 15*time.Second, "every message handled", func() bool {
+				mu.Lock()
+				defer mu.Unlock()
+				return len(seen) >= 3
+			})
+			mu.Lock()
+			defer mu.Unlock()
+			if !slices.Equal(seen, []string{"k/0", "k/1", "k/2"}) {
+				t.Fatalf("the next worker handled %v, want k/0 k/1 k/2: the later messages overtook the one handed back", seen)
+			}
+		})
 	}
 }
