@@ -273,11 +273,10 @@ func (s *subscriber) awaitHeld(ctx context.Context, cons jetstream.Consumer) (in
 	}
 }
 
-// takeHeld takes the messages redelivered at the start (up to held of them, until a message
-// delivered for the first time shows that none is left) and returns them in stream order.
-// JetStream does not always redeliver in stream order: a pull request it finds gone (the stopped
-// instance's) sends the message it had taken for it to the back of the redelivery queue, so the
-// next message of the key would come first.
+// takeHeld takes the messages redelivered at the start (those due now, up to held of them) and
+// returns them in stream order. JetStream does not always redeliver in stream order: a pull
+// request it finds gone (the stopped instance's) sends the message it had taken for it to the
+// back of the redelivery queue, so the next message of the key would come first.
 func (s *subscriber) takeHeld(ctx context.Context, cons jetstream.Consumer, held int) []jetstream.Msg {
 	type taken struct {
 		jm  jetstream.Msg
@@ -285,22 +284,23 @@ func (s *subscriber) takeHeld(ctx context.Context, cons jetstream.Consumer, held
 	}
 	var got []taken
 	for len(got) < held && ctx.Err() == nil {
-		batch, err := cons.Fetch(min(held-len(got), 256), jetstream.FetchMaxWait(500*time.Millisecond))
+		want := min(held-len(got), 256)
+		batch, err := cons.FetchNoWait(want)
 		if err != nil {
 			s.log.Warn("could not take the messages held at the start; they are taken as they come", "consumer", s.spec.Durable, "err", err)
 			break
 		}
-		n, fresh := 0, false
+		n := 0
 		for jm := range batch.Messages() {
 			n++
 			var seq uint64
 			if meta, err := jm.Metadata(); err == nil {
-				seq, fresh = meta.Sequence.Stream, fresh || meta.NumDelivered == 1
+				seq = meta.Sequence.Stream
 			}
 			got = append(got, taken{jm, seq})
 		}
-		if n == 0 || fresh {
-			break
+		if n < want {
+			break // nothing more is due now
 		}
 	}
 	slices.SortStableFunc(got, func(a, b taken) int { return cmp.Compare(a.seq, b.seq) })
