@@ -238,6 +238,63 @@ func TestInvariantGate(t *testing.T) {
 	}
 }
 
+// A player's next move can reach the invariant gate before the previous one has committed (it
+// is further down the chain, or held by an event-processor that restarts). The gate does not
+// refuse it at once: it decides it again after its backoff, and passes it once the previous
+// move has committed. Before, such a move was refused ("The player … is at loc:bench-yard, not
+// at loc:bench-hall"): chaos with every gate in its own process refused hundreds of valid moves
+// after kills.
+func TestInvariantGateWaitsForThePlayersPreviousMove(t *testing.T) {
+	s := newStack(t)
+	cfg := testConfig()
+	cfg.MaxDeliver, cfg.Backoff = 5, []time.Duration{300 * time.Millisecond}
+	s.run(t, s.deps(cfg), "invariant")
+	move := func(from, dir, to string) *events.Proposal {
+		return startAt(proposal(t, events.KindPlayerMoved, map[string]any{"playerId": "player:ada", "fromLocationId": from, "toLocationId": to, "direction": dir}), "invariant")
+	}
+	forwarded := func() int {
+		return s.count(t, events.StreamProposals, "proposals.gate.>") - s.count(t, events.StreamProposals, "proposals.gate.invariant")
+	}
+	rejected := func() int { return s.count(t, events.StreamProposals, "proposals.rejected.invariant") }
+
+	// A move from where the player is not, with no move passed before it, is refused.
+	stray := move("loc:gate", "south", "loc:square")
+	s.publish(t, stray)
+	if r := s.waitRejected(t, stray.ProposalID); r.Code != events.CodeInvariantViolation || !strings.Contains(r.Reason, "is at loc:square, not at loc:gate") {
+		t.Fatalf("stray move: rejection %+v", r)
+	}
+
+	first, next := move("loc:square", "north", "loc:gate"), move("loc:gate", "south", "loc:square")
+	s.publish(t, first)
+	natstest.WaitFor(t, 10*time.Second, "the first move passed", func() bool { return forwarded() == 1 })
+	s.publish(t, next)
+	time.Sleep(500 * time.Millisecond) // decided at least once while the first move is not committed
+	if rejected() != 1 || forwarded() != 1 {
+		t.Fatalf("before the first move committed: %d rejections, %d forwarded; want the next move waiting", rejected()-1, forwarded()-1)
+	}
+	// The event-processor commits the first move.
+	if err := <-s.writer.V("player:ada").OutE("at").Drop().Iterate(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-s.writer.V("player:ada").AddE("at").To(gremlingo.T__.V("loc:gate")).Iterate(); err != nil {
+		t.Fatal(err)
+	}
+	natstest.WaitFor(t, 10*time.Second, "the next move passed", func() bool { return forwarded() == 2 })
+	if rejected() != 1 {
+		t.Fatalf("the next move was refused: %d rejections", rejected()-1)
+	}
+
+	// The next step of a move that never commits is refused on its last delivery, as before.
+	again, after := move("loc:gate", "south", "loc:square"), move("loc:square", "north", "loc:gate")
+	s.publish(t, again)
+	natstest.WaitFor(t, 10*time.Second, "the move passed", func() bool { return forwarded() == 3 })
+	s.publish(t, after)
+	r := s.waitRejected(t, after.ProposalID)
+	if r.Code != events.CodeInvariantViolation || !strings.Contains(r.Reason, "is at loc:gate, not at loc:square") {
+		t.Fatalf("next step of a move never committed: rejection %+v", r)
+	}
+}
+
 func TestInvariantGateRedeliversThenDeadLettersWhenGraphIsDown(t *testing.T) {
 	s := newStack(t)
 	s.run(t, s.deps(testConfig()), "invariant")

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	gremlingo "github.com/apache/tinkerpop/gremlin-go/v3/driver"
+	lru "github.com/hashicorp/golang-lru/v2"
 
 	"github.com/worldgate/worldgate/events"
 	"github.com/worldgate/worldgate/shared/graphx"
@@ -25,10 +26,35 @@ import (
 // event-processor must re-check at commit (two exits with one direction may pass concurrently).
 // Proposals produced by agents (ambience, dialogue, quests, moves) and destructive ones get no
 // wait: what they reference must exist now.
+//
+// A player's next move may arrive before the previous one has committed (it is on its way
+// through the gates after this one, or held by an event-processor that restarts). The gate
+// remembers the last move it passed per player. A move that starts where that move ends, from a
+// player the graph still shows where that move starts, is not refused at once: it is handed back
+// and decided again after its backoff (its player's later moves wait behind it), and refused
+// as before only on its last delivery, if the previous move has still not committed (it was
+// refused after this gate, or is later than the backoff).
 type invariant struct {
 	graph Graph
 	cfg   InvariantConfig
+	moves *lru.Cache[string, passedMove] // by player: the last move this gate passed
 }
+
+// passedMove is a move the invariant gate passed.
+type passedMove struct {
+	from, to string
+	at       time.Time
+}
+
+// movesRemembered bounds the players whose last passed move the gate remembers, and
+// moveRemembered how long: a move not committed after it is not waited for.
+const (
+	movesRemembered = 1 << 16
+	moveRemembered  = 2 * time.Minute
+)
+
+// errPreviousMove hands a move back to wait for the player's previous move to commit.
+var errPreviousMove = errors.New("the player's previous move has not committed yet: deciding this one again after its backoff")
 
 // Invariant is the invariant gate's name.
 const Invariant = "invariant"
@@ -44,7 +70,11 @@ func newInvariant(d Deps) (Gate, error) {
 	if d.Graph == nil {
 		return nil, errors.New("the invariant gate needs a read-only graph connection")
 	}
-	return &invariant{graph: d.Graph, cfg: d.Config.Invariant}, nil
+	moves, err := lru.New[string, passedMove](movesRemembered)
+	if err != nil {
+		return nil, err
+	}
+	return &invariant{graph: d.Graph, cfg: d.Config.Invariant, moves: moves}, nil
 }
 
 func (*invariant) Name() string { return Invariant }
@@ -66,9 +96,11 @@ type needs struct {
 }
 
 // violation is one broken rule; waitable ones may resolve when earlier proposals commit.
+// elsewhere marks a moving player who is not at the move's origin.
 type violation struct {
-	sentence string
-	waitable bool
+	sentence  string
+	waitable  bool
+	elsewhere bool
 }
 
 func entity(id string) string { return events.EntityName(id) }
@@ -110,13 +142,13 @@ func invariantRules(kind string, payload events.Payload, f facts) []violation {
 	mustExist := func(ids ...string) {
 		for _, id := range ids {
 			if id != "" && !f.exists[id] {
-				out = append(out, violation{fmt.Sprintf("The %s does not exist.", entity(id)), wb})
+				out = append(out, violation{sentence: fmt.Sprintf("The %s does not exist.", entity(id)), waitable: wb})
 			}
 		}
 	}
 	mustNotExist := func(id string) {
 		if f.exists[id] {
-			out = append(out, violation{fmt.Sprintf("The %s already exists: choose another id, or propose a change instead.", entity(id)), false})
+			out = append(out, violation{sentence: fmt.Sprintf("The %s already exists: choose another id, or propose a change instead.", entity(id))})
 		}
 	}
 	if c := payload.Creates(); c != "" {
@@ -132,7 +164,7 @@ func invariantRules(kind string, payload events.Payload, f facts) []violation {
 			if len(f.npcAt) > 0 {
 				where = "at " + strings.Join(f.npcAt, ", ")
 			}
-			out = append(out, violation{fmt.Sprintf("The %s is %s, not at %s: it cannot be spoken to there.", entity(p.NPCID), where, p.LocationID), false})
+			out = append(out, violation{sentence: fmt.Sprintf("The %s is %s, not at %s: it cannot be spoken to there.", entity(p.NPCID), where, p.LocationID)})
 		}
 	case *events.PlayerMovedPayload:
 		if f.exists[p.PlayerID] && !contains(f.playerAt, p.FromLocationID) {
@@ -140,23 +172,23 @@ func invariantRules(kind string, payload events.Payload, f facts) []violation {
 			if len(f.playerAt) > 0 {
 				where = "at " + strings.Join(f.playerAt, ", ")
 			}
-			out = append(out, violation{fmt.Sprintf("The %s is %s, not at %s.", entity(p.PlayerID), where, p.FromLocationID), false})
+			out = append(out, violation{sentence: fmt.Sprintf("The %s is %s, not at %s.", entity(p.PlayerID), where, p.FromLocationID), elsewhere: true})
 		}
 		if to, ok := f.exits[p.Direction]; f.exists[p.FromLocationID] && !ok {
-			out = append(out, violation{fmt.Sprintf("The %s has no exit %s.", entity(p.FromLocationID), p.Direction), false})
+			out = append(out, violation{sentence: fmt.Sprintf("The %s has no exit %s.", entity(p.FromLocationID), p.Direction)})
 		} else if ok && to != p.ToLocationID {
-			out = append(out, violation{fmt.Sprintf("The exit %s of %s leads to %s, not %s.", p.Direction, p.FromLocationID, to, p.ToLocationID), false})
+			out = append(out, violation{sentence: fmt.Sprintf("The exit %s of %s leads to %s, not %s.", p.Direction, p.FromLocationID, to, p.ToLocationID)})
 		}
 	case *events.ExitAddedPayload:
 		if p.FromLocationID == p.ToLocationID {
-			out = append(out, violation{fmt.Sprintf("The exit %s of %s would lead back to itself: exits must connect two different locations.", p.Direction, p.FromLocationID), false})
+			out = append(out, violation{sentence: fmt.Sprintf("The exit %s of %s would lead back to itself: exits must connect two different locations.", p.Direction, p.FromLocationID)})
 		}
 		if to, ok := f.exits[p.Direction]; ok {
-			out = append(out, violation{fmt.Sprintf("The %s already has an exit %s (to %s): exit directions are unique per location.", entity(p.FromLocationID), p.Direction, to), false})
+			out = append(out, violation{sentence: fmt.Sprintf("The %s already has an exit %s (to %s): exit directions are unique per location.", entity(p.FromLocationID), p.Direction, to)})
 		}
 	case *events.ExitRemovedPayload:
 		if _, ok := f.exits[p.Direction]; f.exists[p.FromLocationID] && !ok {
-			out = append(out, violation{fmt.Sprintf("The %s has no exit %s to remove.", entity(p.FromLocationID), p.Direction), false})
+			out = append(out, violation{sentence: fmt.Sprintf("The %s has no exit %s to remove.", entity(p.FromLocationID), p.Direction)})
 		}
 	}
 	return out
@@ -185,7 +217,11 @@ func (g *invariant) Check(ctx context.Context, p *events.Proposal) (Decision, er
 		}
 		vs := invariantRules(p.Kind, payload, f)
 		if len(vs) == 0 {
+			g.passed(payload)
 			return Pass(), nil
+		}
+		if g.afterPassedMove(ctx, payload, f, vs) {
+			return Decision{}, errPreviousMove
 		}
 		waitable := true
 		sentences := make([]string, len(vs))
@@ -208,6 +244,34 @@ func (g *invariant) Check(ctx context.Context, p *events.Proposal) (Decision, er
 		case <-time.After(g.cfg.PollInterval):
 		}
 	}
+}
+
+// passed remembers a move the gate passed.
+func (g *invariant) passed(payload events.Payload) {
+	if m, ok := payload.(*events.PlayerMovedPayload); ok {
+		g.moves.Add(m.PlayerID, passedMove{from: m.FromLocationID, to: m.ToLocationID, at: time.Now()})
+	}
+}
+
+// afterPassedMove reports whether a move refused only because its player is elsewhere should be
+// decided again later instead: it starts where the player's last passed move ends, the graph
+// still has the player where that move starts, and this is not the message's last delivery.
+func (g *invariant) afterPassedMove(ctx context.Context, payload events.Payload, f facts, vs []violation) bool {
+	m, ok := payload.(*events.PlayerMovedPayload)
+	if !ok {
+		return false
+	}
+	for _, v := range vs {
+		if !v.elsewhere {
+			return false
+		}
+	}
+	prev, ok := g.moves.Get(m.PlayerID)
+	if !ok || prev.to != m.FromLocationID || !contains(f.playerAt, prev.from) || time.Since(prev.at) > moveRemembered {
+		return false
+	}
+	n, limit := Delivery(ctx)
+	return n < limit
 }
 
 // facts reads what needs asks for in one traversal: each referenced vertex that exists, with
