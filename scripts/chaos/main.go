@@ -154,6 +154,7 @@ func chaos(ctx context.Context, o options, stderr io.Writer) (*Result, error) {
 	}
 	defer t.Stop()
 	gen.Where = t.Where
+	gen.Undecided = func(corr string) bool { return !t.Decided(corr) }
 	prog.Update("loading the worlds (%d players)", o.players)
 	if err := harness.LoadWorlds(ctx, ps.JS, t, o.players); err != nil {
 		return nil, err
@@ -328,6 +329,8 @@ func printResult(w io.Writer, r *Result) {
 	fmt.Fprintf(w, " (NATS nodes killed as a stream's leader: %d)\n", r.Leaders)
 	fmt.Fprintf(w, "events          %d published (%d publish retries)\n", a.Events, r.Retries)
 	fmt.Fprintf(w, "outcomes        %d committed · %d rejected · %d dead letters\n", a.Committed, a.Rejected, a.DeadLetters)
+	fmt.Fprintf(w, "rejected        %d proposed while the player's previous move was undecided (from where it stood before), %d others\n",
+		a.RejectedStale, a.Rejected-a.RejectedStale)
 	fmt.Fprintf(w, "lost            %d\n", a.Lost)
 	fmt.Fprintf(w, "duplicated      %d\n", a.Duplicated)
 	fmt.Fprintf(w, "graph mismatch  %d\n", a.GraphMismatch)

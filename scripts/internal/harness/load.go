@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -45,12 +46,47 @@ func Hops(mix string) float64 {
 // where the player stands (Where: RoomA until its first committed move) and crosses to the
 // other room, so a player whose previous move is decided always moves from the right room,
 // and one rejected move does not put every later move of that player out of step.
+//
+// A player whose previous move is not decided yet (it is slow, or held by a killed process) is
+// moved from where it stood before that move: the game proposes from what it knows, and once the
+// previous move commits this one starts where the player no longer is, and is rightly refused.
+// With Undecided set, the generator remembers such moves (Stale), so a run can tell those
+// refusals from refusals of moves proposed from where the player was.
 type Generator struct {
-	Mix     string
-	Players int
-	Prefix  string                     // correlation ids and idempotency keys: Prefix + i
-	Where   func(player string) string // where a player stands now; nil: always RoomA
-	npcs    []worldfile.NPC
+	Mix       string
+	Players   int
+	Prefix    string                     // correlation ids and idempotency keys: Prefix + i
+	Where     func(player string) string // where a player stands now; nil: always RoomA
+	Undecided func(corr string) bool     // whether the event with correlation id corr is undecided
+	npcs      []worldfile.NPC
+
+	mu    sync.Mutex
+	last  map[string]string // player → correlation id of its last move generated
+	stale map[string]bool   // correlation ids of moves generated while the player's previous move was undecided
+}
+
+// Stale reports whether the move with correlation id corr was generated while its player's
+// previous move was undecided (see Undecided).
+func (g *Generator) Stale(corr string) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.stale[corr]
+}
+
+// noteMove records that the move corr of player was generated now.
+func (g *Generator) noteMove(player, corr string) {
+	if g.Undecided == nil {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.last == nil {
+		g.last, g.stale = map[string]string{}, map[string]bool{}
+	}
+	if prev := g.last[player]; prev != "" && prev != corr && g.Undecided(prev) {
+		g.stale[corr] = true
+	}
+	g.last[player] = corr
 }
 
 // NewGenerator checks the mix.
@@ -88,6 +124,7 @@ func (g *Generator) Event(i int) (string, []byte, error) {
 			}
 		}
 		typ = events.PlayerMoveRequested
+		g.noteMove(PlayerID(player), g.CorrelationID(i))
 		if from == RoomA {
 			payload = events.PlayerMoveRequestedPayload{PlayerID: PlayerID(player), FromLocationID: RoomA, Direction: "north"}
 		} else {

@@ -353,6 +353,13 @@ func (t *Tracker) Where(player string) string {
 	return t.where[player]
 }
 
+// Decided reports whether the event with correlation id corr has a decided proposal.
+func (t *Tracker) Decided(corr string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.byCorr[corr]) > 0
+}
+
 // WaitDecided waits until the event with correlation id corr has a decided proposal.
 func (t *Tracker) WaitDecided(ctx context.Context, corr string) error {
 	for wait := 50 * time.Microsecond; ; wait = min(2*wait, 5*time.Millisecond) {

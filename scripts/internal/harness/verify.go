@@ -18,12 +18,17 @@ import (
 // Audit is the exactly-once check of a run, read afresh from the streams and the graph once
 // the pipeline is quiet.
 type Audit struct {
-	Events      int `json:"events"`      // events published
-	Committed   int `json:"committed"`   // events whose proposal was committed once
-	Rejected    int `json:"rejected"`    // events whose proposal was rejected once
-	Lost        int `json:"lost"`        // events with no decided proposal
-	Duplicated  int `json:"duplicated"`  // events decided more than once (stream or graph)
-	DeadLetters int `json:"deadLetters"` // DLQ messages of the run (counted in Lost when they hold an event)
+	Events    int `json:"events"`    // events published
+	Committed int `json:"committed"` // events whose proposal was committed once
+	Rejected  int `json:"rejected"`  // events whose proposal was rejected once
+	// RejectedStale counts the rejected moves proposed while the player's previous move was
+	// undecided, from where the player stood before it (Generator.Stale): refusals the game's
+	// stale view explains. Rejected - RejectedStale are refusals of moves proposed from where
+	// the player was.
+	RejectedStale int `json:"rejectedStale"`
+	Lost          int `json:"lost"`        // events with no decided proposal
+	Duplicated    int `json:"duplicated"`  // events decided more than once (stream or graph)
+	DeadLetters   int `json:"deadLetters"` // DLQ messages of the run (counted in Lost when they hold an event)
 	// GraphMismatch counts events whose graph markers disagree with the streams (an applied
 	// marker without a committed event, or the reverse).
 	GraphMismatch int      `json:"graphMismatch"`
@@ -124,6 +129,9 @@ func AuditRun(ctx context.Context, js jetstream.JetStream, graph graphx.Settings
 			a.Committed++
 		default:
 			a.Rejected++
+			if gen.Stale(corr) {
+				a.RejectedStale++
+			}
 		}
 		if s.applied > 1 {
 			a.Duplicated++
