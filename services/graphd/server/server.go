@@ -29,6 +29,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/gorilla/websocket"
+	"github.com/panjf2000/ants/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
@@ -98,7 +99,13 @@ type Server struct {
 	closed   bool
 	inflight sync.WaitGroup
 	connWG   sync.WaitGroup
+	// pool runs requests on reused goroutines: a goroutine started per request grew its stack,
+	// by copying, on every request (perf: 1.35 % of a move's CPU in graphd's morestack).
+	pool *ants.Pool
 }
+
+// poolIdle is how long a pooled request goroutine waits for its next request before it exits.
+const poolIdle = time.Minute
 
 // New validates the configuration and opens the data directory (recovering
 // its contents). It does not listen yet.
@@ -168,7 +175,12 @@ func New(cfg Config) (*Server, error) {
 		}
 		sources[name] = ss
 	}
-	s.store, s.sources = st, sources
+	pool, err := ants.NewPool(-1, ants.WithExpiryDuration(poolIdle), ants.WithLogger(discard{}))
+	if err != nil {
+		closeAll()
+		return nil, fmt.Errorf("graphd: request pool: %w", err)
+	}
+	s.store, s.sources, s.pool = st, sources, pool
 	return s, nil
 }
 
@@ -264,12 +276,18 @@ func (s *Server) Close(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("traversal source %s: %w", name, err))
 		}
 	}
+	s.pool.Release()
 	s.mu.Lock()
 	s.closed = true
 	s.mu.Unlock()
 	s.log.Info("graphd: closed")
 	return errors.Join(errs...)
 }
+
+// discard is ants' logger, silenced: handleFrame recovers panics itself.
+type discard struct{}
+
+func (discard) Printf(string, ...any) {}
 
 var upgrader = websocket.Upgrader{
 	ReadBufferSize:  64 << 10,
@@ -359,10 +377,13 @@ func (c *conn) readLoop() {
 			continue
 		}
 		c.sem <- struct{}{}
-		go func() {
+		handle := func() {
 			defer func() { <-c.sem; c.s.inflight.Done() }()
 			c.handleFrame(frame)
-		}()
+		}
+		if err := c.s.pool.Submit(handle); err != nil { // released: closing
+			go handle()
+		}
 	}
 }
 
