@@ -305,7 +305,7 @@ func (a *App) retry(h chainFunc) chainFunc {
 		delay := 50 * time.Millisecond
 		for attempt := 0; ; attempt++ {
 			out, err := h(m)
-			if err == nil || IsPermanent(err) || attempt >= a.opts.Retries {
+			if err == nil || IsPermanent(err) || IsLater(err) || attempt >= a.opts.Retries {
 				return out, err
 			}
 			select {
@@ -438,6 +438,7 @@ func headerRank(k string) int {
 func (a *App) observe(name string, h chainFunc) chainFunc {
 	handled := a.metrics.handled.WithLabelValues(name, "ok")
 	failed := a.metrics.handled.WithLabelValues(name, "error")
+	later := a.metrics.handled.WithLabelValues(name, "later")
 	latency := a.metrics.latency.WithLabelValues(name)
 	return func(m *message.Message) ([]*message.Message, error) {
 		// Handlers get a logger naming the handler and message; they add the domain ids they
@@ -448,6 +449,11 @@ func (a *App) observe(name string, h chainFunc) chainFunc {
 		start := time.Now()
 		out, err := h(m)
 		latency.Observe(time.Since(start).Seconds())
+		if IsLater(err) {
+			later.Inc()
+			log.Info("message handed back, to be decided again after its backoff", "reason", err, "deliveries", Deliveries(m))
+			return out, err
+		}
 		if err != nil {
 			failed.Inc()
 			a.failed.Add(1)

@@ -78,6 +78,30 @@ func PermanentWith(err error, also ...*message.Message) error {
 	return &PermanentError{Err: err, Also: also}
 }
 
+// LaterError hands a message back to be decided again after its backoff because something it
+// depends on is not there yet (the previous move of a player has not committed): not a failure.
+// It is logged at Info and counted as "later", not "error"; the in-process retries skip it.
+type LaterError struct{ Err error }
+
+func (e *LaterError) Error() string { return e.Err.Error() }
+func (e *LaterError) Unwrap() error { return e.Err }
+
+// Later wraps err so that the message is handed back for a later delivery without counting as
+// a failure. Its last delivery is dead-lettered like any failure's: a handler decides on its
+// last delivery (see Deliveries and MaxDeliver) rather than wait again.
+func Later(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &LaterError{Err: err}
+}
+
+// IsLater reports whether err (or an error it wraps) is a Later one.
+func IsLater(err error) bool {
+	var l *LaterError
+	return errors.As(err, &l)
+}
+
 // IsPermanent reports whether err (or an error it wraps) is permanent.
 func IsPermanent(err error) bool {
 	var p *PermanentError

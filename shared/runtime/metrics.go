@@ -17,7 +17,7 @@ func newHandlerMetrics(reg prometheus.Registerer) *handlerMetrics {
 	return &handlerMetrics{
 		handled: metrics.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: metrics.Namespace, Name: "handler_messages_total",
-			Help: "Messages a handler finished, by outcome (ok, or error: handed back for redelivery).",
+			Help: "Messages a handler finished, by outcome (ok; error: handed back for redelivery; later: handed back to be decided again once what it depends on is there).",
 		}, []string{"handler", "outcome"})),
 		latency: metrics.Register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: metrics.Namespace, Name: "handler_latency_seconds",

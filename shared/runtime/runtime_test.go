@@ -128,6 +128,50 @@ func TestFailingHandlerIsRedeliveredThenDeadLettered(t *testing.T) {
 	}
 }
 
+// A Later error hands the message back for a later delivery without counting as a failure: no
+// in-process retry, the "later" outcome instead of "error", and the next delivery decides.
+func TestLaterIsNotAFailure(t *testing.T) {
+	e := natstest.Start(t)
+	reg := prometheus.NewRegistry()
+	app, err := runtime.New(runtime.Options{Name: "test", Conn: e.Conn, JetStream: e.JS, Registerer: reg, Logger: logx.Discard(), Retries: 2, CloseTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var calls atomic.Int32
+	app.Handle("waits", runtime.Consumer{Stream: events.StreamProposals, Subjects: []string{"proposals.gate.waits"},
+		MaxDeliver: 5, Backoff: []time.Duration{50 * time.Millisecond}},
+		func(m *message.Message) ([]*message.Message, error) {
+			if calls.Add(1) == 1 {
+				return nil, runtime.Later(errors.New("the previous move has not committed yet"))
+			}
+			return nil, nil
+		})
+	stop := run(t, app)
+	defer stop()
+	publish(t, e, "proposals.gate.waits", "w1", "payload")
+	natstest.WaitFor(t, 10*time.Second, "handled", consumerSettled(t, e, "waits"))
+	count := func(outcome string) float64 {
+		mfs, _ := reg.Gather()
+		for _, mf := range mfs {
+			if mf.GetName() != "worldgate_handler_messages_total" {
+				continue
+			}
+			for _, m := range mf.GetMetric() {
+				for _, l := range m.GetLabel() {
+					if l.GetName() == "outcome" && l.GetValue() == outcome {
+						return m.GetCounter().GetValue()
+					}
+				}
+			}
+		}
+		return 0
+	}
+	if calls.Load() != 2 || count("later") != 1 || count("error") != 0 || count("ok") != 1 {
+		t.Fatalf("handler ran %d times; outcomes later %v, error %v, ok %v; want 2 runs (no in-process retry), later 1, error 0, ok 1",
+			calls.Load(), count("later"), count("error"), count("ok"))
+	}
+}
+
 func TestPermanentErrorDeadLettersAtOnce(t *testing.T) {
 	e := natstest.Start(t)
 	app := newApp(t, e, prometheus.NewRegistry())

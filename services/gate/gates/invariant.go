@@ -12,6 +12,7 @@ import (
 
 	"github.com/worldgate/worldgate/events"
 	"github.com/worldgate/worldgate/shared/graphx"
+	"github.com/worldgate/worldgate/shared/runtime"
 )
 
 // invariant checks domain rules against the graph through a read-only connection.
@@ -221,7 +222,7 @@ func (g *invariant) Check(ctx context.Context, p *events.Proposal) (Decision, er
 			return Pass(), nil
 		}
 		if g.afterPassedMove(ctx, payload, f, vs) {
-			return Decision{}, errPreviousMove
+			return Decision{}, runtime.Later(errPreviousMove)
 		}
 		waitable := true
 		sentences := make([]string, len(vs))
