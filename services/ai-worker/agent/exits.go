@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/singleflight"
+
 	"github.com/worldgate/worldgate/events"
 	"github.com/worldgate/worldgate/events/provenance"
 )
@@ -48,6 +50,8 @@ type ExitsCache struct {
 	epoch   uint64
 	gen     uint64 // moves on every invalidation: an answer fetched across one is not stored
 	entries map[string]*exitsAnswer
+
+	flight singleflight.Group // list-exits calls in flight, by location
 }
 
 // exitsAnswer is one list-exits answer with what every proposal built from it records.
@@ -148,28 +152,43 @@ func (c *ExitsCache) len() int {
 }
 
 // listExits answers which exits location has: from the cache unless fresh is set, else from
-// mcp-world (the answer is then cached). The answer's cached field tells which.
+// mcp-world (the answer is then cached). The answer's cached field tells which. Lookups that
+// miss while an answer for their location is being fetched wait for that answer instead of
+// calling mcp-world too: under load a location's first moves (after a start, an exit change or
+// the TTL) arrived together, and each called list-exits (bench: 475 calls for 2,500 moves over
+// two locations).
 func (a *Agent) listExits(ctx context.Context, location string, fresh bool) (*exitsAnswer, error) {
 	c := a.cfg.Exits
-	var ticket uint64
-	if c != nil {
-		e, miss, t := c.get(location)
-		switch {
-		case e != nil && !fresh:
-			a.m.exitsHits.Inc()
-			return &exitsAnswer{call: e.call, exits: e.exits, stored: e.stored, cached: true}, nil
-		case fresh:
-			miss = missRecheck
-		}
-		a.m.exitsMisses.WithLabelValues(miss).Inc()
-		ticket = t
+	if c == nil {
+		return a.fetchExits(ctx, location)
 	}
-	e, err := a.fetchExits(ctx, location)
+	e, miss, ticket := c.get(location)
+	switch {
+	case e != nil && !fresh:
+		a.m.exitsHits.Inc()
+		return &exitsAnswer{call: e.call, exits: e.exits, stored: e.stored, cached: true}, nil
+	case fresh:
+		miss = missRecheck
+	}
+	a.m.exitsMisses.WithLabelValues(miss).Inc()
+	key := location
+	if fresh {
+		key = "fresh\x00" + location // a recheck shares only another recheck's call
+	}
+	v, err, shared := c.flight.Do(key, func() (any, error) {
+		e, err := a.fetchExits(ctx, location)
+		if err != nil {
+			return nil, err
+		}
+		c.put(location, ticket, e)
+		return e, nil
+	})
 	if err != nil {
 		return nil, err
 	}
-	if c != nil {
-		c.put(location, ticket, e)
+	e = v.(*exitsAnswer)
+	if shared {
+		return &exitsAnswer{call: e.call, exits: e.exits, stored: e.stored, cached: true}, nil
 	}
 	return e, nil
 }

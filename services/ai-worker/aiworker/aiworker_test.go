@@ -2,6 +2,7 @@ package aiworker_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -144,5 +145,29 @@ func natstest_WaitSettled(t *testing.T, s *stack, durable string) {
 			t.Fatalf("consumer %s did not settle", durable)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Moves from one location that arrive together share one list-exits call while the cache has
+// no answer for it yet. Before, each of them called mcp-world while the first call was in
+// flight (bench: 475 calls for 2,500 moves over two locations, in two bursts).
+func TestMovesFromOneLocationShareOneExitsLookup(t *testing.T) {
+	s := startStack(t, stackOpts{noApp: true, slowTools: 300 * time.Millisecond})
+	deps := s.deps
+	deps.Committed, deps.Roles = s.nats.JS, []string{roles.WorldRules}
+	s.startWorker(deps)
+	const moves = 12
+	for i := range moves {
+		player := fmt.Sprintf("player:p%d", i)
+		s.publishAs(player, events.PlayerMoveRequested, events.PlayerMoveRequestedPayload{PlayerID: player, FromLocationID: "loc:square", Direction: "north"})
+	}
+	got := s.waitProposals(schemaSubject, moves)
+	if n := s.toolCalls.Load(); n != 1 {
+		t.Fatalf("%d list-exits calls for %d moves from one location, want 1", n, moves)
+	}
+	for _, st := range got {
+		if pv := st.p.Provenance; len(pv.ToolCalls) != 1 || pv.ToolCalls[0].Tool != "list-exits" || pv.ToolCalls[0].ResultHash == "" {
+			t.Fatalf("move %s: provenance %+v, want the list-exits call it was decided on", st.p.ProposalID, pv)
+		}
 	}
 }

@@ -98,15 +98,18 @@ type stackOpts struct {
 	noApp    bool
 	// provider, when set, replaces the scripted provider on every tier (model "test-model").
 	provider llm.Provider
+	// slowTools delays every tools/call the world and lore servers answer.
+	slowTools time.Duration
 }
 
-// countToolCalls counts the tools/call requests h serves.
-func (s *stack) countToolCalls(h http.Handler) http.Handler {
+// countToolCalls counts the tools/call requests h serves (each delayed by slow).
+func (s *stack) countToolCalls(h http.Handler, slow time.Duration) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPost {
 			body, _ := io.ReadAll(r.Body)
 			if strings.Contains(string(body), `"method":"tools/call"`) {
 				s.toolCalls.Add(1)
+				time.Sleep(slow)
 			}
 			r.Body = io.NopCloser(strings.NewReader(string(body)))
 		}
@@ -135,8 +138,8 @@ func startStack(t testing.TB, o stackOpts) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.world = httptest.NewServer(s.countToolCalls(world.Handler()))
-	loreSrv := httptest.NewServer(s.countToolCalls(lore.Handler()))
+	s.world = httptest.NewServer(s.countToolCalls(world.Handler(), o.slowTools))
+	loreSrv := httptest.NewServer(s.countToolCalls(lore.Handler(), o.slowTools))
 	classifySrv := httptest.NewServer(classify.Handler())
 	t.Cleanup(s.world.Close)
 	t.Cleanup(loreSrv.Close)
@@ -213,7 +216,13 @@ func (s *stack) startWorker(deps aiworker.Deps) func() {
 // publish publishes a world event with a fresh event id and idempotency key.
 func (s *stack) publish(eventType string, payload any) *events.Envelope {
 	s.t.Helper()
-	env, err := events.NewEnvelope(eventType, "test", events.Actor{Kind: "player", ID: "player:ada"}, payload)
+	return s.publishAs("player:ada", eventType, payload)
+}
+
+// publishAs is publish with player as the actor.
+func (s *stack) publishAs(player, eventType string, payload any) *events.Envelope {
+	s.t.Helper()
+	env, err := events.NewEnvelope(eventType, "test", events.Actor{Kind: "player", ID: player}, payload)
 	if err != nil {
 		s.t.Fatal(err)
 	}
