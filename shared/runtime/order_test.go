@@ -106,6 +106,15 @@ func TestOrderKeyHoldsAcrossACrash(t *testing.T) {
 		t.Fatalf("the dying instance fetched %q, want k/0", held)
 	}
 
+	if seen := handleAll(t, e, spec, 3); !slices.Equal(seen, []string{"k/0", "k/1", "k/2"}) {
+		t.Fatalf("handled %v, want k/0 k/1 k/2: the newer messages overtook the one the dead instance held", seen)
+	}
+}
+
+// handleAll starts a worker on spec, waits until it has handled n messages and returns their
+// payloads in the order it handled them.
+func handleAll(t *testing.T, e *natstest.Env, spec runtime.Consumer, n int) []string {
+	t.Helper()
 	app := newApp(t, e, prometheus.NewRegistry())
 	var mu sync.Mutex
 	var seen []string
@@ -120,13 +129,11 @@ func TestOrderKeyHoldsAcrossACrash(t *testing.T) {
 	natstest.WaitFor(t, 15*time.Second, "every message handled", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
-		return len(seen) >= 3
+		return len(seen) >= n
 	})
 	mu.Lock()
 	defer mu.Unlock()
-	if !slices.Equal(seen, []string{"k/0", "k/1", "k/2"}) {
-		t.Fatalf("handled %v, want k/0 k/1 k/2: the newer messages overtook the one the dead instance held", seen)
-	}
+	return slices.Clone(seen)
 }
 
 // A live worker keeps the messages it holds in progress, so a short ack wait (how soon a crashed
@@ -271,25 +278,7 @@ func TestOrderKeyHoldsWhenTheWorkerStopsDuringABackoff(t *testing.T) {
 				t.Fatalf("the first worker handled %s during k/0's backoff", <-failed)
 			}
 
-			second := newApp(t, e, prometheus.NewRegistry())
-			var mu sync.Mutex
-			var seen []string
-			second.Handle("ordered", spec, func(m *message.Message) ([]*message.Message, error) {
-				mu.Lock()
-				seen = append(seen, string(m.Payload))
-				mu.Unlock()
-				return nil, nil
-			})
-			stop := run(t, second)
-			defer stop()
-			natstest.WaitFor(t, 15*time.Second, "every message handled", func() bool {
-				mu.Lock()
-				defer mu.Unlock()
-				return len(seen) >= 3
-			})
-			mu.Lock()
-			defer mu.Unlock()
-			if !slices.Equal(seen, []string{"k/0", "k/1", "k/2"}) {
+			if seen := handleAll(t, e, spec, 3); !slices.Equal(seen, []string{"k/0", "k/1", "k/2"}) {
 				t.Fatalf("the next worker handled %v, want k/0 k/1 k/2: the later messages overtook the one handed back", seen)
 			}
 		})
