@@ -170,12 +170,13 @@ func (a *Agent) listExits(ctx context.Context, location string, fresh bool) (*ex
 	case fresh:
 		miss = missRecheck
 	}
-	a.m.exitsMisses.WithLabelValues(miss).Inc()
 	key := location
 	if fresh {
 		key = "fresh\x00" + location // a recheck shares only another recheck's call
 	}
-	v, err, shared := c.flight.Do(key, func() (any, error) {
+	fetched := false // this lookup made the call (the others in flight share its answer)
+	v, err, _ := c.flight.Do(key, func() (any, error) {
+		fetched = true
 		e, err := a.fetchExits(ctx, location)
 		if err != nil {
 			return nil, err
@@ -183,14 +184,16 @@ func (a *Agent) listExits(ctx context.Context, location string, fresh bool) (*ex
 		c.put(location, ticket, e)
 		return e, nil
 	})
+	if !fetched && err == nil {
+		a.m.exitsHits.Inc() // answered by another move's call: this one asked nothing
+		e = v.(*exitsAnswer)
+		return &exitsAnswer{call: e.call, exits: e.exits, stored: e.stored, cached: true}, nil
+	}
+	a.m.exitsMisses.WithLabelValues(miss).Inc()
 	if err != nil {
 		return nil, err
 	}
-	e = v.(*exitsAnswer)
-	if shared {
-		return &exitsAnswer{call: e.call, exits: e.exits, stored: e.stored, cached: true}, nil
-	}
-	return e, nil
+	return v.(*exitsAnswer), nil
 }
 
 // fetchExits calls list-exits and prepares its answer for provenance and lookups.

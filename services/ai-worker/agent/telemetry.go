@@ -65,7 +65,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		downgrades: metrics.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "ai_task_downgrades_total",
 			Help: "Agent model calls a spending budget moved to a cheaper tier, by purpose and tiers."}, []string{"purpose", "from", "to"})),
 		exitsHits: metrics.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "ai_exits_cache_hits_total",
-			Help: "Moves whose exits were read from the world-rules exits cache instead of asking mcp-world's list-exits."})),
+			Help: "Moves whose exits were read from the world-rules exits cache, or from another move's list-exits call in flight for the same location, instead of asking mcp-world's list-exits."})),
 		exitsMisses: metrics.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "ai_exits_cache_misses_total",
 			Help: "Moves that asked mcp-world's list-exits, by reason: absent, expired, recheck (the cached exits lacked the direction), unwatched (committed exit changes are not being received)."}, []string{"reason"})),
 		reused: metrics.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "ai_reprompt_tool_calls_reused_total",
