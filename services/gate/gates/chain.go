@@ -93,6 +93,7 @@ func (c *chain) handler(first Gate) message.HandlerFunc {
 		// run that fails part-way (an outage at a later gate) is redelivered and decided again,
 		// and must not count its earlier gates' decisions twice.
 		var reports []func()
+		var passed []Gate // the run's gates that passed, before the last one
 		for {
 			s, report, err := c.step(ctx, g, subject, raw, p, start, &digest)
 			if err != nil {
@@ -115,8 +116,16 @@ func (c *chain) handler(first Gate) message.HandlerFunc {
 					r()
 				}
 				latency.Observe(took.Seconds())
+				if s.d.Outcome == Rejected {
+					for _, pg := range passed {
+						if f, ok := pg.(Forgetter); ok {
+							f.RefusedLater(p)
+						}
+					}
+				}
 				return msgs, nil
 			}
+			passed = append(passed, g)
 			latency, took := c.latency[g.Name()], s.at.Sub(start)
 			reports = append(reports, report, func() { latency.Observe(took.Seconds()) })
 			g, subject, start = next, events.GateSubject(next.Name()), s.at

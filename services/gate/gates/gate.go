@@ -53,6 +53,13 @@ type Holder interface {
 	Hold(ctx context.Context, p *events.Proposal) error
 }
 
+// Forgetter is a gate that remembers what it passed (the invariant gate: each player's last
+// move). When a later gate of the same run (fusion) refuses the proposal, the chain calls
+// RefusedLater, so that the memory does not outlive what was passed.
+type Forgetter interface {
+	RefusedLater(p *events.Proposal)
+}
+
 // Outcome of a check.
 type Outcome int
 

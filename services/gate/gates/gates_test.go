@@ -295,6 +295,43 @@ func TestInvariantGateWaitsForThePlayersPreviousMove(t *testing.T) {
 	}
 }
 
+// A move a later gate of the same run refuses (here the rate gate, fused with the invariant
+// gate) is forgotten at once: the player's next move, proposed from where that move would have
+// taken it, is refused at once too, not after waiting through its backoffs for a move that will
+// never commit.
+func TestInvariantGateForgetsAMoveALaterGateRefused(t *testing.T) {
+	s := newStack(t)
+	cfg := testConfig()
+	// Backoffs far longer than the wait below: a move handed back would not be refused in time.
+	cfg.MaxDeliver, cfg.Backoff = 5, []time.Duration{30 * time.Second}
+	cfg.Rate.Budgets = map[string]gates.Budget{events.KindPlayerMoved: {ActorCount: 1}}
+	s.run(t, s.deps(cfg), "invariant", "rate")
+	move := func(from, dir, to string) *events.Proposal {
+		return startAt(proposal(t, events.KindPlayerMoved, map[string]any{"playerId": "player:ada", "fromLocationId": from, "toLocationId": to, "direction": dir}), "invariant")
+	}
+	first := move("loc:square", "north", "loc:gate")
+	s.publish(t, first)
+	natstest.WaitFor(t, 10*time.Second, "the first move passed both gates", func() bool {
+		return s.count(t, events.StreamProposals, "proposals.gate.audit") == 1
+	})
+	refused := move("loc:gate", "south", "loc:square") // passes the invariant gate: the player is at loc:gate once first commits
+	if err := <-s.writer.V("player:ada").OutE("at").Drop().Iterate(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-s.writer.V("player:ada").AddE("at").To(gremlingo.T__.V("loc:gate")).Iterate(); err != nil {
+		t.Fatal(err)
+	}
+	s.publish(t, refused)
+	if r := s.waitRejected(t, refused.ProposalID); r.Gate != "rate" || r.Code != events.CodeRateLimited {
+		t.Fatalf("the second move: rejection %+v, want the rate gate's", r)
+	}
+	next := move("loc:square", "north", "loc:gate") // from where the refused move would have taken the player
+	s.publish(t, next)
+	if r := s.waitRejected(t, next.ProposalID); r.Gate != "invariant" || !strings.Contains(r.Reason, "is at loc:gate, not at loc:square") {
+		t.Fatalf("the move after the refused one: rejection %+v, want the invariant gate's", r)
+	}
+}
+
 func TestInvariantGateRedeliversThenDeadLettersWhenGraphIsDown(t *testing.T) {
 	s := newStack(t)
 	s.run(t, s.deps(testConfig()), "invariant")

@@ -34,7 +34,8 @@ import (
 // player the graph still shows where that move starts, is not refused at once: it is handed back
 // and decided again after its backoff (its player's later moves wait behind it), and refused
 // as before only on its last delivery, if the previous move has still not committed (it was
-// refused after this gate, or is later than the backoff).
+// refused after this gate in another process, or is later than the backoff). A refusal by a
+// later gate of the same run (fusion) makes the gate forget the move at once (Forgetter).
 type invariant struct {
 	graph Graph
 	cfg   InvariantConfig
@@ -43,6 +44,7 @@ type invariant struct {
 
 // passedMove is a move the invariant gate passed.
 type passedMove struct {
+	proposal string
 	from, to string
 	at       time.Time
 }
@@ -218,7 +220,7 @@ func (g *invariant) Check(ctx context.Context, p *events.Proposal) (Decision, er
 		}
 		vs := invariantRules(p.Kind, payload, f)
 		if len(vs) == 0 {
-			g.passed(payload)
+			g.passed(p.ProposalID, payload)
 			return Pass(), nil
 		}
 		if g.afterPassedMove(ctx, payload, f, vs) {
@@ -248,9 +250,26 @@ func (g *invariant) Check(ctx context.Context, p *events.Proposal) (Decision, er
 }
 
 // passed remembers a move the gate passed.
-func (g *invariant) passed(payload events.Payload) {
+func (g *invariant) passed(proposal string, payload events.Payload) {
 	if m, ok := payload.(*events.PlayerMovedPayload); ok {
-		g.moves.Add(m.PlayerID, passedMove{from: m.FromLocationID, to: m.ToLocationID, at: time.Now()})
+		g.moves.Add(m.PlayerID, passedMove{proposal: proposal, from: m.FromLocationID, to: m.ToLocationID, at: time.Now()})
+	}
+}
+
+// RefusedLater forgets p if it is its player's last passed move: a later gate of the run (the
+// rate gate, the audit gate) refused it, so the player's next move must not wait for it.
+func (g *invariant) RefusedLater(p *events.Proposal) {
+	if p.Kind != events.KindPlayerMoved {
+		return
+	}
+	payload, err := events.DecodePayload(p.Kind, p.Payload)
+	if err != nil {
+		return
+	}
+	if m, ok := payload.(*events.PlayerMovedPayload); ok {
+		if prev, found := g.moves.Peek(m.PlayerID); found && prev.proposal == p.ProposalID {
+			g.moves.Remove(m.PlayerID)
+		}
 	}
 }
 
