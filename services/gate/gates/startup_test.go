@@ -56,10 +56,22 @@ func TestGatesStartWhileTheClusterHasNoQuorum(t *testing.T) {
 	t.Logf("provisioned after %s", time.Since(started).Round(time.Millisecond))
 	c.Stop(1)
 	c.Stop(2)
-	back := time.AfterFunc(3*time.Second, func() { c.Start(1); c.Start(2) })
-	defer back.Stop()
 
 	var logs lockedBuffer
+	// The nodes come back once the gates have found the cluster without a quorum (a timer
+	// raced a slow start on a busy machine: the gates then never saw it).
+	back := make(chan struct{})
+	go func() {
+		defer close(back)
+		for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+			if strings.Contains(logs.String(), "JetStream did not answer yet") {
+				break
+			}
+		}
+		c.Start(1)
+		c.Start(2)
+	}()
+	defer func() { <-back }()
 	log := slog.New(slog.NewTextHandler(&logs, nil))
 	app, err := runtime.New(runtime.Options{Name: "gate", Conn: nc, JetStream: js, Registerer: prometheus.NewRegistry(),
 		Logger: log, Retries: -1, CloseTimeout: 5 * time.Second})
