@@ -942,3 +942,70 @@ func TestRateCountsARedeliveryOnce(t *testing.T) {
 	check(global, g, gates.Rejected)
 	check(global, e, gates.Passed)
 }
+
+// The rate gate reserves a proposal's actor and global windows at once. What one of them took
+// for a proposal the other refused, or for a redelivery, is given back: the global budget
+// stays for the proposals it admitted.
+func TestRateGivesBackWhatARefusedProposalReserved(t *testing.T) {
+	s := newStack(t)
+	cfg := testConfig()
+	cfg.Rate.Budgets = map[string]gates.Budget{events.KindPlayerMoved: {ActorCount: 1, GlobalCount: 3}}
+	spec, _ := gates.Lookup(gates.Rate)
+	replica := func() gates.Gate {
+		d := s.deps(cfg)
+		d.Now = time.Now
+		g, err := spec.New(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return g
+	}
+	one, two, three := replica(), replica(), replica()
+	move := func(player string) *events.Proposal {
+		p := startAt(proposal(t, events.KindPlayerMoved, map[string]any{"playerId": player, "fromLocationId": "loc:square", "toLocationId": "loc:gate", "direction": "north"}), "rate")
+		p.Actor.ID = player
+		return p
+	}
+	ctx := context.Background()
+	check := func(g gates.Gate, p *events.Proposal, want gates.Outcome, scope string) {
+		t.Helper()
+		d, err := g.Check(ctx, p)
+		if err != nil || d.Outcome != want {
+			t.Fatalf("%s of %s: %v %v, want %v", p.ProposalID, p.Actor.ID, d.Outcome, err, want)
+		}
+		if got, _ := d.Details["scope"].(string); got != scope {
+			t.Fatalf("%s of %s: refused by scope %q, want %q", p.ProposalID, p.Actor.ID, got, scope)
+		}
+	}
+	first := move("player:ada")
+	check(one, first, gates.Passed, "")
+	// two never wrote ada's window, so it asks both windows at once: the actor's refuses.
+	check(two, move("player:ada"), gates.Rejected, "actor")
+	// three never wrote either: the actor's window holds the proposal already.
+	check(three, first, gates.Passed, "")
+	check(one, move("player:bo"), gates.Passed, "")
+	check(two, move("player:cy"), gates.Passed, "")
+	check(three, move("player:di"), gates.Rejected, "global")
+
+	kv, err := s.nats.JS.KeyValue(ctx, natsx.BucketRate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, err := kv.ListKeys(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k := range keys.Keys() {
+		if !strings.Contains(k, ".global.") {
+			continue
+		}
+		e, err := kv.Get(ctx, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var u struct{ Count int }
+		if err := json.Unmarshal(e.Value(), &u); err != nil || u.Count != 3 {
+			t.Errorf("global window %s holds %s, want a count of 3: ada, bo and cy", k, e.Value())
+		}
+	}
+}

@@ -190,53 +190,75 @@ func (g *rate) Check(ctx context.Context, p *events.Proposal) (Decision, error) 
 	if tracked {
 		actor.token = token
 	}
-	var taken []scope
+	// The scopes are reserved at once, not one after the other: each is a KV round trip (the
+	// global one waits for the batch in flight), and a move waited for both in turn. A scope
+	// reserved for a proposal another scope refused, or found to be a redelivery, is given
+	// back; until then it holds one more than it should, which errs on admitting less.
+	var scopes []scope
 	for _, s := range []scope{actor, global} {
-		if s.limit.unlimited() {
-			continue
+		if !s.limit.unlimited() {
+			scopes = append(scopes, s)
 		}
-		used, ok, again, err := g.reserve(ctx, s.key, s.token, cost, s.limit)
-		if again {
-			return Pass(), nil // admitted before in this window: a redelivery
+	}
+	res := g.reserveAll(ctx, scopes, cost)
+	var taken []scope
+	redelivery := false
+	for i, r := range res {
+		if r.tried && r.err == nil && r.ok && !r.again {
+			taken = append(taken, scopes[i])
 		}
-		if err != nil || !ok {
-			for _, t := range taken {
-				if rerr := g.release(ctx, t.key, t.token, cost); rerr != nil && err == nil {
-					err = rerr
-				}
+		redelivery = redelivery || r.again
+	}
+	refused := -1
+	var err error
+	for i, r := range res {
+		if r.err != nil && err == nil {
+			err = r.err
+		}
+		if r.tried && r.err == nil && !r.ok && refused < 0 {
+			refused = i
+		}
+	}
+	if redelivery || err != nil || refused >= 0 {
+		for _, t := range taken {
+			if rerr := g.release(ctx, t.key, t.token, cost); rerr != nil && err == nil {
+				err = rerr
 			}
 		}
-		if err != nil {
-			return Decision{}, err
-		}
-		if !ok {
-			if !tracked {
-				if before, err := g.admitted(ctx, marker); err != nil {
-					return Decision{}, err
-				} else if before {
-					return Pass(), nil // admitted before the window filled: a redelivery
-				}
+	}
+	if redelivery && err == nil {
+		return Pass(), nil // admitted before in this window: a redelivery
+	}
+	if err != nil {
+		return Decision{}, err
+	}
+	if refused >= 0 {
+		s, used := scopes[refused], res[refused].used
+		if !tracked {
+			if before, err := g.admitted(ctx, marker); err != nil {
+				return Decision{}, err
+			} else if before {
+				return Pass(), nil // admitted before the window filled: a redelivery
 			}
-			who, why := "the global", ""
-			details := map[string]any{"scope": s.name, "window": g.cfg.Window.String(), "windowStart": start.UTC(), "count": used.Count, "costUsd": float64(used.CostMicros) / 1e6,
-				"limitCount": s.limit.Count, "limitCostUsd": float64(s.limit.CostMicros) / 1e6}
-			if s.name == "actor" {
-				who = budgetHolder(p) + "'s"
-				if tightened != nil {
-					why = fmt.Sprintf(", tightened ×%g for a repeat offender until %s", tightened.Multiplier, tightened.CoolDownUntil.UTC().Format(time.RFC3339))
-					details["offender"] = map[string]any{"multiplier": tightened.Multiplier, "coolDownUntil": tightened.CoolDownUntil.UTC(), "strikes": tightened.Strikes}
-				}
-			}
-			return RejectTransient(events.CodeRateLimited,
-				fmt.Sprintf("%s budget for %s proposals is spent for this %s window (%s%s): try again in %.0f s.", capitalize(who), p.Kind, g.cfg.Window, usedText(used, s.limit), why, retryAfter),
-				details, retryAfter), nil
 		}
-		taken = append(taken, s)
+		who, why := "the global", ""
+		details := map[string]any{"scope": s.name, "window": g.cfg.Window.String(), "windowStart": start.UTC(), "count": used.Count, "costUsd": float64(used.CostMicros) / 1e6,
+			"limitCount": s.limit.Count, "limitCostUsd": float64(s.limit.CostMicros) / 1e6}
+		if s.name == "actor" {
+			who = budgetHolder(p) + "'s"
+			if tightened != nil {
+				why = fmt.Sprintf(", tightened ×%g for a repeat offender until %s", tightened.Multiplier, tightened.CoolDownUntil.UTC().Format(time.RFC3339))
+				details["offender"] = map[string]any{"multiplier": tightened.Multiplier, "coolDownUntil": tightened.CoolDownUntil.UTC(), "strikes": tightened.Strikes}
+			}
+		}
+		return RejectTransient(events.CodeRateLimited,
+			fmt.Sprintf("%s budget for %s proposals is spent for this %s window (%s%s): try again in %.0f s.", capitalize(who), p.Kind, g.cfg.Window, usedText(used, s.limit), why, retryAfter),
+			details, retryAfter), nil
 	}
 	if tracked || len(taken) == 0 {
 		return Pass(), nil
 	}
-	_, err := g.kv.Create(ctx, marker, []byte(strconv.FormatInt(start.Unix(), 10)))
+	_, err = g.kv.Create(ctx, marker, []byte(strconv.FormatInt(start.Unix(), 10)))
 	switch {
 	case errors.Is(err, jetstream.ErrKeyExists):
 		// Admitted before: a redelivery. Give back what this delivery reserved.
@@ -249,6 +271,58 @@ func (g *rate) Check(ctx context.Context, p *events.Proposal) (Decision, error) 
 		return Decision{}, fmt.Errorf("write admission marker: %w", err)
 	}
 	return Pass(), nil
+}
+
+// reserved is one scope's answer from reserve.
+type reserved struct {
+	tried     bool // reserve was asked (scopes after a refusing one, in turn, are not)
+	used      usage
+	ok, again bool
+	err       error
+}
+
+// reserveAll reserves cost in scopes and returns their answers in order: at once, unless the
+// first scope, as this replica last wrote it, would refuse or already holds the token (an
+// actor at its limit, as in a flood, or a redelivery); then in turn, a later scope only after
+// the ones before it admitted, so a refused proposal does not take and give back the rest.
+func (g *rate) reserveAll(ctx context.Context, scopes []scope, cost int64) []reserved {
+	res := make([]reserved, len(scopes))
+	one := func(i int) {
+		r, s := &res[i], scopes[i]
+		r.tried = true
+		r.used, r.ok, r.again, r.err = g.reserve(ctx, s.key, s.token, cost, s.limit)
+	}
+	if len(scopes) < 2 || g.wouldRefuse(scopes[0], cost) {
+		for i := range scopes {
+			if one(i); res[i].err != nil || !res[i].ok || res[i].again {
+				break
+			}
+		}
+		return res
+	}
+	var wg sync.WaitGroup
+	for i := 1; i < len(scopes); i++ {
+		wg.Go(func() { one(i) })
+	}
+	one(0)
+	wg.Wait()
+	return res
+}
+
+// wouldRefuse reports whether s, as this replica last wrote it, would refuse cost or holds
+// s's token already.
+func (g *rate) wouldRefuse(s scope, cost int64) bool {
+	g.mu.Lock()
+	w, ok := g.written[s.key]
+	g.mu.Unlock()
+	if !ok {
+		return false
+	}
+	if s.token != "" && slices.Contains(w.used.Admitted, s.token) {
+		return true
+	}
+	_, admits := admit(w.used, cost, s.limit)
+	return !admits
 }
 
 // admitted reports whether the admission marker exists: the proposal passed this gate before.
