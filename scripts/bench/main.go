@@ -204,6 +204,10 @@ type Phase struct {
 	NATSOutMsgsPerEvent float64 `json:"natsOutMsgsPerEvent,omitempty"`
 	// AICache is the ai-worker's context-hash cache over the phase (worldgate_ai_cache_*_total).
 	AICache *CacheCounts `json:"aiCache,omitempty"`
+	// Stages is where the phase's committed events spent their time, from the streams'
+	// timestamps and the gates' hops (harness.Stages): the agent, each gate, the publish to
+	// proposals.validated, the commit.
+	Stages []harness.Stage `json:"stages,omitempty"`
 	// Answers is what the phase's events got back (events.Outcome on OUTCOMES): committed,
 	// fallback or refused content, abandoned (even the fallback refused) and silent (nothing).
 	Answers harness.Answers `json:"answers"`
@@ -689,6 +693,9 @@ func runPhase(ctx context.Context, o options, st *stack, gen *harness.Generator,
 		hops += p.StreamMessages[s]
 	}
 	p.HopsPerEvent = float64(hops) / float64(n)
+	if p.Stages, err = harness.Stages(ctx, st.js, seq0, seq1, gen.Prefix); err != nil {
+		slog.Warn("time per stage not measured", "phase", name, "err", err)
+	}
 	if cache1 := aiCache(st.aiAdmin); cache0 != nil && cache1 != nil {
 		p.AICache = &CacheCounts{Hits: cache1.Hits - cache0.Hits, Misses: cache1.Misses - cache0.Misses}
 	}
@@ -753,6 +760,13 @@ func printRun(w io.Writer, f *Figures) {
 			fmt.Fprintln(w)
 		} else {
 			fmt.Fprintf(w, "                CPU %.2f ms per event, bench's own load generator and tracker included\n", p.CPUMsPerEvent)
+		}
+		if len(p.Stages) > 0 {
+			parts := make([]string, len(p.Stages))
+			for i, s := range p.Stages {
+				parts[i] = fmt.Sprintf("%s %.1f/%.1f", s.Name, s.P50ms, s.P99ms)
+			}
+			fmt.Fprintf(w, "                time per stage, p50/p99 ms: %s\n", strings.Join(parts, " · "))
 		}
 		fmt.Fprintf(w, "                hops per event %.2f measured (PROPOSALS %d + COMMITTED %d messages ÷ %d events)\n",
 			p.HopsPerEvent, p.StreamMessages[events.StreamProposals], p.StreamMessages[events.StreamCommitted], p.Events)

@@ -179,6 +179,16 @@ func TestEmbedded(t *testing.T) {
 		if p.CommittedPerS <= 0 || p.P50ms <= 0 || p.P99ms < p.P50ms || p.CeilingShare <= 0 || p.CeilingRatio <= 0 || p.CPUMsPerEvent <= 0 {
 			t.Errorf("%s: implausible figures %+v", p.Name, p)
 		}
+		var names []string
+		for _, st := range p.Stages {
+			names = append(names, st.Name)
+			if st.P99ms < st.P50ms {
+				t.Errorf("%s: stage %+v", p.Name, st)
+			}
+		}
+		if got, want := strings.Join(names, ", "), "agent, schema, invariant, rate, audit, to validated, commit"; got != want {
+			t.Errorf("%s: stages %q, want a move's route %q", p.Name, got, want)
+		}
 		if p.PipelineCPUSeconds != 0 || p.HopsPerEvent < 2 || p.HopsPerEvent > 6 {
 			t.Errorf("%s: pipeline CPU %.2fs (the embedded stack cannot tell it apart), %.2f hops per event", p.Name, p.PipelineCPUSeconds, p.HopsPerEvent)
 		}
@@ -191,7 +201,7 @@ func TestEmbedded(t *testing.T) {
 	}
 	var out bytes.Buffer
 	printFigures(&out, fig)
-	for _, want := range []string{"committed/s", "p99", "hop-limited ceiling", "one-hop ceiling", "peak RSS", "load generator and tracker included"} {
+	for _, want := range []string{"committed/s", "p99", "time per stage", "hop-limited ceiling", "one-hop ceiling", "peak RSS", "load generator and tracker included"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("figures lack %q:\n%s", want, out.String())
 		}
