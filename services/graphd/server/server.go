@@ -13,6 +13,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"errors"
@@ -355,13 +356,16 @@ func (c *conn) readLoop() {
 			}
 			continue
 		}
-		frame, err := io.ReadAll(io.LimitReader(rd, max+1))
-		if err != nil {
+		buf := getFrameBuf()
+		if _, err := buf.ReadFrom(io.LimitReader(rd, max+1)); err != nil {
+			putFrameBuf(buf)
 			return
 		}
+		frame := buf.Bytes()
 		if int64(len(frame)) > max {
 			_, _ = io.Copy(io.Discard, rd)
 			id := headerID(frame)
+			putFrameBuf(buf)
 			c.sendError(id, gb.StatusMalformedRequest, fmt.Sprintf("request frame exceeds the %d byte limit", max))
 			continue
 		}
@@ -373,17 +377,40 @@ func (c *conn) readLoop() {
 		c.s.mu.Unlock()
 		if closing {
 			id := headerID(frame)
+			putFrameBuf(buf)
 			c.sendError(id, gb.StatusServerError, "graphd is shutting down")
 			continue
 		}
 		c.sem <- struct{}{}
 		handle := func() {
 			defer func() { <-c.sem; c.s.inflight.Done() }()
+			defer putFrameBuf(buf) // handleFrame is done with the frame: the decoded request holds no reference to it
 			c.handleFrame(frame)
 		}
 		if err := c.s.pool.Submit(handle); err != nil { // released: closing
 			go handle()
 		}
+	}
+}
+
+// frameBufs recycles the buffers request frames are read into. A frame's bytes are free
+// again once handleFrame returns: gb.ReadRequest copies whatever the request keeps
+// (strings, byte buffers, ids), so nothing refers to them after decoding.
+var frameBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// maxPooledFrame: a buffer that grew larger than this (a rare, large request) is left to
+// the garbage collector rather than kept in the pool.
+const maxPooledFrame = 1 << 20
+
+func getFrameBuf() *bytes.Buffer {
+	b := frameBufs.Get().(*bytes.Buffer)
+	b.Reset()
+	return b
+}
+
+func putFrameBuf(b *bytes.Buffer) {
+	if b.Cap() <= maxPooledFrame {
+		frameBufs.Put(b)
 	}
 }
 

@@ -85,7 +85,13 @@ type Store struct {
 	closed    bool
 	// format1 is set while opening a directory written in storage format 1.
 	format1 bool
+	// recBuf is the buffer Write encodes WAL records into (guarded by mu).
+	recBuf []byte
 }
+
+// maxKeptRecBuf: a WAL record buffer that grew larger than this (a large transaction) is
+// not kept for reuse.
+const maxKeptRecBuf = 1 << 20
 
 // Options tune a store.
 type Options struct {
@@ -329,13 +335,19 @@ func (s *Store) newWAL(gen uint64) error {
 }
 
 func frame(ops []any) ([]byte, error) {
-	w := &graphbinary.Writer{Buf: make([]byte, 8, 256)}
+	return appendFrame(make([]byte, 0, 256), ops)
+}
+
+// appendFrame appends the WAL record of ops to buf.
+func appendFrame(buf []byte, ops []any) ([]byte, error) {
+	w := &graphbinary.Writer{Buf: append(buf, make([]byte, 8)...)}
 	if err := w.Value(ops); err != nil {
 		return nil, err
 	}
 	b := w.Buf
-	binary.BigEndian.PutUint32(b[0:], uint32(len(b)-8))
-	binary.BigEndian.PutUint32(b[4:], crc32.Checksum(b[8:], crcTable))
+	rec := b[len(buf):]
+	binary.BigEndian.PutUint32(rec[0:], uint32(len(rec)-8))
+	binary.BigEndian.PutUint32(rec[4:], crc32.Checksum(rec[8:], crcTable))
 	return b, nil
 }
 
@@ -377,11 +389,14 @@ func (s *Store) Write(ctx context.Context, fn func(g *graph.Graph, tx *graph.Tx)
 		s.mu.Unlock()
 		return nil
 	}
-	rec, err := frame(tx.Ops())
+	rec, err := appendFrame(s.recBuf[:0], tx.Ops())
 	if err != nil {
 		tx.Rollback()
 		s.mu.Unlock()
 		return err
+	}
+	if cap(rec) <= maxKeptRecBuf {
+		s.recBuf = rec // reused by the next Write: the WAL write below is done with rec when it returns
 	}
 	s.walMu.Lock()
 	_, werr := s.wal.Write(rec)

@@ -39,7 +39,7 @@ func (ec *execCtx) labelArg(s *step, t *trav, def string) (string, error) {
 
 // creationProps splits folded property() arguments into the id and the rest.
 func (ec *execCtx) creationProps(s *step, t *trav) (id any, label *string, rest [][]any, err error) {
-	for _, p := range s.props {
+	for _, p := range s.mods().props {
 		if len(p) == 2 {
 			if e, ok := p[0].(gb.Enum); ok && e.Type == gb.TypeT {
 				v, err := ec.resolve(p[1], t, "property()")
@@ -151,6 +151,7 @@ func runAddE(ec *execCtx, s *step, in []*trav) ([]*trav, error) {
 	if err != nil {
 		return nil, err
 	}
+	m := s.mods()
 	var out []*trav
 	for _, t := range in {
 		label, err := ec.labelArg(s, t, "edge")
@@ -158,15 +159,15 @@ func runAddE(ec *execCtx, s *step, in []*trav) ([]*trav, error) {
 			return nil, err
 		}
 		var from, to *graph.Vertex
-		if s.hasFrom {
-			if from, err = ec.endpoint(s.from, t, "from"); err != nil {
+		if m.hasFrom {
+			if from, err = ec.endpoint(m.from, t, "from"); err != nil {
 				return nil, err
 			}
 		} else if v, ok := t.obj.(*graph.Vertex); ok {
 			from = v
 		}
-		if s.hasTo {
-			if to, err = ec.endpoint(s.to, t, "to"); err != nil {
+		if m.hasTo {
+			if to, err = ec.endpoint(m.to, t, "to"); err != nil {
 				return nil, err
 			}
 		} else if v, ok := t.obj.(*graph.Vertex); ok {
@@ -402,7 +403,7 @@ func (ec *execCtx) mergeMap(a any, t *trav, what string) (*gb.Map, error) {
 // cardinality of its own takes it, as GraphTraversal.option(Merge, Map,
 // Cardinality) does.
 func (s *step) option(name string) (any, bool) {
-	for _, o := range s.options {
+	for _, o := range s.mods().options {
 		if len(o) != 2 && len(o) != 3 {
 			continue
 		}

@@ -141,6 +141,7 @@ func runChoose(ec *execCtx, s *step, in []*trav) ([]*trav, error) {
 		id int
 	}
 	var routes []route
+	options := s.mods().options
 	arg := func(i int) any {
 		if i < len(s.args) {
 			return s.args[i]
@@ -186,7 +187,7 @@ func runChoose(ec *execCtx, s *step, in []*trav) ([]*trav, error) {
 		}
 		matched := false
 		noneAt := -1
-		for i, opt := range s.options {
+		for i, opt := range options {
 			if len(opt) != 2 {
 				return nil, evalErr("option() takes a key and a traversal")
 			}
@@ -225,7 +226,7 @@ func runChoose(ec *execCtx, s *step, in []*trav) ([]*trav, error) {
 			}
 		}
 		if !matched && noneAt >= 0 {
-			routes = append(routes, route{t, s.options[noneAt][1], 10 + noneAt})
+			routes = append(routes, route{t, options[noneAt][1], 10 + noneAt})
 		}
 	}
 	for _, r := range routes {
@@ -289,6 +290,7 @@ func runChoose(ec *execCtx, s *step, in []*trav) ([]*trav, error) {
 
 func runRepeat(ec *execCtx, s *step, in []*trav) ([]*trav, error) {
 	body := s.args[0].(*Traversal)
+	m := s.mods()
 	test := func(c *Traversal, t *trav) (bool, error) {
 		if c == nil {
 			return true, nil
@@ -313,11 +315,11 @@ func runRepeat(ec *execCtx, s *step, in []*trav) ([]*trav, error) {
 		return &n
 	}
 	// checks before the first iteration
-	if s.untilPre || s.emitPre {
+	if m.untilPre || m.emitPre {
 		var next []*trav
 		for _, t := range cur {
-			if s.untilPre && s.until != nil {
-				ok, err := test(s.until, t)
+			if m.untilPre && m.until != nil {
+				ok, err := test(m.until, t)
 				if err != nil {
 					return nil, err
 				}
@@ -326,8 +328,8 @@ func runRepeat(ec *execCtx, s *step, in []*trav) ([]*trav, error) {
 					continue
 				}
 			}
-			if s.emitPre && s.hasEmit {
-				ok, err := test(s.emit, t)
+			if m.emitPre && m.hasEmit {
+				ok, err := test(m.emit, t)
 				if err != nil {
 					return nil, err
 				}
@@ -350,7 +352,7 @@ func runRepeat(ec *execCtx, s *step, in []*trav) ([]*trav, error) {
 			defer delete(ec.dedupSeen, bs)
 		}
 	}
-	if s.timesPre && s.times <= 0 {
+	if m.timesPre && m.times <= 0 {
 		// times(0).repeat(...) is while-do: no iteration.
 		for _, t := range cur {
 			out = append(out, exit(t))
@@ -371,12 +373,12 @@ func runRepeat(ec *execCtx, s *step, in []*trav) ([]*trav, error) {
 			n := *t
 			n.loops++
 			t = &n
-			if s.hasTimes && t.loops >= s.times {
+			if m.hasTimes && t.loops >= m.times {
 				out = append(out, exit(t))
 				continue
 			}
-			if !s.untilPre && s.until != nil {
-				ok, err := test(s.until, t)
+			if !m.untilPre && m.until != nil {
+				ok, err := test(m.until, t)
 				if err != nil {
 					return nil, err
 				}
@@ -385,8 +387,8 @@ func runRepeat(ec *execCtx, s *step, in []*trav) ([]*trav, error) {
 					continue
 				}
 			}
-			if s.untilPre && s.until != nil {
-				ok, err := test(s.until, t)
+			if m.untilPre && m.until != nil {
+				ok, err := test(m.until, t)
 				if err != nil {
 					return nil, err
 				}
@@ -395,8 +397,8 @@ func runRepeat(ec *execCtx, s *step, in []*trav) ([]*trav, error) {
 					continue
 				}
 			}
-			if s.hasEmit {
-				ok, err := test(s.emit, t)
+			if m.hasEmit {
+				ok, err := test(m.emit, t)
 				if err != nil {
 					return nil, err
 				}
@@ -413,7 +415,7 @@ func runRepeat(ec *execCtx, s *step, in []*trav) ([]*trav, error) {
 			next = ec.merge(next)
 		}
 		cur = next
-		if s.until == nil && !s.hasTimes && !s.hasEmit {
+		if m.until == nil && !m.hasTimes && !m.hasEmit {
 			// repeat() with no exit condition: every traverser loops forever
 			// unless the body stops producing; bounded by time and result limits.
 			continue

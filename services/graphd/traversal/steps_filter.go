@@ -390,6 +390,7 @@ func runOr(ec *execCtx, s *step, in []*trav) ([]*trav, error) {
 // (inclusive; the whole path when they are not given).
 func pathRange(s *step, nodes []*pnode) []*pnode {
 	lo, hi := 0, len(nodes)
+	m := s.mods()
 	has := func(n *pnode, l any) bool {
 		ls, _ := l.(string)
 		for _, x := range n.labels {
@@ -399,19 +400,19 @@ func pathRange(s *step, nodes []*pnode) []*pnode {
 		}
 		return false
 	}
-	if s.hasFrom {
+	if m.hasFrom {
 		lo = len(nodes)
 		for i, n := range nodes {
-			if has(n, s.from) {
+			if has(n, m.from) {
 				lo = i
 				break
 			}
 		}
 	}
-	if s.hasTo {
+	if m.hasTo {
 		hi = lo
 		for i := len(nodes) - 1; i >= lo; i-- {
-			if has(nodes[i], s.to) {
+			if has(nodes[i], m.to) {
 				hi = i + 1
 				break
 			}

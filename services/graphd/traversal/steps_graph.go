@@ -23,7 +23,7 @@ func runV(ec *execCtx, s *step, in []*trav) ([]*trav, error) {
 				}
 			}
 		} else {
-			vs = ec.candidates(s.hints)
+			vs = ec.candidates(s.mods().hints)
 		}
 		for _, v := range vs {
 			if err := ec.tick(); err != nil {

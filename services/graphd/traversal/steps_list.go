@@ -309,7 +309,7 @@ func runReverse(_ *execCtx, _ *step, in []*trav) ([]*trav, error) {
 
 func runIndex(_ *execCtx, s *step, in []*trav) ([]*trav, error) {
 	asMap := false
-	if v, ok := s.with["~tinkerpop.index.indexer"]; ok {
+	if v, ok := s.mods().with["~tinkerpop.index.indexer"]; ok {
 		if n, ok := toInt64(v); ok && n == 1 {
 			asMap = true
 		}

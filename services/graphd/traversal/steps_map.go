@@ -131,7 +131,7 @@ func runValueMap(ec *execCtx, s *step, in []*trav) ([]*trav, error) {
 			args = args[1:]
 		}
 	}
-	if v, ok := s.with["~tinkerpop.valueMap.tokens"]; ok {
+	if v, ok := s.mods().with["~tinkerpop.valueMap.tokens"]; ok {
 		bits := int64(15) // WithOptions.all
 		if n, ok := toInt64(v); ok {
 			bits = n
@@ -842,7 +842,7 @@ func runProject(ec *execCtx, s *step, in []*trav) ([]*trav, error) {
 	}
 	out := make([]*trav, 0, len(in))
 	for _, t := range in {
-		m := &gb.Map{}
+		m := &gb.Map{Entries: make([]gb.MapEntry, 0, len(keys))}
 		for i, k := range keys {
 			v, ok, err := ec.applyBy(s, i, t.obj, t)
 			if err != nil {

@@ -79,6 +79,14 @@ func Mutating(bc *gb.Bytecode) bool {
 // Traversal is compiled bytecode.
 type Traversal struct {
 	steps []*step
+	// *root is set on the traversal Compile returns and nil on its child
+	// traversals (they are many and never read it).
+	*root
+}
+
+// root is what only a whole (root) traversal has: its strategies, side effects
+// and what Compile found out about its steps.
+type root struct {
 	// ReadOnlyStrategy is set when the traversal carries ReadOnlyStrategy.
 	ReadOnlyStrategy bool
 	sideEffects      []gb.MapEntry
@@ -102,30 +110,55 @@ type Traversal struct {
 type stepFn func(ec *execCtx, s *step, in []*trav) ([]*trav, error)
 
 type step struct {
-	op       string
-	args     []any
-	labels   []string
-	by       []any
-	options  [][]any
-	from, to any
-	hasFrom  bool
-	hasTo    bool
-	times    int
-	hasTimes bool
-	timesPre bool // times() came before repeat()
+	op     string
+	args   []any
+	labels []string
+	by     []any
 	// childStart: first step of a child (anonymous) traversal.
 	childStart bool
 	// rootStart: first step of the root traversal (g.mergeV() and friends).
 	rootStart bool
-	until     *Traversal
-	emit      *Traversal
-	hasEmit   bool
-	untilPre  bool
-	emitPre   bool
-	with      map[string]any
-	props     [][]any
-	hints     []hint
 	run       stepFn
+	// mod: the modulators only a few steps take, nil when none were given; read
+	// them with mods(), set them with setMods().
+	mod *modulators
+}
+
+// modulators are the parts of a step that only a few steps have. They are kept
+// out of step, behind one pointer, because every request compiles dozens of
+// steps and most have none of them.
+type modulators struct {
+	// props: property() modulators of addV()/addE().
+	props          [][]any
+	options        [][]any
+	from, to       any
+	hasFrom, hasTo bool
+	with           map[string]any
+	until, emit    *Traversal // of repeat()
+	hasEmit        bool
+	untilPre       bool // until() came before repeat()
+	emitPre        bool // emit() came before repeat()
+	times          int
+	hasTimes       bool
+	timesPre       bool   // times() came before repeat()
+	hints          []hint // V()'s index lookups (addHints)
+}
+
+// mods returns s's modulators, the zero value when it has none.
+func (s *step) mods() modulators {
+	if s.mod == nil {
+		return modulators{}
+	}
+	return *s.mod
+}
+
+// setMods returns s's modulators to be filled in (at compile time), allocating
+// them on first use.
+func (s *step) setMods() *modulators {
+	if s.mod == nil {
+		s.mod = &modulators{}
+	}
+	return s.mod
 }
 
 type hint struct {
@@ -178,6 +211,7 @@ func Compile(bc *gb.Bytecode) (*Traversal, error) {
 	if err != nil {
 		return nil, err
 	}
+	t.root = &root{}
 	t.bulking = !readsPaths(t, pathSteps)
 	t.labelsOnly = t.bulking && readsPaths(t, labelSteps)
 	t.declared, t.declaredMaps = map[string]bool{}, map[string]bool{}
@@ -355,30 +389,33 @@ func compile(bc *gb.Bytecode, depth int) (*Traversal, error) {
 			if prev == nil {
 				return nil, evalErr("option() must follow a step")
 			}
-			prev.options = append(prev.options, args)
+			m := prev.setMods()
+			m.options = append(m.options, args)
 			continue
 		case "from", "to":
 			if prev == nil || len(args) != 1 {
 				return nil, evalErr("%s() must follow addE()/mergeE() with one argument", in.Op)
 			}
+			m := prev.setMods()
 			if in.Op == "from" {
-				prev.from, prev.hasFrom = args[0], true
+				m.from, m.hasFrom = args[0], true
 			} else {
-				prev.to, prev.hasTo = args[0], true
+				m.to, m.hasTo = args[0], true
 			}
 			continue
 		case "with":
 			if prev == nil || len(args) == 0 {
 				return nil, evalErr("with() must follow a step")
 			}
-			if prev.with == nil {
-				prev.with = map[string]any{}
+			m := prev.setMods()
+			if m.with == nil {
+				m.with = map[string]any{}
 			}
 			k := fmt.Sprint(args[0])
 			if len(args) > 1 {
-				prev.with[k] = args[1]
+				m.with[k] = args[1]
 			} else {
-				prev.with[k] = true
+				m.with[k] = true
 			}
 			continue
 		case "times":
@@ -390,7 +427,8 @@ func compile(bc *gb.Bytecode, depth int) (*Traversal, error) {
 				return nil, evalErr("times() takes an integer")
 			}
 			if prev != nil && prev.op == "repeat" {
-				prev.times, prev.hasTimes = int(n), true
+				m := prev.setMods()
+				m.times, m.hasTimes = int(n), true
 			} else {
 				pendingTimes, pendingTimesSet = int(n), true
 			}
@@ -408,10 +446,11 @@ func compile(bc *gb.Bytecode, depth int) (*Traversal, error) {
 				}
 			}
 			if prev != nil && prev.op == "repeat" {
+				m := prev.setMods()
 				if in.Op == "until" {
-					prev.until = child
+					m.until = child
 				} else {
-					prev.emit, prev.hasEmit = child, true
+					m.emit, m.hasEmit = child, true
 				}
 			} else if in.Op == "until" {
 				pendingUntil = child
@@ -421,7 +460,8 @@ func compile(bc *gb.Bytecode, depth int) (*Traversal, error) {
 			continue
 		case "property":
 			if prev != nil && (prev.op == "addV" || prev.op == "addE") && len(prev.labels) == 0 {
-				prev.props = append(prev.props, args)
+				m := prev.setMods()
+				m.props = append(m.props, args)
 				continue
 			}
 		}
@@ -436,15 +476,18 @@ func compile(bc *gb.Bytecode, depth int) (*Traversal, error) {
 				return nil, evalErr("repeat() takes one traversal")
 			}
 			if pendingUntil != nil {
-				s.until, s.untilPre = pendingUntil, true
+				m := s.setMods()
+				m.until, m.untilPre = pendingUntil, true
 				pendingUntil = nil
 			}
 			if pendingEmitSet {
-				s.emit, s.hasEmit, s.emitPre = pendingEmit, true, true
+				m := s.setMods()
+				m.emit, m.hasEmit, m.emitPre = pendingEmit, true, true
 				pendingEmit, pendingEmitSet = nil, false
 			}
 			if pendingTimesSet {
-				s.times, s.hasTimes, s.timesPre = pendingTimes, true, true
+				m := s.setMods()
+				m.times, m.hasTimes, m.timesPre = pendingTimes, true, true
 				pendingTimesSet = false
 			}
 		}
@@ -507,14 +550,15 @@ func validate(s *step) error {
 
 // validateModulators checks the modulators (from/to/by) attached after a step.
 func validateModulators(s *step) error {
+	m := s.mods()
 	switch s.op {
 	case "addE", "mergeE", "path", "simplePath", "cyclicPath":
 	default:
-		if s.hasFrom || s.hasTo {
+		if m.hasFrom || m.hasTo {
 			return evalErr("%s().from()/to() is not supported by graphd", s.op)
 		}
 	}
-	for _, l := range []any{s.from, s.to} {
+	for _, l := range []any{m.from, m.to} {
 		if _, ok := l.(string); !ok && l != nil && s.op != "addE" && s.op != "mergeE" {
 			return evalErr("%s().from()/to() take step labels", s.op)
 		}
@@ -588,23 +632,23 @@ func addHints(t *Traversal) {
 					}
 				}
 				if ls != nil {
-					s.hints = append(s.hints, hint{labels: ls})
+					s.addHint(hint{labels: ls})
 				}
 			case "hasId":
 				if len(n.args) == 1 {
 					if p, ok := n.args[0].(*gb.P); ok {
 						if p.Op == "within" || p.Op == "eq" {
-							s.hints = append(s.hints, hint{ids: flattenValues(p.Values)})
+							s.addHint(hint{ids: flattenValues(p.Values)})
 						}
 						continue
 					}
 				}
-				s.hints = append(s.hints, hint{ids: flattenValues(n.args)})
+				s.addHint(hint{ids: flattenValues(n.args)})
 			case "has":
 				args := n.args
 				if len(args) == 3 {
 					if l, ok := args[0].(string); ok {
-						s.hints = append(s.hints, hint{labels: []string{l}})
+						s.addHint(hint{labels: []string{l}})
 					}
 					args = args[1:]
 				}
@@ -626,10 +670,10 @@ func addHints(t *Traversal) {
 				}
 				switch k := args[0].(type) {
 				case string:
-					s.hints = append(s.hints, hint{key: k, values: vals})
+					s.addHint(hint{key: k, values: vals})
 				case gb.Enum:
 					if k.Name == "id" {
-						s.hints = append(s.hints, hint{ids: vals})
+						s.addHint(hint{ids: vals})
 					} else if k.Name == "label" {
 						var ls []string
 						for _, v := range vals {
@@ -638,7 +682,7 @@ func addHints(t *Traversal) {
 							}
 						}
 						if len(ls) == len(vals) {
-							s.hints = append(s.hints, hint{labels: ls})
+							s.addHint(hint{labels: ls})
 						}
 					}
 				}
@@ -648,6 +692,11 @@ func addHints(t *Traversal) {
 		}
 	done:
 	}
+}
+
+func (s *step) addHint(h hint) {
+	m := s.setMods()
+	m.hints = append(m.hints, h)
 }
 
 // Limits bound one execution.
@@ -920,26 +969,37 @@ func readsPaths(t *Traversal, ops map[string]bool) bool {
 		if ops[s.op] || (ops["select"] && len(s.labels) > 0) {
 			return true
 		}
-		var kids []any
-		kids = append(kids, s.args...)
-		kids = append(kids, s.by...)
-		for _, o := range s.options {
-			kids = append(kids, o...)
+		if anyReadsPaths(s.args, ops) || anyReadsPaths(s.by, ops) {
+			return true
 		}
-		for _, p := range s.props {
-			kids = append(kids, p...)
-		}
-		kids = append(kids, s.from, s.to)
-		if s.until != nil {
-			kids = append(kids, s.until)
-		}
-		if s.emit != nil {
-			kids = append(kids, s.emit)
-		}
-		for _, k := range kids {
-			if childReadsPaths(k, ops) {
+		m := s.mods()
+		for _, p := range m.props {
+			if anyReadsPaths(p, ops) {
 				return true
 			}
+		}
+		for _, o := range m.options {
+			if anyReadsPaths(o, ops) {
+				return true
+			}
+		}
+		if childReadsPaths(m.from, ops) || childReadsPaths(m.to, ops) {
+			return true
+		}
+		if m.until != nil && readsPaths(m.until, ops) {
+			return true
+		}
+		if m.emit != nil && readsPaths(m.emit, ops) {
+			return true
+		}
+	}
+	return false
+}
+
+func anyReadsPaths(as []any, ops map[string]bool) bool {
+	for _, a := range as {
+		if childReadsPaths(a, ops) {
+			return true
 		}
 	}
 	return false
@@ -952,11 +1012,7 @@ func childReadsPaths(a any, ops map[string]bool) bool {
 	case byPair:
 		return childReadsPaths(x.key, ops)
 	case []any:
-		for _, e := range x {
-			if childReadsPaths(e, ops) {
-				return true
-			}
-		}
+		return anyReadsPaths(x, ops)
 	}
 	return false
 }
@@ -1096,21 +1152,10 @@ func declareSideEffects(t *Traversal, into, maps map[string]bool, depth int) {
 				maps[k] = true
 			}
 		}
-		kids := append(append([]any{}, s.args...), s.by...)
-		if s.until != nil {
-			kids = append(kids, s.until)
-		}
-		if s.emit != nil {
-			kids = append(kids, s.emit)
-		}
-		for _, o := range s.options {
-			kids = append(kids, o...)
-		}
-		for _, k := range kids {
-			if c, ok := k.(*Traversal); ok {
-				declareSideEffects(c, into, maps, depth+1)
-			}
-		}
+		s.anyChild(func(c *Traversal) bool {
+			declareSideEffects(c, into, maps, depth+1)
+			return false
+		})
 	}
 }
 
@@ -1136,23 +1181,40 @@ func sharedGroupKey(t *Traversal, seen map[string]int, depth int) string {
 				}
 			}
 		}
-		kids := append(append([]any{}, s.args...), s.by...)
-		if s.until != nil {
-			kids = append(kids, s.until)
-		}
-		if s.emit != nil {
-			kids = append(kids, s.emit)
-		}
-		for _, o := range s.options {
-			kids = append(kids, o...)
-		}
-		for _, k := range kids {
-			if c, ok := k.(*Traversal); ok {
-				if key := sharedGroupKey(c, seen, depth+1); key != "" {
-					return key
-				}
-			}
+		var key string
+		if s.anyChild(func(c *Traversal) bool {
+			key = sharedGroupKey(c, seen, depth+1)
+			return key != ""
+		}) {
+			return key
 		}
 	}
 	return ""
+}
+
+// anyChild calls f on each traversal that s takes directly as an argument, a
+// by() modulator, until(), emit() or an option() (in that order), and
+// reports whether f returned true for one (it stops there).
+func (s *step) anyChild(f func(*Traversal) bool) bool {
+	for _, group := range [...][]any{s.args, s.by} {
+		for _, a := range group {
+			if c, ok := a.(*Traversal); ok && f(c) {
+				return true
+			}
+		}
+	}
+	m := s.mods()
+	for _, c := range [...]*Traversal{m.until, m.emit} {
+		if c != nil && f(c) {
+			return true
+		}
+	}
+	for _, o := range m.options {
+		for _, a := range o {
+			if c, ok := a.(*Traversal); ok && f(c) {
+				return true
+			}
+		}
+	}
+	return false
 }
