@@ -11,6 +11,7 @@ import (
 	"github.com/worldgate/worldgate/events"
 	"github.com/worldgate/worldgate/services/gate/approval"
 	"github.com/worldgate/worldgate/shared/logx"
+	"github.com/worldgate/worldgate/shared/metrics/metricstest"
 	"github.com/worldgate/worldgate/shared/natsx/natsauth"
 	"github.com/worldgate/worldgate/shared/natsx/natstest"
 )
@@ -96,8 +97,8 @@ func TestCommittedExitChangesReachTheNextMove(t *testing.T) {
 	}
 
 	// The market's exits never changed: its second and third lookups were cache hits.
-	hits, misses := counter(t, st, "worldgate_ai_exits_cache_hits_total", ""), counter(t, st, "worldgate_ai_exits_cache_misses_total", "")
-	calls := counter(t, st, "worldgate_mcp_tool_calls_total", "list-exits")
+	hits, misses := metricstest.Sum(t, st.Reg, "worldgate_ai_exits_cache_hits_total", nil), metricstest.Sum(t, st.Reg, "worldgate_ai_exits_cache_misses_total", nil)
+	calls := metricstest.Sum(t, st.Reg, "worldgate_mcp_tool_calls_total", map[string]string{"tool": "list-exits"})
 	t.Logf("exits cache: %v hits, %v misses; mcp-world list-exits calls: %v for 8 moves", hits, misses, calls)
 	if hits < 2 || calls >= 8 {
 		t.Fatalf("the exits cache served %v of 8 moves (%v list-exits calls); want at least the market's repeated lookups", hits, calls)
@@ -118,34 +119,4 @@ func approve(t *testing.T, js jetstream.JetStream, id string) {
 	if err := store.Request(context.Background(), approval.Decision{ProposalID: id, Status: approval.StatusApproved, By: "alice"}); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// counter sums the series of the metric name on the stack's registry, those with a label
-// value equal to label when it is set.
-func counter(t *testing.T, st *devStack, name, label string) float64 {
-	t.Helper()
-	mfs, err := st.Reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sum float64
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	series:
-		for _, m := range mf.GetMetric() {
-			if label != "" {
-				for _, lp := range m.GetLabel() {
-					if lp.GetValue() == label {
-						sum += m.GetCounter().GetValue()
-						continue series
-					}
-				}
-				continue
-			}
-			sum += m.GetCounter().GetValue()
-		}
-	}
-	return sum
 }

@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/worldgate/worldgate/events"
 	"github.com/worldgate/worldgate/events/provenance"
 	"github.com/worldgate/worldgate/services/ai-worker/agent"
@@ -17,6 +15,7 @@ import (
 	"github.com/worldgate/worldgate/services/ai-worker/templates"
 	"github.com/worldgate/worldgate/services/gate/route"
 	"github.com/worldgate/worldgate/shared/llm/prompt"
+	"github.com/worldgate/worldgate/shared/metrics/metricstest"
 )
 
 // schemaSubject is where the agent roles propose: their emitter subjects.
@@ -167,7 +166,7 @@ func TestMovesFromOneLocationShareOneExitsLookup(t *testing.T) {
 	if n := s.toolCalls.Load(); n != 1 {
 		t.Fatalf("%d list-exits calls for %d moves from one location, want 1", n, moves)
 	}
-	if hits, misses := counterSum(t, s.reg, "worldgate_ai_exits_cache_hits_total"), counterSum(t, s.reg, "worldgate_ai_exits_cache_misses_total"); hits != moves-1 || misses != 1 {
+	if hits, misses := metricstest.Sum(t, s.reg, "worldgate_ai_exits_cache_hits_total", nil), metricstest.Sum(t, s.reg, "worldgate_ai_exits_cache_misses_total", nil); hits != moves-1 || misses != 1 {
 		t.Errorf("exits cache: %v hits, %v misses; want %d and 1 (a miss is a call to mcp-world)", hits, misses, moves-1)
 	}
 	for _, st := range got {
@@ -175,22 +174,4 @@ func TestMovesFromOneLocationShareOneExitsLookup(t *testing.T) {
 			t.Fatalf("move %s: provenance %+v, want the list-exits call it was decided on", st.p.ProposalID, pv)
 		}
 	}
-}
-
-// counterSum is the sum of a counter's series in reg.
-func counterSum(t *testing.T, reg *prometheus.Registry, name string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sum float64
-	for _, mf := range mfs {
-		if mf.GetName() == name {
-			for _, m := range mf.GetMetric() {
-				sum += m.GetCounter().GetValue()
-			}
-		}
-	}
-	return sum
 }

@@ -9,10 +9,10 @@ import (
 
 	gremlingo "github.com/apache/tinkerpop/gremlin-go/v3/driver"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/worldgate/worldgate/events"
 	"github.com/worldgate/worldgate/services/graphd/graphdtest"
+	"github.com/worldgate/worldgate/shared/metrics/metricstest"
 	"github.com/worldgate/worldgate/shared/natsx/natstest"
 )
 
@@ -128,33 +128,12 @@ func TestEveryKindAppliesAndConflictsAreRejected(t *testing.T) {
 			t.Errorf("rejection of %s: %+v (want reason containing %q)", b.p.ProposalID, r, b.reason)
 		}
 	}
-	if got := testutil.ToFloat64(counter(t, reg, "worldgate_proposals_committed_total")); got != float64(len(good)) {
+	if got := metricstest.Sum(t, reg, "worldgate_proposals_committed_total", nil); got != float64(len(good)) {
 		t.Fatalf("proposals_committed_total = %v", got)
 	}
-	if got := testutil.ToFloat64(counter(t, reg, "worldgate_commit_rejections_total")); got != float64(len(bad)) {
+	if got := metricstest.Sum(t, reg, "worldgate_commit_rejections_total", nil); got != float64(len(bad)) {
 		t.Fatalf("commit_rejections_total = %v", got)
 	}
-}
-
-func counter(t *testing.T, reg *prometheus.Registry, name string) prometheus.Collector {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() == name {
-			var sum float64
-			for _, m := range mf.GetMetric() {
-				sum += m.GetCounter().GetValue()
-			}
-			c := prometheus.NewCounter(prometheus.CounterOpts{Name: "sum"})
-			c.Add(sum)
-			return c
-		}
-	}
-	t.Fatalf("metric %s not found", name)
-	return nil
 }
 
 // The processor commits only what every gate of the kind's configured route passed and signed,

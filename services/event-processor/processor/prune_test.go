@@ -7,12 +7,12 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/worldgate/worldgate/events"
 	"github.com/worldgate/worldgate/services/event-processor/processor"
 	"github.com/worldgate/worldgate/services/graphd/graphdtest"
 	"github.com/worldgate/worldgate/shared/logx"
+	"github.com/worldgate/worldgate/shared/metrics/metricstest"
 	"github.com/worldgate/worldgate/shared/natsx"
 	"github.com/worldgate/worldgate/shared/natsx/natstest"
 )
@@ -67,7 +67,7 @@ func TestMarkersArePrunedPastTheHorizonAndRedeliveryInsideAppliesOnce(t *testing
 	if v["Location"] != 2 || v["AppliedEvent"] != 0 || v["CommitConflict"] != 0 {
 		t.Fatalf("vertices after pruning %v", v)
 	}
-	if got := testutil.ToFloat64(counter(t, reg, "worldgate_markers_pruned_total")); got != 3 {
+	if got := metricstest.Sum(t, reg, "worldgate_markers_pruned_total", nil); got != 3 {
 		t.Fatalf("markers_pruned_total %v", got)
 	}
 }

@@ -11,11 +11,11 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/worldgate/worldgate/events"
 	"github.com/worldgate/worldgate/services/memory-writer/memory"
 	"github.com/worldgate/worldgate/shared/logx"
+	"github.com/worldgate/worldgate/shared/metrics/metricstest"
 	"github.com/worldgate/worldgate/shared/natsx"
 	"github.com/worldgate/worldgate/shared/natsx/natstest"
 	"github.com/worldgate/worldgate/shared/runtime"
@@ -214,8 +214,8 @@ func TestMemoryStaysBoundedUnderManyPairs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	recorded := testutil.ToFloat64(counter(t, reg, memory.OutcomeRecorded))
-	full := testutil.ToFloat64(counter(t, reg, memory.OutcomeFull))
+	recorded := metricstest.Sum(t, reg, "worldgate_memory_events_total", map[string]string{"outcome": memory.OutcomeRecorded})
+	full := metricstest.Sum(t, reg, "worldgate_memory_events_total", map[string]string{"outcome": memory.OutcomeFull})
 	t.Logf("bucket %d bytes of %d; %v events recorded, %v dropped (bucket full)", st.Bytes(), maxBytes, recorded, full)
 	if st.Bytes() > maxBytes {
 		t.Fatalf("the bucket holds %d bytes, over its %d", st.Bytes(), maxBytes)
@@ -223,24 +223,4 @@ func TestMemoryStaysBoundedUnderManyPairs(t *testing.T) {
 	if full == 0 || recorded == 0 || recorded+full != 40+npcs*players {
 		t.Fatalf("recorded %v, dropped %v of %d events", recorded, full, 40+npcs*players)
 	}
-}
-
-func counter(t *testing.T, reg *prometheus.Registry, outcome string) prometheus.Collector {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range mfs {
-		if f.GetName() != "worldgate_memory_events_total" {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			if m.GetLabel()[0].GetValue() == outcome {
-				return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "x"}, func() float64 { return m.GetCounter().GetValue() })
-			}
-		}
-	}
-	t.Fatalf("no worldgate_memory_events_total{outcome=%q}", outcome)
-	return nil
 }
