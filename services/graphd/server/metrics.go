@@ -16,6 +16,8 @@ type serverMetrics struct {
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
 	snapshot *prometheus.HistogramVec
+	sync     *prometheus.HistogramVec
+	grouped  *prometheus.HistogramVec
 }
 
 // statusClientGone is the status recorded for a request whose client went away while it was
@@ -35,8 +37,16 @@ func newServerMetrics(reg prometheus.Registerer, sources func() map[string]*stor
 			Help:    "Snapshot compactions (the graph written out, a fresh WAL started), by traversal source and outcome (ok, failed). Writes wait for them.",
 			Buckets: []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}},
 			[]string{"source", "outcome"}),
+		sync: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "worldgate_graphd_wal_sync_seconds",
+			Help:    "WAL fsyncs, by traversal source: a write is answered after the fsync that covers it.",
+			Buckets: []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1}},
+			[]string{"source"}),
+		grouped: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "worldgate_graphd_wal_sync_records",
+			Help:    "Write records one WAL fsync made durable, by traversal source (group commit: more than one when writes arrive during an fsync).",
+			Buckets: []float64{1, 2, 4, 8, 16, 32, 64}},
+			[]string{"source"}),
 	}
-	cs := []prometheus.Collector{m.requests, m.duration, m.snapshot, &storeCollector{sources: sources}}
+	cs := []prometheus.Collector{m.requests, m.duration, m.snapshot, m.sync, m.grouped, &storeCollector{sources: sources}}
 	for _, c := range cs {
 		if err := reg.Register(c); err != nil {
 			return nil, err
@@ -66,6 +76,18 @@ func (m *serverMetrics) compacted(source string) func(time.Duration, error) {
 			outcome = "failed"
 		}
 		m.snapshot.WithLabelValues(source, outcome).Observe(d.Seconds())
+	}
+}
+
+// synced is a store's OnSync for source.
+func (m *serverMetrics) synced(source string) func(time.Duration, int) {
+	if m == nil {
+		return nil
+	}
+	d, n := m.sync.WithLabelValues(source), m.grouped.WithLabelValues(source)
+	return func(elapsed time.Duration, records int) {
+		d.Observe(elapsed.Seconds())
+		n.Observe(float64(records))
 	}
 }
 

@@ -92,6 +92,8 @@ func TestMetricsMove(t *testing.T) {
 		"worldgate_graphd_request_duration_seconds{op=write}",
 		"worldgate_graphd_request_duration_seconds{op=read}",
 		"worldgate_graphd_snapshot_duration_seconds{outcome=ok,source=g}",
+		"worldgate_graphd_wal_sync_seconds{source=g}",
+		"worldgate_graphd_wal_sync_records{source=g}",
 	}
 	allMoved := func(after map[string]float64) bool {
 		for _, key := range moving {
@@ -123,6 +125,11 @@ func TestMetricsMove(t *testing.T) {
 	}
 	if w := after["worldgate_graphd_requests_total{op=write,status=204}"]; w < 2*n-1 {
 		t.Errorf("%v writes counted, want ≥ %d", w, 2*n-1)
+	}
+	// One client writing one request at a time: every write needs an fsync of its own (a
+	// snapshot compaction makes the ones before it durable without one).
+	if syncs := after["worldgate_graphd_wal_sync_seconds{source=g}"]; syncs < n || syncs > 2*n {
+		t.Errorf("%v WAL fsyncs for %d writes one after the other", syncs, 2*n-1)
 	}
 	if _, ok := after["worldgate_graphd_wal_bytes{source=g}"]; !ok {
 		t.Error("no worldgate_graphd_wal_bytes")

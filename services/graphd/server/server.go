@@ -146,7 +146,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("graphd: metrics: %w", err)
 	}
 	s.metrics = m
-	st, err := store.Open(cfg.DataDir, store.Options{Logger: cfg.Logger, CompactBytes: cfg.CompactBytes, OnCompact: s.metrics.compacted("g")})
+	st, err := store.Open(cfg.DataDir, store.Options{Logger: cfg.Logger, CompactBytes: cfg.CompactBytes, OnCompact: s.metrics.compacted("g"), OnSync: s.metrics.synced("g")})
 	if err != nil {
 		return nil, fmt.Errorf("graphd: open data directory: %w", err)
 	}
@@ -169,7 +169,7 @@ func New(cfg Config) (*Server, error) {
 		if cfg.DataDir != "" {
 			dir = filepath.Join(cfg.DataDir, "sources", name)
 		}
-		ss, err := store.Open(dir, store.Options{Logger: cfg.Logger.With("source", name), CompactBytes: cfg.CompactBytes, OnCompact: s.metrics.compacted(name)})
+		ss, err := store.Open(dir, store.Options{Logger: cfg.Logger.With("source", name), CompactBytes: cfg.CompactBytes, OnCompact: s.metrics.compacted(name), OnSync: s.metrics.synced(name)})
 		if err != nil {
 			closeAll()
 			return nil, fmt.Errorf("graphd: open data directory of traversal source %s: %w", name, err)

@@ -82,6 +82,7 @@ type Store struct {
 	syncErr   error
 	compactN  int64
 	onCompact func(time.Duration, error)
+	onSync    func(time.Duration, int)
 	closed    bool
 	// format1 is set while opening a directory written in storage format 1.
 	format1 bool
@@ -100,6 +101,9 @@ type Options struct {
 	// OnCompact, if set, is told how long each snapshot compaction took and whether it failed
 	// (graphd's metrics).
 	OnCompact func(elapsed time.Duration, err error)
+	// OnSync, if set, is told how long each WAL fsync took and how many write records it made
+	// durable (group commit: every record written before it started).
+	OnSync func(elapsed time.Duration, records int)
 }
 
 // Stats are a store's size: what graphd's metrics report.
@@ -121,7 +125,7 @@ func (s *Store) Stats() Stats {
 
 // Open opens (creating if needed) the data directory; dir "" means memory only.
 func Open(dir string, opt Options) (*Store, error) {
-	s := &Store{g: graph.New(), dir: dir, log: opt.Logger, compactN: opt.CompactBytes, onCompact: opt.OnCompact}
+	s := &Store{g: graph.New(), dir: dir, log: opt.Logger, compactN: opt.CompactBytes, onCompact: opt.OnCompact, onSync: opt.OnSync}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -445,8 +449,13 @@ func (s *Store) waitSync(seq uint64) error {
 		s.syncing = true
 		target := s.written
 		f := s.wal
+		from := s.synced
 		s.walMu.Unlock()
+		start := time.Now()
 		err := f.Sync()
+		if s.onSync != nil && err == nil {
+			s.onSync(time.Since(start), int(target-from))
+		}
 		s.walMu.Lock()
 		s.syncing = false
 		if err != nil {
