@@ -12,9 +12,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/worldgate/worldgate/events"
+	"github.com/worldgate/worldgate/shared/metrics/metricstest"
 	"github.com/worldgate/worldgate/shared/natsx"
 	"github.com/worldgate/worldgate/shared/natsx/natstest"
 	"github.com/worldgate/worldgate/shared/runtime"
@@ -75,7 +75,7 @@ func TestUnpublishableDeadLetterIsTerminatedAndCounted(t *testing.T) {
 	defer stop()
 	publish(t, e, "proposals.gate.doomed", "m1", "garbage")
 	natstest.WaitFor(t, 10*time.Second, "the message terminated", consumerSettled(t, e, "doomed"))
-	if got := testutil.ToFloat64(testCounter(t, reg, "worldgate_terminated_total")); got != 1 {
+	if got := metricstest.Sum(t, reg, "worldgate_terminated_total", nil); got != 1 {
 		t.Fatalf("terminated_total = %v, want 1", got)
 	}
 	c, err := e.JS.Consumer(context.Background(), events.StreamProposals, "doomed")

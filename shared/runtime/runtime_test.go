@@ -15,10 +15,10 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/worldgate/worldgate/events"
 	"github.com/worldgate/worldgate/shared/logx"
+	"github.com/worldgate/worldgate/shared/metrics/metricstest"
 	"github.com/worldgate/worldgate/shared/natsx/natstest"
 	"github.com/worldgate/worldgate/shared/runtime"
 )
@@ -123,7 +123,7 @@ func TestFailingHandlerIsRedeliveredThenDeadLettered(t *testing.T) {
 	if calls.Load() != 3 {
 		t.Fatalf("handler ran %d times, want 3 (the delivery limit)", calls.Load())
 	}
-	if got := testutil.ToFloat64(testCounter(t, reg, "worldgate_deadletter_total")); got != 1 {
+	if got := metricstest.Sum(t, reg, "worldgate_deadletter_total", nil); got != 1 {
 		t.Fatalf("deadletter_total = %v", got)
 	}
 }
@@ -257,27 +257,6 @@ func TestSIGTERMDrainsInFlight(t *testing.T) {
 	if info.NumPending+uint64(info.NumAckPending)+uint64(info.NumRedelivered) == 0 {
 		t.Fatalf("the second message vanished: %+v", info)
 	}
-}
-
-func testCounter(t *testing.T, reg *prometheus.Registry, name string) prometheus.Collector {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() == name {
-			var sum float64
-			for _, m := range mf.GetMetric() {
-				sum += m.GetCounter().GetValue()
-			}
-			c := prometheus.NewCounter(prometheus.CounterOpts{Name: "sum"})
-			c.Add(sum)
-			return c
-		}
-	}
-	t.Fatalf("metric %s not found", name)
-	return nil
 }
 
 // lineSignal is a log writer that closes seen at the first line containing line.

@@ -130,10 +130,10 @@ func TestEachRoleProposesWithCompleteProvenance(t *testing.T) {
 			t.Fatalf("a move through a missing exit was proposed: %s", st.p.Payload)
 		}
 	}
-	if n := s.metric("worldgate_ai_tasks_total", map[string]string{"role": roles.WorldRules, "outcome": "refused"}); n != 1 {
+	if n := metricstest.Sum(s.t, s.reg, "worldgate_ai_tasks_total", map[string]string{"role": roles.WorldRules, "outcome": "refused"}); n != 1 {
 		t.Errorf("refused moves = %v, want 1", n)
 	}
-	if n := s.metric("worldgate_ai_requests_total", map[string]string{"purpose": "ambience", "outcome": "ok"}); n < 1 {
+	if n := metricstest.Sum(s.t, s.reg, "worldgate_ai_requests_total", map[string]string{"purpose": "ambience", "outcome": "ok"}); n < 1 {
 		t.Errorf("ai_requests_total{purpose=ambience} = %v: the registry's metrics are not recorded", n)
 	}
 }

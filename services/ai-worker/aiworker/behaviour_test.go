@@ -16,6 +16,7 @@ import (
 	"github.com/worldgate/worldgate/services/ai-worker/scripted"
 	"github.com/worldgate/worldgate/services/gate/gates"
 	"github.com/worldgate/worldgate/shared/llm"
+	"github.com/worldgate/worldgate/shared/metrics/metricstest"
 	"github.com/worldgate/worldgate/shared/natsx/natstest"
 )
 
@@ -27,7 +28,7 @@ func TestSameContentIsServedFromTheCache(t *testing.T) {
 	s := startStack(t, stackOpts{})
 	first := s.publish(events.PlayerSpokeToNPC, spoke)
 	s.waitProposals(schemaSubject, 1)
-	tokensAfterFirst := s.metric("worldgate_ai_tokens_total", nil)
+	tokensAfterFirst := metricstest.Sum(s.t, s.reg, "worldgate_ai_tokens_total", nil)
 	second := s.publish(events.PlayerSpokeToNPC, spoke)
 	got := s.waitProposals(schemaSubject, 2)
 	a, b := got[0].p, got[1].p
@@ -46,10 +47,10 @@ func TestSameContentIsServedFromTheCache(t *testing.T) {
 	}
 	checkProvenance(t, b)
 	purpose := map[string]string{"purpose": "npc_dialogue"}
-	if h, m := s.metric("worldgate_ai_cache_hits_total", purpose), s.metric("worldgate_ai_cache_misses_total", purpose); h != 1 || m != 1 {
+	if h, m := metricstest.Sum(s.t, s.reg, "worldgate_ai_cache_hits_total", purpose), metricstest.Sum(s.t, s.reg, "worldgate_ai_cache_misses_total", purpose); h != 1 || m != 1 {
 		t.Fatalf("cache hits %v misses %v, want 1 and 1", h, m)
 	}
-	if tk := s.metric("worldgate_ai_tokens_total", nil); tk != tokensAfterFirst {
+	if tk := metricstest.Sum(s.t, s.reg, "worldgate_ai_tokens_total", nil); tk != tokensAfterFirst {
 		t.Fatalf("tokens went from %v to %v on a cache hit", tokensAfterFirst, tk)
 	}
 }
@@ -78,10 +79,10 @@ func TestToolBudgetStopsAtSix(t *testing.T) {
 	}
 	checkProvenance(t, p)
 	purpose := map[string]string{"purpose": "quest_seed"}
-	if n := s.metric("worldgate_ai_tool_budget_exceeded_total", purpose); n != 1 {
+	if n := metricstest.Sum(s.t, s.reg, "worldgate_ai_tool_budget_exceeded_total", purpose); n != 1 {
 		t.Fatalf("budget exceeded = %v", n)
 	}
-	if sum := s.metric("worldgate_ai_tool_calls", purpose); sum != 6 {
+	if sum := metricstest.Sum(s.t, s.reg, "worldgate_ai_tool_calls", purpose); sum != 6 {
 		t.Fatalf("ai_tool_calls sum = %v, want 6", sum)
 	}
 }
@@ -104,7 +105,7 @@ func TestMCPServerDownFallsBack(t *testing.T) {
 		t.Fatalf("fallback payload %s", p.Payload)
 	}
 	checkProvenance(t, p)
-	if n := s.metric("worldgate_ai_fallbacks_total", map[string]string{"purpose": "npc_dialogue", "cause": agent.CauseToolsUnavailable}); n != 1 {
+	if n := metricstest.Sum(s.t, s.reg, "worldgate_ai_fallbacks_total", map[string]string{"purpose": "npc_dialogue", "cause": agent.CauseToolsUnavailable}); n != 1 {
 		t.Fatalf("fallbacks = %v", n)
 	}
 	// Still serving: a deterministic move needs the world too, so it waits for redelivery,
@@ -172,10 +173,10 @@ func TestRejectionsRepromptThenFallBackAndTransientRetries(t *testing.T) {
 		t.Fatalf("after two reprompts: attempt %d provenance %+v", p3.Attempt, p3.Provenance)
 	}
 	checkProvenance(t, p3)
-	if n := s.metric("worldgate_ai_reprompts_total", map[string]string{"purpose": "npc_dialogue"}); n != 2 {
+	if n := metricstest.Sum(s.t, s.reg, "worldgate_ai_reprompts_total", map[string]string{"purpose": "npc_dialogue"}); n != 2 {
 		t.Fatalf("reprompts = %v, want 2", n)
 	}
-	if n := s.metric("worldgate_ai_fallbacks_total", map[string]string{"cause": agent.CauseRejected}); n != 1 {
+	if n := metricstest.Sum(s.t, s.reg, "worldgate_ai_fallbacks_total", map[string]string{"cause": agent.CauseRejected}); n != 1 {
 		t.Fatalf("fallbacks after rejection = %v", n)
 	}
 
@@ -200,7 +201,7 @@ func TestRejectionsRepromptThenFallBackAndTransientRetries(t *testing.T) {
 	if early := rej.RejectedUTC.Add(time.Second).Sub(again.stored); early > 5*time.Millisecond {
 		t.Fatalf("retried %s before retryAfter", early)
 	}
-	if n := s.metric("worldgate_ai_transient_retries_total", map[string]string{"purpose": "npc_dialogue"}); n != 1 {
+	if n := metricstest.Sum(s.t, s.reg, "worldgate_ai_transient_retries_total", map[string]string{"purpose": "npc_dialogue"}); n != 1 {
 		t.Fatalf("transient retries = %v", n)
 	}
 }
@@ -237,7 +238,7 @@ func TestRepromptReusesTheContextOnlyAfterARefusalOfTheContent(t *testing.T) {
 	if n := float64(s.toolCalls.Load() - first); n != failedHere {
 		t.Fatalf("the reprompt after a duplicate asked the world and lore servers %v times; want %v (only the calls that had failed)", n, failedHere)
 	}
-	reused := s.metric("worldgate_ai_reprompt_tool_calls_reused_total", purpose)
+	reused := metricstest.Sum(s.t, s.reg, "worldgate_ai_reprompt_tool_calls_reused_total", purpose)
 	if answered == 0 || reused != answered {
 		t.Fatalf("%v tool calls reused; want the %v the refused attempt was answered", reused, answered)
 	}
@@ -263,7 +264,7 @@ func TestRepromptReusesTheContextOnlyAfterARefusalOfTheContent(t *testing.T) {
 	if n := s.toolCalls.Load() - beforeSecond; n <= int64(failedHere) {
 		t.Fatalf("the reprompt after an invariant violation asked the servers %d times: it reused the context; it must ask again", n)
 	}
-	if n := s.metric("worldgate_ai_reprompt_tool_calls_reused_total", purpose); n != reused {
+	if n := metricstest.Sum(s.t, s.reg, "worldgate_ai_reprompt_tool_calls_reused_total", purpose); n != reused {
 		t.Fatalf("reused calls went from %v to %v after an invariant violation", reused, n)
 	}
 }
@@ -323,10 +324,10 @@ func TestLLMErrorRetriesThenFallsBack(t *testing.T) {
 	if p.Provenance.Provider != "fallback" || !strings.Contains(p.Provenance.Fallback, "rate_limit_exceeded") {
 		t.Fatalf("provenance %+v", p.Provenance)
 	}
-	if n := s.metric("worldgate_ai_requests_total", map[string]string{"purpose": "ambience", "outcome": string(llm.KindRateLimit)}); n != 2 {
+	if n := metricstest.Sum(s.t, s.reg, "worldgate_ai_requests_total", map[string]string{"purpose": "ambience", "outcome": string(llm.KindRateLimit)}); n != 2 {
 		t.Fatalf("ai_requests_total{outcome=rate_limit_exceeded} = %v, want the registry's 2 attempts", n)
 	}
-	if n := s.metric("worldgate_ai_fallbacks_total", map[string]string{"cause": agent.CauseLLMError}); n != 1 {
+	if n := metricstest.Sum(s.t, s.reg, "worldgate_ai_fallbacks_total", map[string]string{"cause": agent.CauseLLMError}); n != 1 {
 		t.Fatalf("fallbacks = %v", n)
 	}
 }

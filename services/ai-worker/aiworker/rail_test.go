@@ -14,6 +14,7 @@ import (
 	"github.com/worldgate/worldgate/events"
 	"github.com/worldgate/worldgate/services/ai-worker/roles"
 	"github.com/worldgate/worldgate/shared/llm/openai"
+	"github.com/worldgate/worldgate/shared/metrics/metricstest"
 	"github.com/worldgate/worldgate/shared/natsx"
 )
 
@@ -93,7 +94,7 @@ func TestInputRailBeforeTheModel(t *testing.T) {
 	if strings.Contains(string(p.Payload), "playerSaid") || strings.Contains(string(p.Payload), "brainless") {
 		t.Fatalf("the fallback line carries the blocked words (the memory would keep them): %s", p.Payload)
 	}
-	if got := s.metric("worldgate_ai_input_rail_total", map[string]string{"outcome": "blocked", "category": "harassment"}); got != 1 {
+	if got := metricstest.Sum(s.t, s.reg, "worldgate_ai_input_rail_total", map[string]string{"outcome": "blocked", "category": "harassment"}); got != 1 {
 		t.Errorf("input rail blocked{harassment} = %v", got)
 	}
 

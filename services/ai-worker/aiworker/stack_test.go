@@ -312,37 +312,3 @@ func (s *stack) reject(p *events.Proposal, gate string, code events.Code, transi
 	}
 	return rej
 }
-
-// metric sums the samples of metric name whose labels include want.
-func (s *stack) metric(name string, want map[string]string) float64 {
-	s.t.Helper()
-	mfs, err := s.reg.Gather()
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	var sum float64
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	next:
-		for _, m := range mf.GetMetric() {
-			labels := map[string]string{}
-			for _, lp := range m.GetLabel() {
-				labels[lp.GetName()] = lp.GetValue()
-			}
-			for k, v := range want {
-				if labels[k] != v {
-					continue next
-				}
-			}
-			switch {
-			case m.Counter != nil:
-				sum += m.GetCounter().GetValue()
-			case m.Histogram != nil:
-				sum += m.GetHistogram().GetSampleSum()
-			}
-		}
-	}
-	return sum
-}

@@ -10,13 +10,13 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/worldgate/worldgate/services/ai-worker/budget"
 	"github.com/worldgate/worldgate/services/ai-worker/llmsetup"
 	"github.com/worldgate/worldgate/services/ai-worker/scripted"
 	"github.com/worldgate/worldgate/shared/llm"
 	"github.com/worldgate/worldgate/shared/logx"
+	"github.com/worldgate/worldgate/shared/metrics/metricstest"
 	"github.com/worldgate/worldgate/shared/natsx"
 	"github.com/worldgate/worldgate/shared/natsx/natstest"
 )
@@ -183,28 +183,9 @@ func TestDegradeOrderRichThenCheapThenRefused(t *testing.T) {
 	if len(order) != 3 || order[0] != llmsetup.TierRich || order[1] != llmsetup.TierCheap || order[2] != "refused" {
 		t.Fatalf("degrade order %v, want [rich cheap refused]", order)
 	}
-	if v := testutil.ToFloat64(mustCounter(t, r.prom, "worldgate_ai_downgrades_total")); v == 0 {
+	if v := metricstest.Sum(t, r.prom, "worldgate_ai_downgrades_total", nil); v == 0 {
 		t.Error("downgrades are counted")
 	}
-}
-
-func mustCounter(t *testing.T, g prometheus.Gatherer, name string) prometheus.Collector {
-	t.Helper()
-	mfs, err := g.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sum := 0.0
-	for _, mf := range mfs {
-		if mf.GetName() == name {
-			for _, m := range mf.GetMetric() {
-				sum += m.GetCounter().GetValue()
-			}
-		}
-	}
-	c := prometheus.NewCounter(prometheus.CounterOpts{Name: "x"})
-	c.Add(sum)
-	return c
 }
 
 func TestKillSwitchStopsCallsAcrossReplicas(t *testing.T) {

@@ -18,6 +18,7 @@ import (
 	"github.com/worldgate/worldgate/services/gate/route"
 	"github.com/worldgate/worldgate/services/graphd/graphdtest"
 	"github.com/worldgate/worldgate/services/graphd/server"
+	"github.com/worldgate/worldgate/shared/metrics/metricstest"
 	"github.com/worldgate/worldgate/shared/natsx/natstest"
 )
 
@@ -246,7 +247,7 @@ func TestFusedRunDeliveredTwicePublishesOnce(t *testing.T) {
 		info, err := c.Info(ctx)
 		return err == nil && info.AckFloor.Stream >= 2 && info.NumAckPending == 0 && info.NumPending == 0
 	})
-	if got := metric(t, s, "worldgate_gate_decisions_total", map[string]string{"gate": gates.Audit, "outcome": "passed"}); got != 2 {
+	if got := metricstest.Sum(t, s.reg, "worldgate_gate_decisions_total", map[string]string{"gate": gates.Audit, "outcome": "passed"}); got != 2 {
 		t.Fatalf("the audit gate decided %v times; want 2 (once per delivery)", got)
 	}
 	stream, err := s.nats.JS.Stream(ctx, events.StreamProposals)
@@ -369,7 +370,7 @@ func TestFusedRunFailingPartWayCountsEachDecisionOnce(t *testing.T) {
 		return s.count(t, events.StreamProposals, events.SubjectValidated) == 1
 	})
 	for _, gate := range []string{gates.Schema, gates.Invariant, gates.Rate, gates.Audit} {
-		if got := metric(t, s, "worldgate_gate_decisions_total", map[string]string{"gate": gate, "outcome": "passed"}); got != 1 {
+		if got := metricstest.Sum(t, s.reg, "worldgate_gate_decisions_total", map[string]string{"gate": gate, "outcome": "passed"}); got != 1 {
 			t.Errorf("the %s gate's pass counted %v times; want 1", gate, got)
 		}
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/worldgate/worldgate/services/gate/approval"
 	"github.com/worldgate/worldgate/services/gate/attest"
 	"github.com/worldgate/worldgate/services/gate/gates"
+	"github.com/worldgate/worldgate/shared/metrics/metricstest"
 	"github.com/worldgate/worldgate/shared/natsx"
 	"github.com/worldgate/worldgate/shared/natsx/natstest"
 )
@@ -88,7 +89,7 @@ func TestSchemaGate(t *testing.T) {
 	if len(dl) != 1 || !strings.Contains(dl[0].Headers().Get(events.HeaderDLQReason), "not a decodable proposal") {
 		t.Fatalf("dead letters %v", dl)
 	}
-	if got := metric(t, s, "worldgate_gate_decisions_total", map[string]string{"gate": "schema", "kind": "ambience", "outcome": "rejected", "code": "SCHEMA_INVALID"}); got != 2 {
+	if got := metricstest.Sum(t, s.reg, "worldgate_gate_decisions_total", map[string]string{"gate": "schema", "kind": "ambience", "outcome": "rejected", "code": "SCHEMA_INVALID"}); got != 2 {
 		t.Errorf("decisions_total{schema,ambience,rejected,SCHEMA_INVALID} = %v, want 2", got)
 	}
 }
@@ -103,35 +104,6 @@ func toStrings(v any) []string {
 		}
 	}
 	return out
-}
-
-// metric sums the samples of a counter whose labels include want.
-func metric(t *testing.T, s *stack, name string, want map[string]string) float64 {
-	t.Helper()
-	mfs, err := s.reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sum float64
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	next:
-		for _, m := range mf.GetMetric() {
-			got := map[string]string{}
-			for _, l := range m.GetLabel() {
-				got[l.GetName()] = l.GetValue()
-			}
-			for k, v := range want {
-				if got[k] != v {
-					continue next
-				}
-			}
-			sum += m.GetCounter().GetValue()
-		}
-	}
-	return sum
 }
 
 func TestSafetyGate(t *testing.T) {
@@ -149,7 +121,7 @@ func TestSafetyGate(t *testing.T) {
 	natstest.WaitFor(t, 10*time.Second, "safe proposal forwarded", func() bool {
 		return s.count(t, events.StreamProposals, "proposals.gate.invariant") == 1
 	})
-	if got := metric(t, s, "worldgate_moderation_flagged_total", map[string]string{"category": "violence_extreme"}); got != 1 {
+	if got := metricstest.Sum(t, s.reg, "worldgate_moderation_flagged_total", map[string]string{"category": "violence_extreme"}); got != 1 {
 		t.Errorf("moderation_flagged_total{violence_extreme} = %v", got)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/worldgate/worldgate/shared/llm"
+	"github.com/worldgate/worldgate/shared/metrics/metricstest"
 )
 
 // The error bodies below are the ones OpenAI's API answers with, status codes included.
@@ -71,10 +72,10 @@ func TestInsufficientQuotaNotRetriedFailsOverAndOpensCircuit(t *testing.T) {
 	if n := len(a.requests()); n != 1 {
 		t.Fatalf("an open circuit must be skipped: a was called %d times", n)
 	}
-	if v := metricValue(t, reg, "worldgate_ai_targets_skipped_total", map[string]string{"provider": "a", "reason": "circuit_open"}); v != 1 {
+	if v := metricstest.Sum(t, reg, "worldgate_ai_targets_skipped_total", map[string]string{"provider": "a", "reason": "circuit_open"}); v != 1 {
 		t.Errorf("skipped(a, circuit_open) = %v, want 1", v)
 	}
-	if v := metricValue(t, reg, "worldgate_ai_circuit_state", map[string]string{"provider": "a"}); v != 2 {
+	if v := metricstest.Sum(t, reg, "worldgate_ai_circuit_state", map[string]string{"provider": "a"}); v != 2 {
 		t.Errorf("circuit state gauge of a = %v, want 2 (open)", v)
 	}
 

@@ -20,6 +20,7 @@ import (
 
 	"github.com/worldgate/worldgate/shared/llm"
 	"github.com/worldgate/worldgate/shared/llm/openai"
+	"github.com/worldgate/worldgate/shared/metrics/metricstest"
 )
 
 // upstream is an httptest server speaking OpenAI's chat completions wire
@@ -321,13 +322,13 @@ func TestStreamingWithUsageAndCachedCost(t *testing.T) {
 	if math.Abs(resp.CostUSD-want) > 1e-12 || resp.PriceMissing {
 		t.Fatalf("cost = %v, want %v", resp.CostUSD, want)
 	}
-	if v := metricValue(t, reg, "worldgate_ai_tokens_total", map[string]string{"type": "cached", "model": "gpt-4o-mini"}); v != 400 {
+	if v := metricstest.Sum(t, reg, "worldgate_ai_tokens_total", map[string]string{"type": "cached", "model": "gpt-4o-mini"}); v != 400 {
 		t.Errorf("cached tokens metric = %v", v)
 	}
-	if v := metricValue(t, reg, "worldgate_ai_cost_usd_total", map[string]string{"purpose": "ambience"}); math.Abs(v-want) > 1e-12 {
+	if v := metricstest.Sum(t, reg, "worldgate_ai_cost_usd_total", map[string]string{"purpose": "ambience"}); math.Abs(v-want) > 1e-12 {
 		t.Errorf("cost metric = %v", v)
 	}
-	if v := metricValue(t, reg, "worldgate_ai_requests_total", map[string]string{"outcome": "ok", "provider": "oa"}); v != 1 {
+	if v := metricstest.Sum(t, reg, "worldgate_ai_requests_total", map[string]string{"outcome": "ok", "provider": "oa"}); v != 1 {
 		t.Errorf("requests metric = %v", v)
 	}
 }
@@ -433,7 +434,7 @@ func TestFailoverToNextProvider(t *testing.T) {
 	if len(a.requests()) != 3 || resp.Attempts != 4 {
 		t.Fatalf("a should be tried MaxAttempts=3 times, got %d (attempts %d)", len(a.requests()), resp.Attempts)
 	}
-	if v := metricValue(t, reg, "worldgate_ai_requests_total", map[string]string{"provider": "a", "outcome": "unavailable"}); v != 3 {
+	if v := metricstest.Sum(t, reg, "worldgate_ai_requests_total", map[string]string{"provider": "a", "outcome": "unavailable"}); v != 3 {
 		t.Errorf("unavailable outcomes for a = %v", v)
 	}
 }
@@ -468,42 +469,6 @@ func TestUnreachableIsUnavailable(t *testing.T) {
 	if llm.KindOf(err) != llm.KindUnavailable {
 		t.Fatalf("err = %v (%s)", err, llm.KindOf(err))
 	}
-}
-
-// metricValue sums the samples of a metric family whose labels include want.
-func metricValue(t *testing.T, g prometheus.Gatherer, name string, want map[string]string) float64 {
-	t.Helper()
-	mfs, err := g.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sum float64
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	next:
-		for _, m := range mf.GetMetric() {
-			labels := map[string]string{}
-			for _, l := range m.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
-			}
-			for k, v := range want {
-				if labels[k] != v {
-					continue next
-				}
-			}
-			switch {
-			case m.Counter != nil:
-				sum += m.GetCounter().GetValue()
-			case m.Histogram != nil:
-				sum += float64(m.GetHistogram().GetSampleCount())
-			case m.Gauge != nil:
-				sum += m.GetGauge().GetValue()
-			}
-		}
-	}
-	return sum
 }
 
 // TestConcurrentCompletionsReuseConnections would have caught the provider dialling (and, against

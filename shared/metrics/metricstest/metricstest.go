@@ -8,9 +8,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Sum adds up the values of the counter, gauge or untyped metric name over its series in g
-// whose labels include every name=value pair of match (nil: every series). A metric with no
-// series yet sums to 0; a failing Gather fails the test.
+// Sum adds up the values of metric name over its series in g whose labels include every
+// name=value pair of match (nil: every series): a counter's, gauge's or untyped metric's value,
+// a histogram's or summary's sum of observations (name_sum). A metric with no series yet sums
+// to 0; a failing Gather fails the test.
 func Sum(t testing.TB, g prometheus.Gatherer, name string, match map[string]string) float64 {
 	t.Helper()
 	mfs, err := g.Gather()
@@ -36,7 +37,8 @@ func Sum(t testing.TB, g prometheus.Gatherer, name string, match map[string]stri
 					continue series
 				}
 			}
-			sum += m.GetCounter().GetValue() + m.GetGauge().GetValue() + m.GetUntyped().GetValue()
+			sum += m.GetCounter().GetValue() + m.GetGauge().GetValue() + m.GetUntyped().GetValue() +
+				m.GetHistogram().GetSampleSum() + m.GetSummary().GetSampleSum()
 		}
 	}
 	return sum
