@@ -80,12 +80,15 @@ type step struct {
 func (c *chain) handler(first Gate) message.HandlerFunc {
 	return func(m *message.Message) ([]*message.Message, error) {
 		g, start := first, c.now()
-		p, err := decodeProposal(g.Name(), m.Payload)
+		subject, raw := m.Metadata.Get(runtime.MetaSubject), m.Payload
+		p, strict, err := decodeFor(g, m.Payload)
 		if err != nil {
 			return nil, err
 		}
+		if strict {
+			raw = nil // decoded strictly already: the schema gate checks the decoded proposal
+		}
 		ctx := withDelivery(m.Context(), runtime.Deliveries(m), c.maxDeliver)
-		subject, raw := m.Metadata.Get(runtime.MetaSubject), m.Payload
 		var id string
 		var digest string // of the content, which no gate of the run changes: computed once
 		ctx = withDigest(ctx, p, &digest)
@@ -198,6 +201,20 @@ func (c *chain) send(s step, p *events.Proposal, id string) ([]*message.Message,
 	msg.Metadata.Set(events.HeaderCorrelationID, out.CorrelationID)
 	msg.Metadata.Set(events.HeaderType, out.Kind)
 	return []*message.Message{msg}, nil
+}
+
+// decodeFor decodes the message for the run's first gate g. A gate that checks the proposal as
+// it arrived (RawGate: the schema gate) gets it decoded strictly, once, when that succeeds
+// (strict: true); otherwise, and for every other gate, it is decoded plainly (decodeProposal)
+// and the gate finds what is wrong with it.
+func decodeFor(g Gate, payload []byte) (p *events.Proposal, strict bool, err error) {
+	if _, ok := g.(RawGate); ok {
+		if p, err := (events.Decoder{}).Proposal(payload); err == nil && proposalIDPattern.MatchString(p.ProposalID) {
+			return p, true, nil
+		}
+	}
+	p, err = decodeProposal(g.Name(), payload)
+	return p, false, err
 }
 
 // decodeProposal reads the message as a proposal with an id it can be routed and rejected by;

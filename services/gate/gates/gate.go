@@ -41,7 +41,8 @@ type Gate interface {
 
 // RawGate is a gate that wants the message as it arrived, before strict decoding (the schema
 // gate: it turns a decodable but invalid proposal into a rejection). The runtime calls CheckRaw
-// instead of Check; p is decoded leniently.
+// instead of Check; p is decoded leniently, or strictly already (events.Decoder.Proposal) when
+// data is nil.
 type RawGate interface {
 	Gate
 	CheckRaw(ctx context.Context, data []byte, p *events.Proposal) (Decision, error)

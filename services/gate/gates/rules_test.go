@@ -1,6 +1,7 @@
 package gates
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -252,9 +253,33 @@ func TestDefineRefusesBadSpecs(t *testing.T) {
 	}
 }
 
+// A dry run (shadow runs, gates.DryRun) judges a proposal with the gates' Check: the schema
+// gate's Check validates the proposal as it would arrive, JSON Schemas included. It checked only
+// the rules beyond them, so a regenerated line the schema refuses passed a shadow run.
+func TestSchemaGateCheckAppliesTheJSONSchemas(t *testing.T) {
+	r := route.Default()
+	g := &schema{routes: &r}
+	for _, c := range []struct {
+		name, payload string
+		want          Outcome
+	}{
+		{"valid", `{"locationId":"loc:square","text":"Rain on the slate roofs.","mood":"calm"}`, Passed},
+		{"mood outside its pattern", `{"locationId":"loc:square","text":"Rain on the slate roofs.","mood":"Calm!"}`, Rejected},
+		{"text past 600 characters", `{"locationId":"loc:square","text":"` + strings.Repeat("rain ", 130) + `","mood":"calm"}`, Rejected},
+	} {
+		p, _ := benchProposal(t)
+		p.Payload = json.RawMessage(c.payload)
+		ctx := context.WithValue(t.Context(), subjectKey{}, events.EmitSubject(p.AgentRole))
+		d, err := g.Check(ctx, p)
+		if err != nil || d.Outcome != c.want || (c.want == Rejected && d.Code != events.CodeSchemaInvalid) {
+			t.Errorf("%s: %v %s %q (%v), want %v", c.name, d.Outcome, d.Code, d.Reason, err, c.want)
+		}
+	}
+}
+
 // Decision cost of each gate's pure rules.
 
-func benchProposal(b *testing.B) (*events.Proposal, []byte) {
+func benchProposal(b testing.TB) (*events.Proposal, []byte) {
 	res := json.RawMessage(`{"locationId":"loc:square","name":"square","exits":["north","east"]}`)
 	rh, _ := provenance.ResultHash(res)
 	sha := provenance.Sum([]byte("t"))
@@ -377,4 +402,31 @@ func TestMarkupHits(t *testing.T) {
 			t.Errorf("%q flagged as %v", text, hits)
 		}
 	}
+}
+
+// BenchmarkSchemaHopDecode: what the schema hop decodes of a proposal. It decoded each twice
+// (plainly, then strictly in the schema gate); a proposal that decodes strictly is now decoded
+// once.
+func BenchmarkSchemaHopDecode(b *testing.B) {
+	_, data := benchProposal(b)
+	g := &schema{}
+	b.Run("plain-then-strict", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := decodeProposal(Schema, data); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := (events.Decoder{}).Proposal(data); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("strict-once", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, strict, err := decodeFor(g, data); err != nil || !strict {
+				b.Fatal(err)
+			}
+		}
+	})
 }

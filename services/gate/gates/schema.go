@@ -2,6 +2,7 @@ package gates
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -30,13 +31,18 @@ func newSchema(d Deps) (Gate, error) { return &schema{routes: d.Routes}, nil }
 
 func (*schema) Name() string { return Schema }
 
-// Check is CheckRaw on the re-encoded proposal (the runtime calls CheckRaw).
+// Check is CheckRaw on the encoded proposal (a dry run calls it; the runtime calls CheckRaw).
 func (s *schema) Check(ctx context.Context, p *events.Proposal) (Decision, error) {
-	return s.CheckRaw(ctx, nil, p)
+	data, err := json.Marshal(p)
+	if err != nil {
+		return Decision{}, fmt.Errorf("encode proposal %s: %w", p.ProposalID, err)
+	}
+	return s.CheckRaw(ctx, data, p)
 }
 
 // CheckRaw validates data, the proposal as it arrived, and that the emitter named by the
-// subject it arrived on may propose its kind.
+// subject it arrived on may propose its kind. With data nil, p was decoded strictly already
+// (events.Decoder.Proposal: the JSON Schemas passed) and only the rest is checked.
 func (s *schema) CheckRaw(ctx context.Context, data []byte, p *events.Proposal) (Decision, error) {
 	if d, ok := emitterRule(Subject(ctx), p); !ok {
 		return d, nil
