@@ -836,21 +836,24 @@ func TestSafetyGateChecksTheQuotedPlayerWords(t *testing.T) {
 
 // A redelivered proposal is counted once, whether its window still has room or has filled
 // since, and two replicas that each remember what they last wrote still share one budget.
+// rateReplica is a rate gate on s's buckets, as one replica of the gate service builds it.
+func rateReplica(t *testing.T, s *stack, cfg gates.Config) gates.Gate {
+	t.Helper()
+	spec, _ := gates.Lookup(gates.Rate)
+	d := s.deps(cfg)
+	d.Now = time.Now
+	g, err := spec.New(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
 func TestRateCountsARedeliveryOnce(t *testing.T) {
 	s := newStack(t)
 	cfg := testConfig()
 	cfg.Rate.Budgets = map[string]gates.Budget{events.KindPlayerMoved: {ActorCount: 3}}
-	spec, _ := gates.Lookup(gates.Rate)
-	replica := func() gates.Gate {
-		d := s.deps(cfg)
-		d.Now = time.Now
-		g, err := spec.New(d)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return g
-	}
-	one, two := replica(), replica()
+	one, two := rateReplica(t, s, cfg), rateReplica(t, s, cfg)
 	move := func() *events.Proposal {
 		return startAt(proposal(t, events.KindPlayerMoved, map[string]any{"playerId": "player:ada", "fromLocationId": "loc:square", "toLocationId": "loc:gate", "direction": "north"}), "rate")
 	}
@@ -906,7 +909,7 @@ func TestRateCountsARedeliveryOnce(t *testing.T) {
 
 	// Without an actor budget, the admission marker recognises the redelivery.
 	cfg.Rate.Budgets = map[string]gates.Budget{events.KindPlayerMoved: {GlobalCount: 2}}
-	global := replica()
+	global := rateReplica(t, s, cfg)
 	e, f, g := move(), move(), move()
 	check(global, e, gates.Passed)
 	check(global, e, gates.Passed)
@@ -922,17 +925,7 @@ func TestRateGivesBackWhatARefusedProposalReserved(t *testing.T) {
 	s := newStack(t)
 	cfg := testConfig()
 	cfg.Rate.Budgets = map[string]gates.Budget{events.KindPlayerMoved: {ActorCount: 1, GlobalCount: 3}}
-	spec, _ := gates.Lookup(gates.Rate)
-	replica := func() gates.Gate {
-		d := s.deps(cfg)
-		d.Now = time.Now
-		g, err := spec.New(d)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return g
-	}
-	one, two, three := replica(), replica(), replica()
+	one, two, three := rateReplica(t, s, cfg), rateReplica(t, s, cfg), rateReplica(t, s, cfg)
 	move := func(player string) *events.Proposal {
 		p := startAt(proposal(t, events.KindPlayerMoved, map[string]any{"playerId": player, "fromLocationId": "loc:square", "toLocationId": "loc:gate", "direction": "north"}), "rate")
 		p.Actor.ID = player
