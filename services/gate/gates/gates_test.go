@@ -836,6 +836,36 @@ func TestSafetyGateChecksTheQuotedPlayerWords(t *testing.T) {
 
 // A redelivered proposal is counted once, whether its window still has room or has filled
 // since, and two replicas that each remember what they last wrote still share one budget.
+// rateWindows reads the counts of the rate bucket's windows whose keys contain part.
+func rateWindows(t *testing.T, s *stack, part string) map[string]int {
+	t.Helper()
+	ctx := context.Background()
+	kv, err := s.nats.JS.KeyValue(ctx, natsx.BucketRate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, err := kv.ListKeys(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int{}
+	for k := range keys.Keys() {
+		if !strings.Contains(k, part) {
+			continue
+		}
+		e, err := kv.Get(ctx, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var u struct{ Count int }
+		if err := json.Unmarshal(e.Value(), &u); err != nil {
+			t.Fatalf("window %s holds %s: %v", k, e.Value(), err)
+		}
+		out[k] = u.Count
+	}
+	return out
+}
+
 // rateReplica is a rate gate on s's buckets, as one replica of the gate service builds it.
 func rateReplica(t *testing.T, s *stack, cfg gates.Config) gates.Gate {
 	t.Helper()
@@ -875,31 +905,20 @@ func TestRateCountsARedeliveryOnce(t *testing.T) {
 	check(one, b, gates.Passed)
 	check(one, d, gates.Rejected)
 
+	windows := rateWindows(t, s, ".actor.")
+	window := ""
+	for k, count := range windows {
+		window = k
+		if count != 3 {
+			t.Errorf("window %s holds a count of %d, want 3", k, count)
+		}
+	}
+	if len(windows) != 1 {
+		t.Errorf("%d actor windows, want 1", len(windows))
+	}
 	kv, err := s.nats.JS.KeyValue(ctx, natsx.BucketRate)
 	if err != nil {
 		t.Fatal(err)
-	}
-	keys, err := kv.ListKeys(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	windows, window := 0, ""
-	for k := range keys.Keys() {
-		if !strings.Contains(k, ".actor.") {
-			continue
-		}
-		windows, window = windows+1, k
-		e, err := kv.Get(ctx, k)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var u struct{ Count int }
-		if err := json.Unmarshal(e.Value(), &u); err != nil || u.Count != 3 {
-			t.Errorf("window %s holds %s, want a count of 3", k, e.Value())
-		}
-	}
-	if windows != 1 {
-		t.Errorf("%d actor windows, want 1", windows)
 	}
 	// An operator empties the window: a replica that remembers it full reads it again.
 	if err := kv.Purge(ctx, window); err != nil {
@@ -952,25 +971,9 @@ func TestRateGivesBackWhatARefusedProposalReserved(t *testing.T) {
 	check(two, move("player:cy"), gates.Passed, "")
 	check(three, move("player:di"), gates.Rejected, "global")
 
-	kv, err := s.nats.JS.KeyValue(ctx, natsx.BucketRate)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keys, err := kv.ListKeys(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for k := range keys.Keys() {
-		if !strings.Contains(k, ".global.") {
-			continue
-		}
-		e, err := kv.Get(ctx, k)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var u struct{ Count int }
-		if err := json.Unmarshal(e.Value(), &u); err != nil || u.Count != 3 {
-			t.Errorf("global window %s holds %s, want a count of 3: ada, bo and cy", k, e.Value())
+	for k, count := range rateWindows(t, s, ".global.") {
+		if count != 3 {
+			t.Errorf("global window %s holds a count of %d, want 3: ada, bo and cy", k, count)
 		}
 	}
 }
