@@ -323,45 +323,8 @@ func scanHeaders(ctx context.Context, s jetstream.Stream, start time.Time, last 
 // scanMessages reads s's messages (their headers only when headersOnly) from start up to
 // sequence last, handing each to fn until fn returns true; it returns how many it read.
 func scanMessages(ctx context.Context, s jetstream.Stream, start time.Time, last uint64, headersOnly bool, fn func(seq uint64, m jetstream.Msg) (stop bool)) (int, error) {
-	c, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
-		DeliverPolicy: jetstream.DeliverByStartTimePolicy, OptStartTime: &start, HeadersOnly: headersOnly})
-	if err != nil {
-		return 0, err
-	}
-	n := 0
-	for done := false; !done; {
-		// No wait: the server sends what the window holds now and ends the request, instead
-		// of holding it open for a full batch.
-		batch, err := c.FetchNoWait(1024)
-		if err != nil {
-			return n, err
-		}
-		got := 0
-		for m := range batch.Messages() {
-			got++
-			meta, err := m.Metadata()
-			if err != nil {
-				continue
-			}
-			seq := meta.Sequence.Stream
-			if seq > last {
-				done = true
-				break
-			}
-			n++
-			if fn(seq, m) {
-				return n, nil
-			}
-			done = seq == last
-		}
-		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) {
-			return n, err
-		}
-		if got == 0 {
-			break
-		}
-	}
-	return n, nil
+	cfg := jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverByStartTimePolicy, OptStartTime: &start, HeadersOnly: headersOnly}
+	return natsx.Scan(ctx, s, cfg, last, func(m jetstream.Msg, meta *jetstream.MsgMetadata) bool { return fn(meta.Sequence.Stream, m) })
 }
 
 // buildJourney assembles the journey from its messages.
