@@ -10,7 +10,9 @@
 // Canonical(v): v re-encoded as JSON with object keys sorted by their UTF-8 bytes, no
 // whitespace between tokens, numbers exactly as written in the input (never re-formatted),
 // strings escaped as Go's encoding/json does with HTML escaping off (", \, control characters,
-// U+2028 and U+2029 escaped; other characters as UTF-8).
+// U+2028 and U+2029 escaped; other characters as UTF-8), a key given twice with its last value,
+// invalid UTF-8 as U+FFFD. This is exactly what decoding with encoding/json (numbers as
+// json.Number) and encoding again gives; Canonical writes it in one pass (canonical.go).
 //
 // ArgsHash(args) and ResultHash(result): lower-case hex SHA-256 of Canonical of the value.
 //
@@ -59,16 +61,20 @@ func ToolResults(calls []events.ToolCall) []ToolResult {
 
 // Canonical returns the canonical encoding of the JSON document raw (see the package doc).
 func Canonical(raw []byte) ([]byte, error) {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
+	return CanonicalWithout(raw, "")
+}
+
+// CanonicalWithout is Canonical of raw with the member key of its top-level object left out
+// (none when key is ""; raw must then be an object).
+func CanonicalWithout(raw []byte, key string) ([]byte, error) {
+	if out, ok := canonicalize(raw, key); ok {
+		return out, nil
+	}
+	out, err := reference(raw, key)
+	if err != nil {
 		return nil, fmt.Errorf("canonical JSON: %w", err)
 	}
-	if dec.More() {
-		return nil, fmt.Errorf("canonical JSON: more than one value")
-	}
-	return encode(v)
+	return out, nil
 }
 
 // CanonicalValue marshals v to JSON and returns its canonical encoding.

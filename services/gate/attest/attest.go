@@ -31,7 +31,6 @@
 package attest
 
 import (
-	"bytes"
 	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/base64"
@@ -54,28 +53,19 @@ const Version = "worldgate.attest/v1"
 // Digest is the SHA-256 of the canonical proposal without its route.
 func Digest(p *events.Proposal) (string, error) {
 	// The route is left out of the digest: it is not marshalled (its trail, with every
-	// signature, is most of a signed proposal's bytes), and its empty form is deleted below.
+	// signature, is most of a signed proposal's bytes), and its empty form is left out of the
+	// canonical encoding.
 	content := *p
 	content.Route = events.Route{}
 	raw, err := json.Marshal(&content)
 	if err != nil {
 		return "", fmt.Errorf("digest of proposal %s: %w", p.ProposalID, err)
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var m map[string]any
-	if err := dec.Decode(&m); err != nil {
+	canonical, err := provenance.CanonicalWithout(raw, "route")
+	if err != nil {
 		return "", fmt.Errorf("digest of proposal %s: %w", p.ProposalID, err)
 	}
-	delete(m, "route")
-	// provenance.Canonical's encoding: keys sorted, numbers as written, no HTML escaping.
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(m); err != nil {
-		return "", fmt.Errorf("digest of proposal %s: %w", p.ProposalID, err)
-	}
-	return provenance.Sum(bytes.TrimSuffix(b.Bytes(), []byte("\n"))), nil
+	return provenance.Sum(canonical), nil
 }
 
 // Statement is the exact bytes a gate signs for hop h, the round-th decision of h.Gate on the
@@ -110,7 +100,7 @@ func KeyID(pub ed25519.PublicKey) string {
 type Signer struct {
 	gate  string
 	keyID string
-	key   ed25519.PrivateKey
+	key   voi.PrivateKey
 }
 
 // NewSigner returns a signer for gate with key.
@@ -118,7 +108,7 @@ func NewSigner(gate string, key ed25519.PrivateKey) (*Signer, error) {
 	if len(key) != ed25519.PrivateKeySize {
 		return nil, fmt.Errorf("attest: the %s gate's key is not an Ed25519 private key", gate)
 	}
-	return &Signer{gate: gate, keyID: KeyID(key.Public().(ed25519.PublicKey)), key: key}, nil
+	return &Signer{gate: gate, keyID: KeyID(key.Public().(ed25519.PublicKey)), key: voi.PrivateKey(key)}, nil
 }
 
 // Gate is the gate the signer signs for.
@@ -147,7 +137,7 @@ func (s *Signer) SignLastWith(p *events.Proposal, digest string) error {
 		return fmt.Errorf("attest: the %s gate's key cannot sign a hop of the %s gate", s.gate, h.Gate)
 	}
 	h.KeyID = s.keyID
-	h.Sig = base64.RawURLEncoding.EncodeToString(ed25519.Sign(s.key, Statement(p.ProposalID, digest, h, Round(p.Route.Trail, n-1))))
+	h.Sig = base64.RawURLEncoding.EncodeToString(voi.Sign(s.key, Statement(p.ProposalID, digest, h, Round(p.Route.Trail, n-1))))
 	return nil
 }
 

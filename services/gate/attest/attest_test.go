@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	voi "github.com/oasisprotocol/curve25519-voi/primitives/ed25519"
+
 	"github.com/worldgate/worldgate/events"
 	"github.com/worldgate/worldgate/events/provenance"
 	"github.com/worldgate/worldgate/services/gate/attest"
@@ -312,9 +314,9 @@ func BenchmarkAttest(b *testing.B) {
 	_, priv, _ := ed25519.GenerateKey(rand.Reader)
 	pub := priv.Public().(ed25519.PublicKey)
 	sig := ed25519.Sign(priv, stmt)
-	b.Run("ed25519/sign-one", func(b *testing.B) {
+	b.Run("ed25519/sign-one", func(b *testing.B) { // as Signer signs: curve25519-voi
 		for b.Loop() {
-			ed25519.Sign(priv, stmt)
+			voi.Sign(voi.PrivateKey(priv), stmt)
 		}
 	})
 	b.Run("ed25519/verify-one", func(b *testing.B) {
@@ -457,5 +459,23 @@ func TestDigestIsTheCanonicalProposalWithoutItsRoute(t *testing.T) {
 	}
 	if len(p.Route.Trail) != len(aiRoute) {
 		t.Fatalf("the digest changed the proposal's trail: %d hops", len(p.Route.Trail))
+	}
+}
+
+// The digest's definition must never drift: hops signed before a change, and audit records,
+// must verify after it. These are the digests of the version 1 definition, computed with the
+// encoding/json round trip the package used before its one-pass canonical encoding.
+func TestDigestIsPinned(t *testing.T) {
+	p := realistic(t)
+	for _, c := range []struct{ payload, want string }{
+		{"", "4fb8e7576634599fef8da6b2646a89fefb9f8ada0e2ba7e56e102f8e12756e8d"},
+		{`{"locationId":"loc:x","text":"a <b> & \"c\" — é \u2028 ’","mood":"calm"}`, "0b2347f71b80bbb0735f9e5b09680d5855957d7c1425909dacff4312466e5c95"},
+	} {
+		if c.payload != "" {
+			p.Payload = json.RawMessage(c.payload)
+		}
+		if got, err := attest.Digest(p); err != nil || got != c.want {
+			t.Errorf("digest with payload %q: %s (%v), want %s", c.payload, got, err, c.want)
+		}
 	}
 }

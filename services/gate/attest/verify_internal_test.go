@@ -3,10 +3,14 @@ package attest
 import (
 	"crypto/ed25519"
 	"crypto/rand"
+	"encoding/base64"
+	"fmt"
 	"math/big"
 	"testing"
 
 	voi "github.com/oasisprotocol/curve25519-voi/primitives/ed25519"
+
+	"github.com/worldgate/worldgate/events"
 )
 
 // The keyring verifies with curve25519-voi; a signature it accepts must be exactly one that
@@ -73,5 +77,27 @@ func TestVerifyAgreesWithCryptoEd25519(t *testing.T) {
 	for name, pub := range map[string][]byte{"identity key": identity, "order-2 key": order2, "not a point": notAPoint} {
 		check(name, pub, msg, sig)
 		check(name+", identity signature", pub, msg, append(append([]byte(nil), identity...), make([]byte, 32)...))
+	}
+}
+
+// Signing with curve25519-voi gives, byte for byte, the signature crypto/ed25519 gives: Ed25519
+// signatures are deterministic, so the library that signs is invisible to every verifier.
+func TestSignAgreesWithCryptoEd25519(t *testing.T) {
+	for i := range 100 {
+		_, priv, _ := ed25519.GenerateKey(rand.Reader)
+		s, err := NewSigner("schema", priv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := &events.Proposal{ProposalID: fmt.Sprintf("p-%d", i), Kind: events.KindPlayerMoved,
+			Route: events.Route{Trail: []events.Hop{{Gate: "schema", Outcome: events.OutcomePassed, Emitter: "ai-worker"}}}}
+		digest := fmt.Sprintf("%064x", i)
+		if err := s.SignLastWith(p, digest); err != nil {
+			t.Fatal(err)
+		}
+		want := base64.RawURLEncoding.EncodeToString(ed25519.Sign(priv, Statement(p.ProposalID, digest, &p.Route.Trail[0], 0)))
+		if p.Route.Trail[0].Sig != want {
+			t.Fatalf("signature %d: %s, crypto/ed25519 gives %s", i, p.Route.Trail[0].Sig, want)
+		}
 	}
 }
