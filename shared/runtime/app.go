@@ -15,7 +15,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -50,10 +49,9 @@ type Options struct {
 	TracerProvider trace.TracerProvider
 }
 
-// App runs a worker's handlers on one Watermill router.
+// App runs a worker's handlers, each on its durable consumer.
 type App struct {
 	opts    Options
-	router  *message.Router
 	pub     *Publisher
 	metrics *handlerMetrics
 	log     *slog.Logger
@@ -63,6 +61,7 @@ type App struct {
 	mu       sync.Mutex
 	handlers []string
 	subs     []*subscriber
+	chains   []func(*message.Message) error // by handler, as subs
 	stats    map[string]func() any
 	running  atomic.Bool
 	handled  atomic.Int64
@@ -90,15 +89,8 @@ func New(opts Options) (*App, error) {
 	if opts.Version == "" {
 		opts.Version = "0.1.0"
 	}
-	router, err := message.NewRouter(message.RouterConfig{CloseTimeout: opts.CloseTimeout},
-		watermill.NewSlogLoggerWithLevelMapping(opts.Logger.With("component", "router"),
-			map[slog.Level]slog.Level{slog.LevelInfo: slog.LevelDebug}))
-	if err != nil {
-		return nil, err
-	}
 	a := &App{
 		opts:    opts,
-		router:  router,
 		pub:     NewPublisher(opts.JetStream, 10*time.Second),
 		metrics: newHandlerMetrics(opts.Registerer),
 		log:     opts.Logger,
@@ -137,15 +129,10 @@ func (a *App) Handle(name string, c Consumer, h message.HandlerFunc) {
 	sub := newSubscriber(a.opts.JetStream, c, a.log.With("handler", name))
 	a.mu.Lock()
 	a.subs = append(a.subs, sub)
-	a.mu.Unlock()
-	a.router.AddConsumerHandler(name, name, sub,
-		func(m *message.Message) error {
-			return a.warm.run(func() error {
-				_, err := chain(m)
-				return err
-			})
-		})
-	a.mu.Lock()
+	a.chains = append(a.chains, func(m *message.Message) error {
+		_, err := chain(m)
+		return err
+	})
 	a.handlers = append(a.handlers, name)
 	a.mu.Unlock()
 }
@@ -178,34 +165,44 @@ func (a *App) Run(ctx context.Context) error {
 		return fmt.Errorf("start %s: %w", a.opts.Name, err)
 	}
 	defer a.warm.release()
-	errc := make(chan error, 1)
-	go func() { errc <- a.router.Run(context.Background()) }()
-	select {
-	case <-a.router.Running():
-		a.running.Store(true)
-	case err := <-errc:
-		return fmt.Errorf("start %s: %w", a.opts.Name, err)
+	a.mu.Lock()
+	subs, chains := slices.Clone(a.subs), slices.Clone(a.chains)
+	a.mu.Unlock()
+	for i, s := range subs {
+		if err := s.start(ctx, chains[i], a.warm.goRun); err != nil {
+			for _, started := range subs[:i] {
+				_ = started.Close()
+			}
+			if ctx.Err() != nil {
+				return nil // stopped while starting
+			}
+			return fmt.Errorf("start %s: %w", a.opts.Name, err)
+		}
 	}
-	select {
-	case <-ctx.Done():
-	case err := <-errc:
-		a.running.Store(false)
-		return err
-	}
+	a.running.Store(true)
+	<-ctx.Done()
 	a.running.Store(false)
 	// Intake stops first, on every consumer, before anything else: from the "draining" line
 	// on, no message is handed to a handler; those in flight finish and are acknowledged.
-	a.mu.Lock()
-	subs := slices.Clone(a.subs)
-	a.mu.Unlock()
 	for _, s := range subs {
 		s.stopIntake()
 	}
 	a.log.Info("worker draining")
-	if err := a.router.Close(); err != nil {
-		a.log.Warn("router close", "err", err)
+	drained := make(chan struct{})
+	go func() {
+		for _, s := range subs {
+			s.inflight.Wait()
+		}
+		close(drained)
+	}()
+	select {
+	case <-drained:
+	case <-time.After(a.opts.CloseTimeout):
+		a.log.Warn("messages still in flight after the close timeout; JetStream redelivers them", "closeTimeout", a.opts.CloseTimeout)
 	}
-	<-errc
+	for _, s := range subs {
+		_ = s.Close()
+	}
 	// Acks are sent asynchronously: flush them before the caller closes the connection.
 	flushCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

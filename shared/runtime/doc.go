@@ -1,7 +1,13 @@
 // Package runtime is the one worker runtime every Worldgate worker stands on: Watermill's
-// Router, with a small Subscriber and Publisher written here over nats.go's jetstream package,
-// and middleware for correlation ids, panic recovery, retries, bounded redelivery with backoff,
-// dead letters, metrics and logs.
+// message and handler types, a small subscriber and Publisher written here over nats.go's
+// jetstream package, and middleware for correlation ids, panic recovery, retries, bounded
+// redelivery with backoff, dead letters, metrics and logs.
+//
+// Each message is handled and settled (acknowledged, or handed back for redelivery) on one
+// pooled goroutine, from its delivery on: Watermill's Router, which the runtime used until
+// 2026-11-26, handed each message from the subscriber to its loop, to a goroutine of its own,
+// to the pool, and its acknowledgement back to a goroutine of the subscriber's, and every
+// hand-over between threads is a futex wake-up, dear on a virtual machine (docs/performance.md).
 //
 // Why our own Subscriber and Publisher rather than watermill-nats: its pkg/nats uses the legacy
 // push-consumer API, and its pkg/jetstream (v2.1.3, marked beta) dereferences a nil message

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -89,16 +90,17 @@ func (c *Consumer) backoff(deliveries int) time.Duration {
 	return c.Backoff[i]
 }
 
-// subscriber is a watermill Subscriber over one durable JetStream pull consumer.
+// subscriber runs a handler over one durable JetStream pull consumer (start).
 type subscriber struct {
 	js   jetstream.JetStream
 	spec Consumer
 	log  *slog.Logger
 
+	handle func(*message.Message) error // the handler chain: nil error acknowledges
+	run    func(func())                 // runs a message's handling and settlement (App's pooled goroutines)
+
 	closeOnce  sync.Once
 	closing    chan struct{}
-	outMu      sync.RWMutex // held while sending on the output channel, so it is closed only between sends
-	outClosed  bool
 	subscribed atomic.Bool
 	inflight   sync.WaitGroup
 	stopped    chan struct{}
@@ -192,30 +194,35 @@ func (s *subscriber) ensureConsumer(ctx context.Context) (jetstream.Consumer, er
 	return c, err
 }
 
-func (s *subscriber) Subscribe(ctx context.Context, _ string) (<-chan *message.Message, error) {
+// start consumes c's messages until stopIntake: each one is handed, in its turn (one order
+// key's messages one after the other), to handle on a goroutine of run, which also settles it
+// (acknowledges it when handle returns nil, hands it back for redelivery otherwise). One
+// goroutine takes a message from delivery to settlement: a hand-over between goroutines on
+// different threads is a futex wake-up on each side, dear on a virtual machine.
+func (s *subscriber) start(ctx context.Context, handle func(*message.Message) error, run func(func())) error {
+	s.handle, s.run = handle, run
 	cons, err := s.ensureConsumer(ctx)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	var first []jetstream.Msg // held elsewhere at the start: handed out before any new message
 	if s.spec.OrderKey != nil {
 		held, err := s.awaitHeld(ctx, cons)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if held > 0 {
 			first = s.takeHeld(ctx, cons, held)
 		}
 	}
-	out := make(chan *message.Message)
 	caughtUp := make(chan struct{})
 	go func() {
 		defer close(caughtUp)
 		for _, jm := range first {
-			s.dispatch(jm, out)
+			s.dispatch(jm)
 		}
 	}()
-	cc, err := cons.Consume(func(jm jetstream.Msg) { <-caughtUp; s.dispatch(jm, out) },
+	cc, err := cons.Consume(func(jm jetstream.Msg) { <-caughtUp; s.dispatch(jm) },
 		jetstream.PullMaxMessages(min(s.spec.MaxAckPending, 256)),
 		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 			if !errors.Is(err, jetstream.ErrNoHeartbeat) {
@@ -225,26 +232,18 @@ func (s *subscriber) Subscribe(ctx context.Context, _ string) (<-chan *message.M
 	if err != nil {
 		s.closeOnce.Do(func() { close(s.closing) }) // what was taken at the start is handed back
 		<-caughtUp
-		return nil, fmt.Errorf("consume %s: %w", s.spec.Durable, err)
+		return fmt.Errorf("consume %s: %w", s.spec.Durable, err)
 	}
 	s.subscribed.Store(true)
 	go s.keep()
 	go func() {
-		select {
-		case <-ctx.Done():
-		case <-s.closing:
-		}
-		s.closeOnce.Do(func() { close(s.closing) })
+		<-s.closing
 		cc.Stop()
 		<-cc.Closed()
 		<-caughtUp
-		s.outMu.Lock()
-		s.outClosed = true
-		close(out)
-		s.outMu.Unlock()
 		close(s.stopped)
 	}()
-	return out, nil
+	return nil
 }
 
 // awaitHeld waits, at the start, for the messages that another instance holds to become
@@ -317,7 +316,7 @@ func (s *subscriber) takeHeld(ctx context.Context, cons jetstream.Consumer, held
 // dispatch hands one JetStream message to the router and settles it in the background, so the
 // consume callback returns at once and messages are processed concurrently (bounded by
 // MaxAckPending).
-func (s *subscriber) dispatch(jm jetstream.Msg, out chan<- *message.Message) {
+func (s *subscriber) dispatch(jm jetstream.Msg) {
 	meta, err := jm.Metadata()
 	if err != nil {
 		s.log.Error("message without JetStream metadata", "subject", jm.Subject(), "err", err)
@@ -389,12 +388,12 @@ func (s *subscriber) dispatch(jm jetstream.Msg, out chan<- *message.Message) {
 		s.inflight.Done()
 	}
 	if prev == nil {
-		s.handOver(jm, meta, m, out, mine != nil, settled)
+		s.handOver(jm, meta, m, mine != nil, settled)
 		return
 	}
 	go func() {
 		s.waitTurn(prev)
-		s.handOver(jm, meta, m, out, true, settled)
+		s.handOver(jm, meta, m, true, settled)
 	}()
 }
 
@@ -429,53 +428,63 @@ func (s *subscriber) waitTurn(prev *link) {
 	}
 }
 
-// handOver gives m to the router and settles jm once the handler acked or nacked it; settled
-// runs after that.
-func (s *subscriber) handOver(jm jetstream.Msg, meta *jetstream.MsgMetadata, m *message.Message, out chan<- *message.Message, ordered bool, settled func(redelivery time.Duration)) {
-	s.outMu.RLock()
-	sent := false
-	if !s.outClosed {
-		select {
-		case <-s.closing: // closing already: never hand it out (select would pick at random)
-		default:
-			select {
-			case <-s.closing:
-			case out <- m:
-				sent = true
-			}
-		}
-	}
-	s.outMu.RUnlock()
-	if !sent {
+// handOver runs the handler on m and settles jm with its result, on a goroutine of run;
+// settled runs after that, once. A handler that holds a message longer than MaxHold no longer
+// holds up its order key: the message is settled without an acknowledgement, and JetStream
+// redelivers it after its ack wait (its outputs carry the same message ids, so a late success
+// is not published twice).
+func (s *subscriber) handOver(jm jetstream.Msg, meta *jetstream.MsgMetadata, m *message.Message, ordered bool, settled func(redelivery time.Duration)) {
+	select {
+	case <-s.closing:
 		// Shutting down: give it straight back so another replica takes it now.
 		_ = jm.Nak()
 		settled(0)
 		return
+	default:
 	}
-	go func() {
-		var redelivery time.Duration
-		defer func() { settled(redelivery) }()
-		timer := time.NewTimer(s.spec.MaxHold)
-		defer timer.Stop()
-		select {
-		case <-m.Acked():
-			if err := jm.Ack(); err != nil {
-				s.log.Warn("ack failed; the message will be redelivered", "subject", jm.Subject(), "err", err)
-			}
-		case <-m.Nacked():
-			if reason := m.Metadata.Get(metaTerminate); reason != "" {
-				if err := jm.TermWithReason(reason); err != nil {
-					s.log.Warn("terminate failed; the server redelivers it no more than its limit", "subject", jm.Subject(), "err", err)
-				}
-				return
-			}
-			redelivery = s.handBack(jm, s.spec.backoff(int(meta.NumDelivered)), ordered)
-		case <-timer.C:
-			// No longer kept in progress: JetStream redelivers it after AckWait.
+	s.run(func() {
+		var once sync.Once
+		settle := func(redelivery time.Duration) { once.Do(func() { settled(redelivery) }) }
+		hold := time.AfterFunc(s.spec.MaxHold, func() {
 			s.log.Warn("handler held the message longer than its hold time; it will be redelivered", "subject", jm.Subject(),
 				"maxHold", s.spec.MaxHold, "ackWait", s.spec.AckWait)
+			settle(0)
+		})
+		err := s.handleSafely(m)
+		if !hold.Stop() {
+			return // settled by the hold timer: JetStream redelivers it
+		}
+		if err == nil {
+			m.Ack()
+			if aerr := jm.Ack(); aerr != nil {
+				s.log.Warn("ack failed; the message will be redelivered", "subject", jm.Subject(), "err", aerr)
+			}
+			settle(0)
+			return
+		}
+		m.Nack()
+		if reason := m.Metadata.Get(metaTerminate); reason != "" {
+			if terr := jm.TermWithReason(reason); terr != nil {
+				s.log.Warn("terminate failed; the server redelivers it no more than its limit", "subject", jm.Subject(), "err", terr)
+			}
+			settle(0)
+			return
+		}
+		settle(s.handBack(jm, s.spec.backoff(int(meta.NumDelivered)), ordered))
+	})
+}
+
+// handleSafely is handle with a panic turned into an error (the handler chain recovers its
+// handler's own panics; this catches one in the wrapping around it): the message is handed back
+// for redelivery and, past its limit, dead-lettered, and the worker lives on.
+func (s *subscriber) handleSafely(m *message.Message) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			s.log.Error("panic around a handler", "subject", m.Metadata.Get(MetaSubject), "panic", p, "stack", string(debug.Stack()))
+			err = fmt.Errorf("panic around the handler: %v", p)
 		}
 	}()
+	return s.handle(m)
 }
 
 // handBack gives a message whose handler failed back to JetStream, to be redelivered after
