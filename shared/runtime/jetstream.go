@@ -22,6 +22,13 @@ import (
 	"github.com/worldgate/worldgate/shared/natsx"
 )
 
+// A consumer's pull requests last pullExpiry, and the server sends a heartbeat every
+// pullHeartbeat while one waits; two missed heartbeats make nats.go ask again.
+const (
+	pullExpiry    = 10 * time.Second
+	pullHeartbeat = time.Second
+)
+
 // MaxDeliverLimit is the largest MaxDeliver a consumer may have (a larger one is lowered to it).
 const MaxDeliverLimit = natsx.MaxDeliverBound - natsx.DeadLetterAttempts
 
@@ -224,10 +231,18 @@ func (s *subscriber) start(ctx context.Context, handle func(*message.Message) er
 	}()
 	cc, err := cons.Consume(func(jm jetstream.Msg) { <-caughtUp; s.dispatch(jm) },
 		jetstream.PullMaxMessages(min(s.spec.MaxAckPending, 256)),
+		// nats.go finds out that the server holds none of its pull requests any more only when
+		// their heartbeats stop: with its defaults (30 s requests, 15 s heartbeats) a consumer
+		// then waited 30 s with messages pending, as bench saw under bursts. With these, 2 s.
+		jetstream.PullExpiry(pullExpiry), jetstream.PullHeartbeat(pullHeartbeat),
 		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
-			if !errors.Is(err, jetstream.ErrNoHeartbeat) {
-				s.log.Debug("consume", "consumer", s.spec.Durable, "err", err)
+			if errors.Is(err, jetstream.ErrNoHeartbeat) {
+				// The server holds none of this consumer's pull requests (or this process was
+				// too busy to read its heartbeats): nats.go has asked again.
+				s.log.Info("no heartbeat from the consumer's pull requests; asked for messages again", "consumer", s.spec.Durable)
+				return
 			}
+			s.log.Debug("consume", "consumer", s.spec.Durable, "err", err)
 		}))
 	if err != nil {
 		s.closeOnce.Do(func() { close(s.closing) }) // what was taken at the start is handed back

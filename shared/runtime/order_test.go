@@ -2,6 +2,7 @@ package runtime_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/worldgate/worldgate/events"
@@ -282,5 +284,39 @@ func TestOrderKeyHoldsWhenTheWorkerStopsDuringABackoff(t *testing.T) {
 				t.Fatalf("the next worker handled %v, want k/0 k/1 k/2: the later messages overtook the one handed back", seen)
 			}
 		})
+	}
+}
+
+// A consumer's pull requests ask for heartbeats every second and expire in ten: when the
+// server no longer holds any of them (bench saw a burst leave a consumer with messages pending
+// and no request), nats.go notices two missed heartbeats and asks again, 2 s later instead of
+// the 30 s of its defaults.
+func TestPullRequestsAskForFrequentHeartbeats(t *testing.T) {
+	e := natstest.Start(t)
+	reqs := make(chan *nats.Msg, 16)
+	sub, err := e.Conn.ChanSubscribe("$JS.API.CONSUMER.MSG.NEXT."+events.StreamProposals+".beating", reqs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	app := newApp(t, e, prometheus.NewRegistry())
+	app.Handle("beating", runtime.Consumer{Stream: events.StreamProposals, Subjects: []string{"proposals.gate.beating"}},
+		func(m *message.Message) ([]*message.Message, error) { return nil, nil })
+	stop := run(t, app)
+	defer stop()
+	select {
+	case m := <-reqs:
+		var req struct {
+			Expires   time.Duration `json:"expires"`
+			Heartbeat time.Duration `json:"idle_heartbeat"`
+		}
+		if err := json.Unmarshal(m.Data, &req); err != nil {
+			t.Fatal(err)
+		}
+		if req.Heartbeat != time.Second || req.Expires != 10*time.Second {
+			t.Fatalf("pull request with heartbeat %v and expiry %v; want 1s and 10s (%s)", req.Heartbeat, req.Expires, m.Data)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no pull request seen")
 	}
 }
