@@ -44,6 +44,9 @@ type Options struct {
 	Retries int
 	// CloseTimeout bounds how long a shutdown waits for in-flight messages. Default 30s.
 	CloseTimeout time.Duration
+	// PublishTimeout bounds the wait for JetStream's acknowledgements of a handler's outputs;
+	// past it the handler fails and the input is redelivered. Default 10s.
+	PublishTimeout time.Duration
 	// TracerProvider traces every handled message (see shared/tracing). Nil: the provider
 	// tracing.Setup installed, and none (tracing off) when it installed none.
 	TracerProvider trace.TracerProvider
@@ -91,7 +94,7 @@ func New(opts Options) (*App, error) {
 	}
 	a := &App{
 		opts:    opts,
-		pub:     NewPublisher(opts.JetStream, 10*time.Second),
+		pub:     NewPublisher(opts.JetStream, opts.PublishTimeout),
 		metrics: newHandlerMetrics(opts.Registerer),
 		log:     opts.Logger,
 	}

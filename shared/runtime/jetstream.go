@@ -592,8 +592,15 @@ func (p *Publisher) Publish(topic string, msgs ...*message.Message) error {
 	return p.PublishContext(ctx, topic, msgs...)
 }
 
-// PublishContext publishes msgs concurrently and waits for every acknowledgement.
+// PublishContext publishes msgs concurrently and waits for every acknowledgement, up to the
+// publisher's timeout when ctx has no deadline: an acknowledgement lost with a NATS node never
+// resolves an asynchronous publish, and the handler would wait until its hold time ran out.
 func (p *Publisher) PublishContext(ctx context.Context, topic string, msgs ...*message.Message) error {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, p.timeout)
+		defer cancel()
+	}
 	if len(msgs) == 1 {
 		_, err := p.js.PublishMsg(ctx, toNATS(topic, msgs[0]), jetstream.WithMsgID(msgs[0].UUID))
 		return wrapPublish(msgs[0], topic, err)

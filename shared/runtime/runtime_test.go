@@ -272,3 +272,34 @@ func (w *lineSignal) Write(p []byte) (int, error) {
 	}
 	return len(p), nil
 }
+
+// An output whose acknowledgement never comes (here a subject no stream stores, which a plain
+// subscriber takes and never answers: as an acknowledgement lost with a NATS node) fails the
+// handler after the publish timeout, and the input is redelivered. Before, two outputs were
+// awaited without a deadline and the input sat until its hold time (two minutes) ran out.
+func TestAnUnacknowledgedOutputFailsTheHandler(t *testing.T) {
+	e := natstest.Start(t)
+	swallow, err := e.Conn.SubscribeSync("nowhere.out")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = swallow.Unsubscribe() }()
+	app, err := runtime.New(runtime.Options{Name: "test", Conn: e.Conn, JetStream: e.JS, Registerer: prometheus.NewRegistry(), Logger: logx.Discard(),
+		Retries: -1, CloseTimeout: 5 * time.Second, PublishTimeout: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var calls atomic.Int32
+	app.Handle("two-outputs", runtime.Consumer{Stream: events.StreamProposals, Subjects: []string{"proposals.gate.two"}, Backoff: []time.Duration{10 * time.Millisecond}},
+		func(m *message.Message) ([]*message.Message, error) {
+			calls.Add(1)
+			return []*message.Message{
+				runtime.NewMessage("proposals.gate.stored", "stored:"+m.UUID, m.Payload),
+				runtime.NewMessage("nowhere.out", "lost:"+m.UUID, m.Payload),
+			}, nil
+		})
+	stop := run(t, app)
+	defer stop()
+	publish(t, e, "proposals.gate.two", "m1", "x")
+	natstest.WaitFor(t, 10*time.Second, "the input redelivered after its outputs went unacknowledged", func() bool { return calls.Load() >= 2 })
+}
