@@ -26,6 +26,7 @@ import (
 	"github.com/worldgate/worldgate/shared/natsx/natsauth"
 	"github.com/worldgate/worldgate/shared/natsx/natstest"
 	"github.com/worldgate/worldgate/shared/runtime"
+	"github.com/worldgate/worldgate/shared/runtime/runtimetest"
 )
 
 func TestStatusListsRunningWorkers(t *testing.T) {
@@ -36,11 +37,7 @@ func TestStatusListsRunningWorkers(t *testing.T) {
 	}
 	app.Handle("probe", runtime.Consumer{Stream: events.StreamProposals, Subjects: []string{"proposals.gate.probe"}},
 		func(*message.Message) ([]*message.Message, error) { return nil, nil })
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- app.Run(ctx) }()
-	defer func() { cancel(); <-done }()
-	natstest.WaitFor(t, 5*time.Second, "worker running", func() bool { return app.Ready(ctx) == nil })
+	runtimetest.Start(t, app)
 
 	var out bytes.Buffer
 	if err := runStatus(context.Background(), []string{"-nats-url", e.Server.ClientURL(), "-wait", "500ms"}, &out, &bytes.Buffer{}); err != nil {
@@ -85,11 +82,7 @@ func TestStatusShowsEachLLMTargetsCircuit(t *testing.T) {
 	app.AddStats("llm", func() any { return reg.Health() })
 	app.Handle("probe", runtime.Consumer{Stream: events.StreamProposals, Subjects: []string{"proposals.gate.probe"}},
 		func(*message.Message) ([]*message.Message, error) { return nil, nil })
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- app.Run(ctx) }()
-	defer func() { cancel(); <-done }()
-	natstest.WaitFor(t, 5*time.Second, "worker running", func() bool { return app.Ready(ctx) == nil })
+	runtimetest.Start(t, app)
 
 	var out bytes.Buffer
 	if err := runStatus(context.Background(), []string{"-nats-url", e.Server.ClientURL(), "-wait", "500ms"}, &out, &bytes.Buffer{}); err != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/worldgate/worldgate/shared/natsx"
 	"github.com/worldgate/worldgate/shared/natsx/natstest"
 	"github.com/worldgate/worldgate/shared/runtime"
+	"github.com/worldgate/worldgate/shared/runtime/runtimetest"
 )
 
 // As large a message as PROPOSALS takes (1 MiB, a 60 KiB header included) is dead-lettered
@@ -32,7 +33,7 @@ func TestOversizedMessageIsDeadLetteredWithABoundedExcerpt(t *testing.T) {
 		func(m *message.Message) ([]*message.Message, error) {
 			return nil, runtime.Permanentf("message of %d bytes is over the 64 KiB limit", len(m.Payload))
 		})
-	stop := run(t, app)
+	stop := runtimetest.Start(t, app)
 	defer stop()
 	msg := &nats.Msg{Subject: "proposals.gate.strict", Header: nats.Header{}}
 	msg.Header.Set(events.HeaderCorrelationID, "corr-big")
@@ -71,7 +72,7 @@ func TestUnpublishableDeadLetterIsTerminatedAndCounted(t *testing.T) {
 			calls.Add(1)
 			return nil, runtime.Permanentf("cannot decode")
 		})
-	stop := run(t, app)
+	stop := runtimetest.Start(t, app)
 	defer stop()
 	publish(t, e, "proposals.gate.doomed", "m1", "garbage")
 	natstest.WaitFor(t, 10*time.Second, "the message terminated", consumerSettled(t, e, "doomed"))

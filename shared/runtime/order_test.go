@@ -20,6 +20,7 @@ import (
 	"github.com/worldgate/worldgate/shared/natsx"
 	"github.com/worldgate/worldgate/shared/natsx/natstest"
 	"github.com/worldgate/worldgate/shared/runtime"
+	"github.com/worldgate/worldgate/shared/runtime/runtimetest"
 )
 
 // With an OrderKey, the messages of one key reach the handler one at a time and in stream
@@ -54,7 +55,7 @@ func TestOrderKeyKeepsEachKeyInOrder(t *testing.T) {
 		mu.Unlock()
 		return nil, nil
 	})
-	stop := run(t, app)
+	stop := runtimetest.Start(t, app)
 	defer stop()
 	const keys, per = 8, 40
 	for i := range per {
@@ -126,7 +127,7 @@ func handleAll(t *testing.T, e *natstest.Env, spec runtime.Consumer, n int) []st
 		mu.Unlock()
 		return nil, nil
 	})
-	stop := run(t, app)
+	stop := runtimetest.Start(t, app)
 	defer stop()
 	natstest.WaitFor(t, 15*time.Second, "every message handled", func() bool {
 		mu.Lock()
@@ -161,7 +162,7 @@ func TestHeldMessagesOutliveAShortAckWait(t *testing.T) {
 		time.Sleep(3 * ackWait) // longer than the ack wait; the second message of k waits as long for its turn
 		return nil, nil
 	})
-	stop := run(t, app)
+	stop := runtimetest.Start(t, app)
 	defer stop()
 	for i, body := range []string{"k/0", "k/1", "j/0"} {
 		publish(t, e, "proposals.gate.slow", fmt.Sprintf("slow-%d", i), body)
@@ -206,7 +207,7 @@ func TestOrderKeyWaitsForAHandedBackMessage(t *testing.T) {
 		done = append(done, string(m.Payload))
 		return nil, nil
 	})
-	stop := run(t, app)
+	stop := runtimetest.Start(t, app)
 	defer stop()
 	for i := range 3 {
 		publish(t, e, "proposals.gate.ordered", fmt.Sprintf("h-%d", i), fmt.Sprintf("k/%d", i))
@@ -302,7 +303,7 @@ func TestPullRequestsAskForFrequentHeartbeats(t *testing.T) {
 	app := newApp(t, e, prometheus.NewRegistry())
 	app.Handle("beating", runtime.Consumer{Stream: events.StreamProposals, Subjects: []string{"proposals.gate.beating"}},
 		func(m *message.Message) ([]*message.Message, error) { return nil, nil })
-	stop := run(t, app)
+	stop := runtimetest.Start(t, app)
 	defer stop()
 	select {
 	case m := <-reqs:

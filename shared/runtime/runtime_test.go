@@ -21,6 +21,7 @@ import (
 	"github.com/worldgate/worldgate/shared/metrics/metricstest"
 	"github.com/worldgate/worldgate/shared/natsx/natstest"
 	"github.com/worldgate/worldgate/shared/runtime"
+	"github.com/worldgate/worldgate/shared/runtime/runtimetest"
 )
 
 func newApp(t *testing.T, e *natstest.Env, reg *prometheus.Registry) *runtime.App {
@@ -30,20 +31,6 @@ func newApp(t *testing.T, e *natstest.Env, reg *prometheus.Registry) *runtime.Ap
 		t.Fatal(err)
 	}
 	return app
-}
-
-func run(t *testing.T, app *runtime.App) (stop func()) {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- app.Run(ctx) }()
-	natstest.WaitFor(t, 5*time.Second, "app running", func() bool { return app.Ready(ctx) == nil })
-	return func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	}
 }
 
 func publish(t *testing.T, e *natstest.Env, subject, id, body string) {
@@ -86,7 +73,7 @@ func TestHandlerOutputIsPublishedWithCorrelationBeforeAck(t *testing.T) {
 		func(m *message.Message) ([]*message.Message, error) {
 			return []*message.Message{runtime.NewMessage("proposals.gate.out", "out:"+m.UUID, []byte(strings.ToUpper(string(m.Payload))))}, nil
 		})
-	stop := run(t, app)
+	stop := runtimetest.Start(t, app)
 	defer stop()
 	publish(t, e, "proposals.gate.in", "m1", "hello")
 	natstest.WaitFor(t, 5*time.Second, "output", func() bool { return natstest.StreamMsgs(t, e.JS, events.StreamProposals, "proposals.gate.out") == 1 })
@@ -108,7 +95,7 @@ func TestFailingHandlerIsRedeliveredThenDeadLettered(t *testing.T) {
 			calls.Add(1)
 			return nil, errors.New("the graph is unreachable")
 		})
-	stop := run(t, app)
+	stop := runtimetest.Start(t, app)
 	defer stop()
 	publish(t, e, "proposals.gate.flaky", "m1", "payload")
 	natstest.WaitFor(t, 10*time.Second, "dead letter", func() bool { return natstest.StreamMsgs(t, e.JS, events.StreamDLQ, "") == 1 })
@@ -146,7 +133,7 @@ func TestLaterIsNotAFailure(t *testing.T) {
 			}
 			return nil, nil
 		})
-	stop := run(t, app)
+	stop := runtimetest.Start(t, app)
 	defer stop()
 	publish(t, e, "proposals.gate.waits", "w1", "payload")
 	natstest.WaitFor(t, 10*time.Second, "handled", consumerSettled(t, e, "waits"))
@@ -181,7 +168,7 @@ func TestPermanentErrorDeadLettersAtOnce(t *testing.T) {
 			calls.Add(1)
 			return nil, runtime.Permanentf("not JSON: %q", m.Payload)
 		})
-	stop := run(t, app)
+	stop := runtimetest.Start(t, app)
 	defer stop()
 	publish(t, e, "proposals.gate.strict", "m1", "{{{")
 	natstest.WaitFor(t, 5*time.Second, "dead letter", func() bool { return natstest.StreamMsgs(t, e.JS, events.StreamDLQ, "") == 1 })
@@ -204,7 +191,7 @@ func TestPanicIsRecoveredAndRedelivered(t *testing.T) {
 			}
 			return []*message.Message{runtime.NewMessage("proposals.gate.after", "after:"+m.UUID, m.Payload)}, nil
 		})
-	stop := run(t, app)
+	stop := runtimetest.Start(t, app)
 	defer stop()
 	publish(t, e, "proposals.gate.panicky", "m1", "x")
 	natstest.WaitFor(t, 5*time.Second, "output after the panic", func() bool { return natstest.StreamMsgs(t, e.JS, events.StreamProposals, "proposals.gate.after") == 1 })
@@ -298,8 +285,38 @@ func TestAnUnacknowledgedOutputFailsTheHandler(t *testing.T) {
 				runtime.NewMessage("nowhere.out", "lost:"+m.UUID, m.Payload),
 			}, nil
 		})
-	stop := run(t, app)
+	stop := runtimetest.Start(t, app)
 	defer stop()
 	publish(t, e, "proposals.gate.two", "m1", "x")
 	natstest.WaitFor(t, 10*time.Second, "the input redelivered after its outputs went unacknowledged", func() bool { return calls.Load() >= 2 })
+}
+
+// A panic in the wrapping around a handler (outside the recoverer, which only its handler
+// runs inside) is a failed delivery: the message comes back and is handled, and the worker
+// lives on. Without it the pool's goroutine swallows the panic and the message is never
+// settled: nothing more happens to it until its hold time runs out.
+func TestAPanicAroundTheHandlerIsRedelivered(t *testing.T) {
+	e := natstest.Start(t)
+	app := newApp(t, e, prometheus.NewRegistry())
+	app.Handle("wrapped", runtime.Consumer{Stream: events.StreamProposals, Subjects: []string{"proposals.gate.wrapped"}, Backoff: []time.Duration{10 * time.Millisecond}},
+		func(m *message.Message) ([]*message.Message, error) {
+			return []*message.Message{runtime.NewMessage("proposals.gate.after", "after:"+m.UUID, m.Payload)}, nil
+		})
+	var calls atomic.Int32
+	runtime.WrapChain(app, 0, func(chain func(*message.Message) error) func(*message.Message) error {
+		return func(m *message.Message) error {
+			if calls.Add(1) == 1 {
+				panic("a middleware broke")
+			}
+			return chain(m)
+		}
+	})
+	runtimetest.Start(t, app)
+	publish(t, e, "proposals.gate.wrapped", "m1", "x")
+	natstest.WaitFor(t, 10*time.Second, "output after the panic", func() bool {
+		return natstest.StreamMsgs(t, e.JS, events.StreamProposals, "proposals.gate.after") == 1
+	})
+	if n := calls.Load(); n != 2 {
+		t.Fatalf("handled %d times, want 2 (the panic, then the redelivery)", n)
+	}
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/worldgate/worldgate/shared/logx"
 	"github.com/worldgate/worldgate/shared/natsx/natstest"
 	"github.com/worldgate/worldgate/shared/runtime"
+	"github.com/worldgate/worldgate/shared/runtime/runtimetest"
 	"github.com/worldgate/worldgate/shared/tracing"
 )
 
@@ -52,7 +53,7 @@ func TestTraceContextFollowsEveryHop(t *testing.T) {
 			t.Fatal(err)
 		}
 		app.Handle(hop.name, runtime.Consumer{Stream: events.StreamProposals, Subjects: []string{hop.in}}, forward(hop.out))
-		defer run(t, app)()
+		defer runtimetest.Start(t, app)()
 	}
 
 	publishTraced := func(id, body string) {
@@ -127,7 +128,7 @@ func TestTracingOffAddsNoTraceparentButPassesOneOn(t *testing.T) {
 	defer restore()
 	app := newApp(t, e, prometheus.NewRegistry())
 	app.Handle("plain", runtime.Consumer{Stream: events.StreamProposals, Subjects: []string{"proposals.gate.plain"}}, forward("proposals.gate.after"))
-	defer run(t, app)()
+	defer runtimetest.Start(t, app)()
 
 	publish(t, e, "proposals.gate.plain", "m1", "untraced")
 	natstest.WaitFor(t, 5*time.Second, "output", func() bool { return natstest.StreamMsgs(t, e.JS, events.StreamProposals, "proposals.gate.after") == 1 })

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -34,6 +33,7 @@ import (
 	"github.com/worldgate/worldgate/shared/natsx"
 	"github.com/worldgate/worldgate/shared/natsx/natstest"
 	"github.com/worldgate/worldgate/shared/runtime"
+	"github.com/worldgate/worldgate/shared/runtime/runtimetest"
 )
 
 const token = "ai-worker-test-token-0001"
@@ -196,21 +196,7 @@ func (s *stack) startWorker(deps aiworker.Deps) func() {
 	if err := aiworker.Register(app, deps); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- app.Run(ctx) }()
-	natstest.WaitFor(t, 10*time.Second, "ai-worker running", func() bool { return app.Ready(ctx) == nil })
-	var once sync.Once
-	stop := func() {
-		once.Do(func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("Run: %v", err)
-			}
-		})
-	}
-	t.Cleanup(stop)
-	return stop
+	return runtimetest.Start(t, app)
 }
 
 // publish publishes a world event with a fresh event id and idempotency key.

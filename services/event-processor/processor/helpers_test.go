@@ -22,6 +22,7 @@ import (
 	"github.com/worldgate/worldgate/shared/logx"
 	"github.com/worldgate/worldgate/shared/natsx/natstest"
 	"github.com/worldgate/worldgate/shared/runtime"
+	"github.com/worldgate/worldgate/shared/runtime/runtimetest"
 )
 
 func writer(t testing.TB, url string) *graphx.Conn {
@@ -63,16 +64,7 @@ func runProcessor(t testing.TB, e *natstest.Env, g processor.Graph, reg *prometh
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- app.Run(ctx) }()
-	natstest.WaitFor(t, 5*time.Second, "processor running", func() bool { return app.Ready(ctx) == nil })
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	})
+	runtimetest.Start(t, app)
 	return p
 }
 

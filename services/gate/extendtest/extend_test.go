@@ -31,6 +31,7 @@ import (
 	"github.com/worldgate/worldgate/shared/natsx/natsauth"
 	"github.com/worldgate/worldgate/shared/natsx/natstest"
 	"github.com/worldgate/worldgate/shared/runtime"
+	"github.com/worldgate/worldgate/shared/runtime/runtimetest"
 )
 
 // curfew is the test-only gate: nobody moves into the vault.
@@ -153,11 +154,7 @@ func TestATestOnlyGateRunsLikeTheOthers(t *testing.T) {
 		if err := register(app); err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		actx, stop := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- app.Run(actx) }()
-		natstest.WaitFor(t, 10*time.Second, name+" ready", func() bool { return app.Ready(actx) == nil })
-		t.Cleanup(func() { stop(); <-done })
+		runtimetest.Start(t, app)
 	}
 	// The gates of player_moved's route, each in its own process under its own user.
 	moves, _ := routes.For(events.KindPlayerMoved)

@@ -30,6 +30,7 @@ import (
 	"github.com/worldgate/worldgate/shared/mcpx/client"
 	"github.com/worldgate/worldgate/shared/natsx/natstest"
 	"github.com/worldgate/worldgate/shared/runtime"
+	"github.com/worldgate/worldgate/shared/runtime/runtimetest"
 )
 
 const classifyToken = "gate-test-token-0000000001"
@@ -132,16 +133,7 @@ func (s *stack) run(t testing.TB, deps gates.Deps, names ...string) *runtime.App
 	if err := gates.Register(app, deps, names); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- app.Run(ctx) }()
-	natstest.WaitFor(t, 10*time.Second, "gates running", func() bool { return app.Ready(ctx) == nil })
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("app: %v", err)
-		}
-	})
+	runtimetest.Start(t, app)
 	return app
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/worldgate/worldgate/shared/natsx"
 	"github.com/worldgate/worldgate/shared/natsx/natstest"
 	"github.com/worldgate/worldgate/shared/runtime"
+	"github.com/worldgate/worldgate/shared/runtime/runtimetest"
 )
 
 var t0 = time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
@@ -75,10 +76,7 @@ func TestWriterRecordsCommittedDialogue(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = w
-	runCtx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- app.Run(runCtx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	runtimetest.Start(t, app)
 
 	publish := func(evt events.DomainEvent, msgID string) {
 		raw, _ := json.Marshal(evt)

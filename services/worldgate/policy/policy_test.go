@@ -31,6 +31,7 @@ import (
 	"github.com/worldgate/worldgate/shared/natsx/natsauth"
 	"github.com/worldgate/worldgate/shared/natsx/natstest"
 	"github.com/worldgate/worldgate/shared/runtime"
+	"github.com/worldgate/worldgate/shared/runtime/runtimetest"
 )
 
 // server is a real embedded NATS server running with every role's user, provisioned by the
@@ -410,15 +411,7 @@ func TestFusedGatesRunAsTheGatesUser(t *testing.T) {
 		Registerer: prometheus.NewRegistry(), Logger: logx.Discard()}, []string{gates.Schema, gates.Invariant, gates.Rate, gates.Audit}); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- app.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("gates: %v", err)
-		}
-	})
+	runtimetest.Start(t, app)
 
 	_, wjs := s.connect(natsauth.AIWorker)
 	pending, _ := route.Default().For(events.KindPlayerMoved)
@@ -428,7 +421,7 @@ func TestFusedGatesRunAsTheGatesUser(t *testing.T) {
 			CausationID: "e-" + i, AgentRole: "world-rules", Actor: events.Actor{Kind: "player", ID: "player:ada"}, Payload: payload,
 			Route: events.Route{Pending: pending}, CreatedUTC: time.Now().UTC()}
 		data, _ := json.Marshal(p)
-		if _, err := wjs.Publish(ctx, events.EmitSubject("world-rules"), data, jetstream.WithMsgID(p.ProposalID)); err != nil {
+		if _, err := wjs.Publish(context.Background(), events.EmitSubject("world-rules"), data, jetstream.WithMsgID(p.ProposalID)); err != nil {
 			t.Fatal(err)
 		}
 	}
