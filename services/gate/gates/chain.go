@@ -119,7 +119,10 @@ func (c *chain) handler(first Gate) message.HandlerFunc {
 					r()
 				}
 				latency.Observe(took.Seconds())
-				if s.d.Outcome == Rejected {
+				if s.d.Outcome == Rejected && !s.d.Transient {
+					// A transient refusal is not the end of the proposal: it comes back to the
+					// refusing gate once its wait is over (retry tickets) and may yet commit, so
+					// the gates it passed remember it, as they do when they run apart.
 					for _, pg := range passed {
 						if f, ok := pg.(Forgetter); ok {
 							f.RefusedLater(p)

@@ -16,6 +16,7 @@ import (
 	"github.com/worldgate/worldgate/services/gate/approval"
 	"github.com/worldgate/worldgate/services/gate/attest"
 	"github.com/worldgate/worldgate/services/gate/gates"
+	"github.com/worldgate/worldgate/services/gate/route"
 	"github.com/worldgate/worldgate/shared/metrics/metricstest"
 	"github.com/worldgate/worldgate/shared/natsx"
 	"github.com/worldgate/worldgate/shared/natsx/natstest"
@@ -267,40 +268,75 @@ func TestInvariantGateWaitsForThePlayersPreviousMove(t *testing.T) {
 	}
 }
 
-// A move a later gate of the same run refuses (here the rate gate, fused with the invariant
-// gate) is forgotten at once: the player's next move, proposed from where that move would have
-// taken it, is refused at once too, not after waiting through its backoffs for a move that will
-// never commit.
-func TestInvariantGateForgetsAMoveALaterGateRefused(t *testing.T) {
-	s := newStack(t)
-	cfg := testConfig()
-	// Backoffs far longer than the wait below: a move handed back would not be refused in time.
-	cfg.MaxDeliver, cfg.Backoff = 5, []time.Duration{30 * time.Second}
-	cfg.Rate.Budgets = map[string]gates.Budget{events.KindPlayerMoved: {ActorCount: 1}}
-	s.run(t, s.deps(cfg), "invariant", "rate")
-	move := func(from, dir, to string) *events.Proposal {
-		return startAt(proposal(t, events.KindPlayerMoved, map[string]any{"playerId": "player:ada", "fromLocationId": from, "toLocationId": to, "direction": dir}), "invariant")
-	}
-	first := move("loc:square", "north", "loc:gate")
-	s.publish(t, first)
-	natstest.WaitFor(t, 10*time.Second, "the first move passed both gates", func() bool {
-		return s.count(t, events.StreamProposals, "proposals.gate.audit") == 1
-	})
-	refused := move("loc:gate", "south", "loc:square") // passes the invariant gate: the player is at loc:gate once first commits
-	if err := <-s.writer.V("player:ada").OutE("at").Drop().Iterate(); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-s.writer.V("player:ada").AddE("at").To(gremlingo.T__.V("loc:gate")).Iterate(); err != nil {
-		t.Fatal(err)
-	}
-	s.publish(t, refused)
-	if r := s.waitRejected(t, refused.ProposalID); r.Gate != "rate" || r.Code != events.CodeRateLimited {
-		t.Fatalf("the second move: rejection %+v, want the rate gate's", r)
-	}
-	next := move("loc:square", "north", "loc:gate") // from where the refused move would have taken the player
-	s.publish(t, next)
-	if r := s.waitRejected(t, next.ProposalID); r.Gate != "invariant" || !strings.Contains(r.Reason, "is at loc:gate, not at loc:square") {
-		t.Fatalf("the move after the refused one: rejection %+v, want the invariant gate's", r)
+// A move a later gate refuses transiently (the rate gate, here) is not over: it comes back to
+// that gate once its wait is over and may commit. The player's next move, proposed from where
+// that move takes the player, waits for it and passes once it has committed, fused as unfused.
+// (Fused, the invariant gate used to forget the move at the rate gate's refusal and refuse the
+// next move at once: a decision the same gates run apart do not make.)
+func TestAMoveRefusedTransientlyIsWaitedForFusedAsUnfused(t *testing.T) {
+	for _, fuse := range []bool{true, false} {
+		t.Run(map[bool]string{true: "fused", false: "unfused"}[fuse], func(t *testing.T) {
+			s := newStack(t)
+			cfg := testConfig()
+			cfg.NoFusion = !fuse
+			// Time enough for the next move's redeliveries to outlast the retry below.
+			cfg.MaxDeliver, cfg.Backoff = 20, []time.Duration{time.Second}
+			cfg.Rate = gates.RateConfig{Window: time.Minute, Budgets: map[string]gates.Budget{events.KindPlayerMoved: {ActorCount: 1}}}
+			clock := newMovableClock()
+			deps := s.deps(cfg)
+			deps.Now = clock.now
+			s.run(t, deps, "invariant", "rate")
+			move := func(from, dir, to string) *events.Proposal {
+				return startAt(proposal(t, events.KindPlayerMoved, map[string]any{"playerId": "player:ada", "fromLocationId": from, "toLocationId": to, "direction": dir}), "invariant")
+			}
+			passedBoth := func() int { return s.count(t, events.StreamProposals, events.GateSubject(gates.Audit)) }
+			commitAt := func(loc string) { // what the event-processor does with a validated move
+				t.Helper()
+				if err := <-s.writer.V("player:ada").OutE("at").Drop().Iterate(); err != nil {
+					t.Fatal(err)
+				}
+				if err := <-s.writer.V("player:ada").AddE("at").To(gremlingo.T__.V(loc)).Iterate(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			first := move("loc:square", "north", "loc:gate") // spends the actor's budget for the window
+			s.publish(t, first)
+			natstest.WaitFor(t, 10*time.Second, "the first move passed both gates", func() bool { return passedBoth() == 1 })
+			commitAt("loc:gate")
+
+			second := move("loc:gate", "south", "loc:square")
+			s.publish(t, second)
+			r := s.waitRejected(t, second.ProposalID)
+			if r.Gate != gates.Rate || r.Code != events.CodeRateLimited || !r.Transient {
+				t.Fatalf("the second move: rejection %+v, want the rate gate's transient one", r)
+			}
+			third := move("loc:square", "north", "loc:gate") // from where the second move takes the player
+			s.publish(t, third)
+			// While the second move is on its way, the third is handed back, not refused.
+			time.Sleep(2500 * time.Millisecond)
+			if r, refused := s.rejections(t)[third.ProposalID]; refused {
+				t.Fatalf("the third move was refused while the move before it was on its way: %s %s", r.Gate, r.Reason)
+			}
+
+			// What the ai-worker does with a transient refusal: the proposal goes back on the
+			// refusing gate's retry subject once the wait is over (here, the window).
+			clock.skip(time.Minute)
+			retry := *r.Proposal
+			full, _ := route.Default().For(retry.Kind)
+			retry.Route = events.Route{Pending: full[slices.Index(full, gates.Rate):], Trail: retry.Route.Trail}
+			data, err := json.Marshal(&retry)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.publishRaw(t, events.RetrySubject(gates.Rate), retry.ProposalID+":retry", data)
+			natstest.WaitFor(t, 10*time.Second, "the retried second move passed", func() bool { return passedBoth() == 2 })
+			clock.skip(time.Minute) // a window of its own for the third move: its budget is not the point
+			commitAt("loc:square")
+			natstest.WaitFor(t, 15*time.Second, "the third move passed", func() bool { return passedBoth() == 3 })
+			if r, refused := s.rejections(t)[third.ProposalID]; refused {
+				t.Fatalf("the third move was refused: %s %s", r.Gate, r.Reason)
+			}
+		})
 	}
 }
 

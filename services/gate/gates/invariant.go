@@ -34,8 +34,10 @@ import (
 // player the graph still shows where that move starts, is not refused at once: it is handed back
 // and decided again after its backoff (its player's later moves wait behind it), and refused
 // as before only on its last delivery, if the previous move has still not committed (it was
-// refused after this gate in another process, or is later than the backoff). A refusal by a
-// later gate of the same run (fusion) makes the gate forget the move at once (Forgetter).
+// refused after this gate in another process, or is later than the backoff). A refusal for good
+// by a later gate of the same run (fusion) makes the gate forget the move at once (Forgetter);
+// a transient one does not, as it cannot when the gates run apart: the move comes back to the
+// gate that refused it and may still commit.
 type invariant struct {
 	graph Graph
 	cfg   InvariantConfig
@@ -256,8 +258,8 @@ func (g *invariant) passed(proposal string, payload events.Payload) {
 	}
 }
 
-// RefusedLater forgets p if it is its player's last passed move: a later gate of the run (the
-// rate gate, the audit gate) refused it, so the player's next move must not wait for it.
+// RefusedLater forgets p if it is its player's last passed move: a later gate of the run refused
+// it for good, so the player's next move must not wait for it.
 func (g *invariant) RefusedLater(p *events.Proposal) {
 	if p.Kind != events.KindPlayerMoved {
 		return
