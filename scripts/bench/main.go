@@ -182,6 +182,14 @@ type Phase struct {
 	PipelineCPUMsPerProposal float64            `json:"pipelineCpuMsPerProposal,omitempty"`
 	BenchCPUSeconds          float64            `json:"benchCpuSeconds"`
 	ProcessCPUSeconds        map[string]float64 `json:"processCpuSeconds,omitempty"`
+	// PipelineKernelShare is the part of the pipeline's CPU its processes spent in the kernel
+	// (system time), and ContextSwitchesPerEvent their threads' context switches per event,
+	// summed and by process (ProcessSwitchesPerEvent): the wake-ups behind a move's CPU, which
+	// do not get cheaper with faster code and cost most where each one is dear (a virtual
+	// machine, a low rate).
+	PipelineKernelShare     float64            `json:"pipelineKernelShare,omitempty"`
+	ContextSwitchesPerEvent float64            `json:"contextSwitchesPerEvent,omitempty"`
+	ProcessSwitchesPerEvent map[string]float64 `json:"processContextSwitchesPerEvent,omitempty"`
 	// Restarts of the stack's processes during the phase: their CPU counters started again, so
 	// the pipeline's CPU is too low when this is not 0.
 	Restarts  int `json:"restarts,omitempty"`
@@ -412,6 +420,20 @@ func spent(from, to usage) (self, pipeline time.Duration, per map[string]float64
 		}
 	}
 	return to.self - from.self, pipeline, per, to.restarts - from.restarts
+}
+
+// switched is what the stack's processes spent in the kernel and their context switches between
+// two readings, summed and by process (processes read at both ends only).
+func switched(from, to usage) (sys time.Duration, switches int64, per map[string]int64) {
+	per = map[string]int64{}
+	for name, end := range to.procs {
+		if start, ok := from.procs[name]; ok && end.CPU >= start.CPU && end.Switches >= start.Switches {
+			sys += end.SysCPU - start.SysCPU
+			per[name] = end.Switches - start.Switches
+			switches += per[name]
+		}
+	}
+	return sys, switches, per
 }
 
 // measure starts a stack, measures the ceiling and the phases on it, and stops it.
@@ -671,6 +693,15 @@ func runPhase(ctx context.Context, o options, st *stack, gen *harness.Generator,
 	if st.procs != nil {
 		p.PipelineCPUSeconds, p.ProcessCPUSeconds, p.Restarts = pipeline.Seconds(), per, restarts
 		p.PipelineCPUMsPerEvent = 1000 * p.PipelineCPUSeconds / float64(n)
+		sys, switches, perSwitches := switched(u0, u1)
+		if pipeline > 0 {
+			p.PipelineKernelShare = sys.Seconds() / pipeline.Seconds()
+		}
+		p.ContextSwitchesPerEvent = float64(switches) / float64(n)
+		p.ProcessSwitchesPerEvent = map[string]float64{}
+		for name, c := range perSwitches {
+			p.ProcessSwitchesPerEvent[name] = float64(c) / float64(n)
+		}
 		if p.Proposals > 0 {
 			p.PipelineCPUMsPerProposal = 1000 * p.PipelineCPUSeconds / float64(p.Proposals)
 		}
@@ -753,6 +784,8 @@ func printRun(w io.Writer, f *Figures) {
 			if ai {
 				fmt.Fprintf(w, ", %.2f ms per proposal (%d proposals)", p.PipelineCPUMsPerProposal, p.Proposals)
 			}
+			fmt.Fprintf(w, " (%.0f%% in the kernel) · %.1f context switches per event (%s)", 100*p.PipelineKernelShare, p.ContextSwitchesPerEvent,
+				byShare(atLeast(p.ProcessSwitchesPerEvent, 0.1), "%s %.1f"))
 			fmt.Fprintf(w, " · bench itself (load generator, tracker) %.1fs", p.BenchCPUSeconds)
 			if p.Restarts > 0 {
 				fmt.Fprintf(w, " · %d process restarts: CPU too low", p.Restarts)
@@ -812,10 +845,10 @@ func printCarries(w io.Writer, f *Figures) {
 	fmt.Fprintf(w, "pipeline CPU %.2f ms per event at %s", s.PipelineCPUMsPerEvent, s.Name)
 	if len(f.Phases) > 1 {
 		h := f.Phases[1]
-		fmt.Fprintf(w, ", %.2f at half rate · %.2f hops per event · half rate p50 %.1f / p95 %.1f / p99 %.1f ms",
-			h.PipelineCPUMsPerEvent, s.HopsPerEvent, h.P50ms, h.P95ms, h.P99ms)
+		fmt.Fprintf(w, ", %.2f at half rate · context switches per event %.1f, %.1f at half rate · %.2f hops per event · half rate p50 %.1f / p95 %.1f / p99 %.1f ms",
+			h.PipelineCPUMsPerEvent, s.ContextSwitchesPerEvent, h.ContextSwitchesPerEvent, s.HopsPerEvent, h.P50ms, h.P95ms, h.P99ms)
 	} else {
-		fmt.Fprintf(w, " · %.2f hops per event", s.HopsPerEvent)
+		fmt.Fprintf(w, " · %.1f context switches per event · %.2f hops per event", s.ContextSwitchesPerEvent, s.HopsPerEvent)
 	}
 	fmt.Fprintln(w)
 }
@@ -846,6 +879,7 @@ func printComparison(w io.Writer, a, b *Figures) {
 		if a.Mix != harness.MixMoves {
 			row(name+": pipeline CPU per proposal", pa.PipelineCPUMsPerProposal, pb.PipelineCPUMsPerProposal, "ms")
 		}
+		row(name+": context switches per event", pa.ContextSwitchesPerEvent, pb.ContextSwitchesPerEvent, "")
 		row(name+": hops per event", pa.HopsPerEvent, pb.HopsPerEvent, "measured")
 		row(name+": p50", pa.P50ms, pb.P50ms, "ms")
 		row(name+": p95", pa.P95ms, pb.P95ms, "ms")
@@ -854,6 +888,17 @@ func printComparison(w io.Writer, a, b *Figures) {
 }
 
 func perProcess(m map[string]float64) string { return byShare(m, "%s %.1fs") }
+
+// atLeast is m without the entries below floor.
+func atLeast(m map[string]float64, floor float64) map[string]float64 {
+	out := map[string]float64{}
+	for k, v := range m {
+		if v >= floor {
+			out[k] = v
+		}
+	}
+	return out
+}
 
 func perProcessMs(m map[string]float64) string { return byShare(m, "%s %.1f") }
 

@@ -76,7 +76,7 @@ func TestProcessesCompare(t *testing.T) {
 			}
 		}
 	}
-	for _, want := range []string{"pipeline alone", "hops per event", "one-hop ceiling", "carries over", "compare", "fused", "unfused", "peak RSS"} {
+	for _, want := range []string{"pipeline alone", "in the kernel", "context switches per event", "hops per event", "one-hop ceiling", "carries over", "compare", "fused", "unfused", "peak RSS"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("figures lack %q", want)
 		}
@@ -115,6 +115,23 @@ func checkProcessRun(t *testing.T, f *Figures, n int) {
 			if p.ProcessCPUSeconds[proc] <= 0 {
 				t.Errorf("%s %s: %s used no CPU: %v", f.Label, p.Name, proc, p.ProcessCPUSeconds)
 			}
+		}
+		// Every hop wakes the processes it crosses: each of them switched, some of the time in
+		// the kernel (system time), and not all of it.
+		if p.ContextSwitchesPerEvent <= 0 || p.PipelineKernelShare <= 0 || p.PipelineKernelShare >= 1 {
+			t.Errorf("%s %s: %.1f context switches per event, %.2f of the CPU in the kernel", f.Label, p.Name, p.ContextSwitchesPerEvent, p.PipelineKernelShare)
+		}
+		var sum float64
+		for _, proc := range []string{"nats-1", "graphd", "gate-all", "event-processor", "ai-worker"} {
+			if p.ProcessSwitchesPerEvent[proc] <= 0 {
+				t.Errorf("%s %s: %s never switched: %v", f.Label, p.Name, proc, p.ProcessSwitchesPerEvent)
+			}
+		}
+		for _, c := range p.ProcessSwitchesPerEvent {
+			sum += c
+		}
+		if d := sum - p.ContextSwitchesPerEvent; d > 1e-6 || d < -1e-6 {
+			t.Errorf("%s %s: %.2f context switches per event, but the processes' sum to %.2f", f.Label, p.Name, p.ContextSwitchesPerEvent, sum)
 		}
 		// Every event is one world event and one commit; the gates' hops lie between fully
 		// fused (the agent's proposal, then validated: 2 hops and the commit) and the route's 6.

@@ -36,14 +36,20 @@ func SelfUsage() (cpu time.Duration, peakRSS int64) {
 	return cpu, ru.Maxrss * 1024 // Linux reports KiB
 }
 
-// ProcStat is a process's memory and CPU as /proc reports them.
+// ProcStat is a process's memory, CPU and context switches as /proc reports them.
 type ProcStat struct {
 	RSS     int64         // resident now, bytes
 	PeakRSS int64         // VmHWM, bytes
 	CPU     time.Duration // user + system
+	SysCPU  time.Duration // system: the part of CPU spent in the kernel on the process's behalf
+	// Switches counts the times the process's threads gave up the CPU (to wait) or lost it
+	// (preempted): voluntary and involuntary context switches, summed over the threads it has
+	// now (an exited thread's are lost; a Go process keeps its threads). Each is a wake-up the
+	// kernel made, and what a message costs beyond its own work.
+	Switches int64
 }
 
-// ReadProc reads /proc/<pid>/status and /proc/<pid>/stat.
+// ReadProc reads /proc/<pid>/status, /proc/<pid>/stat and its threads' status.
 func ReadProc(pid int) (ProcStat, error) {
 	var s ProcStat
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
@@ -81,8 +87,35 @@ func ReadProc(pid int) (ProcStat, error) {
 		ut, _ := strconv.ParseInt(f[11], 10, 64)
 		st, _ := strconv.ParseInt(f[12], 10, 64)
 		s.CPU = time.Duration(ut+st) * (time.Second / 100) // USER_HZ is 100 on Linux
+		s.SysCPU = time.Duration(st) * (time.Second / 100)
 	}
+	s.Switches = threadSwitches(pid)
 	return s, nil
+}
+
+// threadSwitches sums voluntary_ctxt_switches and nonvoluntary_ctxt_switches over the threads of
+// pid (/proc/<pid>/status has the main thread's only).
+func threadSwitches(pid int) int64 {
+	dir := fmt.Sprintf("/proc/%d/task", pid)
+	tasks, err := os.ReadDir(dir)
+	if err != nil {
+		return 0
+	}
+	var n int64
+	for _, t := range tasks {
+		b, err := os.ReadFile(dir + "/" + t.Name() + "/status")
+		if err != nil {
+			continue // the thread exited meanwhile
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			k, v, ok := strings.Cut(line, ":")
+			if ok && (k == "voluntary_ctxt_switches" || k == "nonvoluntary_ctxt_switches") {
+				c, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+				n += c
+			}
+		}
+	}
+	return n
 }
 
 // MiB formats bytes as MiB.
