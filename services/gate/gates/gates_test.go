@@ -340,6 +340,33 @@ func TestAMoveRefusedTransientlyIsWaitedForFusedAsUnfused(t *testing.T) {
 	}
 }
 
+// A move a later gate of the same run refuses for good (here the replay gate, on a route a
+// studio configured so) will never commit: the invariant gate forgets it at once, and the
+// player's next move, proposed from where that move would have taken the player, is refused at
+// once instead of waiting through its backoffs for it.
+func TestAMoveRefusedForGoodIsForgotten(t *testing.T) {
+	s := newStack(t)
+	cfg := testConfig()
+	// Backoffs far longer than the wait below: a move handed back would not be refused in time.
+	cfg.MaxDeliver, cfg.Backoff = 5, []time.Duration{30 * time.Second}
+	s.run(t, s.deps(cfg), "invariant", "replay")
+	move := func(from, dir, to string) *events.Proposal {
+		p := proposal(t, events.KindPlayerMoved, map[string]any{"playerId": "player:ada", "fromLocationId": from, "toLocationId": to, "direction": dir})
+		p.Route.Pending = []string{gates.Invariant, gates.Replay, gates.Rate, gates.Audit}
+		return p
+	}
+	refused := move("loc:square", "north", "loc:gate")
+	s.publish(t, refused)
+	if r := s.waitRejected(t, refused.ProposalID); r.Gate != gates.Replay || r.Transient {
+		t.Fatalf("the first move: rejection %+v, want the replay gate's, for good", r)
+	}
+	next := move("loc:gate", "south", "loc:square")
+	s.publish(t, next)
+	if r := s.waitRejected(t, next.ProposalID); r.Gate != gates.Invariant || !strings.Contains(r.Reason, "is at loc:square, not at loc:gate") {
+		t.Fatalf("the move after the refused one: rejection %+v, want the invariant gate's", r)
+	}
+}
+
 func TestInvariantGateRedeliversThenDeadLettersWhenGraphIsDown(t *testing.T) {
 	s := newStack(t)
 	s.run(t, s.deps(testConfig()), "invariant")
