@@ -301,8 +301,14 @@ func (s *stack) proposalsOn(t testing.TB, subject string) map[string]*events.Pro
 func (s *stack) waitRejected(t testing.TB, id string) *events.Rejection {
 	t.Helper()
 	var r *events.Rejection
+	seen := -1
 	natstest.WaitFor(t, 15*time.Second, "rejection of "+id, func() bool {
-		r = s.rejections(t)[id]
+		// Read the rejections again only when there are more: each read takes a consumer of its
+		// own, and a long wait used to end in "maximum consumers limit reached" instead of
+		// naming the rejection it waited for.
+		if n := s.count(t, events.StreamProposals, events.SubjectRejectedAll); n != seen {
+			seen, r = n, s.rejections(t)[id]
+		}
 		return r != nil
 	})
 	return r
