@@ -116,17 +116,8 @@ func runFusionScenario(t *testing.T, fuse bool) fusionRun {
 	}
 	natstest.WaitFor(t, 15*time.Second, "every proposal to end", func() bool { return ended() == len(named) })
 
-	// What the ai-worker does with a transient refusal (agent/rejection.go): the proposal goes
-	// back on the refusing gate's retry subject, its route resumed there, once the wait is over.
-	clock.skip(time.Minute)
-	retry := *refused.Proposal
-	full, _ := route.Default().For(retry.Kind)
-	retry.Route = events.Route{Pending: full[slices.Index(full, gates.Rate):], Trail: retry.Route.Trail}
-	data, err := json.Marshal(&retry)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.publishRaw(t, events.RetrySubject(gates.Rate), retry.ProposalID+":retry", data)
+	clock.skip(time.Minute) // the window is over: the ai-worker sends the move back
+	s.retry(t, refused)
 	published++
 	natstest.WaitFor(t, 15*time.Second, "the retried move to end", func() bool { return ended() == len(named)+1 })
 

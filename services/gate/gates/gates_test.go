@@ -16,7 +16,6 @@ import (
 	"github.com/worldgate/worldgate/services/gate/approval"
 	"github.com/worldgate/worldgate/services/gate/attest"
 	"github.com/worldgate/worldgate/services/gate/gates"
-	"github.com/worldgate/worldgate/services/gate/route"
 	"github.com/worldgate/worldgate/shared/metrics/metricstest"
 	"github.com/worldgate/worldgate/shared/natsx"
 	"github.com/worldgate/worldgate/shared/natsx/natstest"
@@ -318,17 +317,8 @@ func TestAMoveRefusedTransientlyIsWaitedForFusedAsUnfused(t *testing.T) {
 				t.Fatalf("the third move was refused while the move before it was on its way: %s %s", r.Gate, r.Reason)
 			}
 
-			// What the ai-worker does with a transient refusal: the proposal goes back on the
-			// refusing gate's retry subject once the wait is over (here, the window).
-			clock.skip(time.Minute)
-			retry := *r.Proposal
-			full, _ := route.Default().For(retry.Kind)
-			retry.Route = events.Route{Pending: full[slices.Index(full, gates.Rate):], Trail: retry.Route.Trail}
-			data, err := json.Marshal(&retry)
-			if err != nil {
-				t.Fatal(err)
-			}
-			s.publishRaw(t, events.RetrySubject(gates.Rate), retry.ProposalID+":retry", data)
+			clock.skip(time.Minute) // the window is over: the ai-worker sends the second move back
+			s.retry(t, r)
 			natstest.WaitFor(t, 10*time.Second, "the retried second move passed", func() bool { return passedBoth() == 2 })
 			clock.skip(time.Minute) // a window of its own for the third move: its budget is not the point
 			commitAt("loc:square")

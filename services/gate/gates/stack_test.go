@@ -314,6 +314,21 @@ func (s *stack) waitRejected(t testing.TB, id string) *events.Rejection {
 	return r
 }
 
+// retry does what the ai-worker does with a transient refusal (agent/rejection.go), once the
+// wait is over: the refused proposal goes back on the refusing gate's retry subject, its route
+// resumed at that gate.
+func (s *stack) retry(t testing.TB, r *events.Rejection) {
+	t.Helper()
+	p := *r.Proposal
+	full, _ := route.Default().For(p.Kind)
+	p.Route = events.Route{Pending: full[slices.Index(full, r.Gate):], Trail: p.Route.Trail}
+	data, err := json.Marshal(&p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.publishRaw(t, events.RetrySubject(r.Gate), p.ProposalID+":retry", data)
+}
+
 // deadLetters returns the dead letters of a gate.
 func (s *stack) deadLetters(t testing.TB, gate string) []jetstream.Msg {
 	return s.messages(t, events.StreamDLQ, events.DeadLetterSubject("gate-"+gate))
