@@ -63,11 +63,12 @@ type options struct {
 	drain, idle                            time.Duration
 	logLevel                               string
 	stack, binDir, src                     string
-	build, compare                         bool
+	build, compare, floor                  bool
 	gateFlags, compareFlags                []string
 }
 
 func main() {
+	harness.RunRelayFromEnv() // bench is also the floor's relay process (-floor)
 	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
@@ -94,6 +95,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&compareFlags, "compare-flags", "-fuse=false", "extra gate flags of the second run of -compare (space-separated)")
 	fs.StringVar(&gateFlags, "gate-flags", "", "extra flags of the gate process in every run of -stack processes (space-separated)")
 	fs.IntVar(&o.inFlight, "processor-in-flight", 0, "event-processor MaxInFlight on the embedded stack (0: its default)")
+	fs.BoolVar(&o.floor, "floor", true, "-stack processes: after the phases, run the floor at each phase's committed rate — the same NATS server binary and the route's hand-overs between processes, each relay doing no work — and report its CPU per move beside the pipeline's")
 	fs.DurationVar(&o.idle, "idle", 10*time.Second, "-stack processes: after the phases, measure the pipeline's CPU this long with no events (what it burns idle; 0 skips it)")
 	fs.StringVar(&o.natsURL, "nats-url", "", "drive a pipeline already running behind this NATS URL instead of starting one")
 	fs.StringVar(&o.dataDir, "data-dir", "", "data directory of the stack (default: a temporary one, removed after)")
@@ -227,6 +229,12 @@ type CacheCounts struct {
 	Misses float64 `json:"misses"`
 }
 
+// FloorRun is the floor measured at the committed rate of the phase it is named after.
+type FloorRun struct {
+	Phase string `json:"phase"`
+	harness.FloorRun
+}
+
 // Figures is the whole run.
 type Figures struct {
 	Date         string         `json:"date"`
@@ -257,6 +265,9 @@ type Figures struct {
 	IdleSeconds            float64            `json:"idleSeconds,omitempty"`
 	IdleCPUMsPerSecond     float64            `json:"idleCpuMsPerSecond,omitempty"`
 	IdleProcessCPUMsPerSec map[string]float64 `json:"idleProcessCpuMsPerSecond,omitempty"`
+	// Floor is the floor run at each phase's committed rate (-floor): what the route's messages
+	// and hand-overs cost on this machine with no work in the relays (harness.FloorStages).
+	Floor []FloorRun `json:"floor,omitempty"`
 	// Compare is -compare's second run (the gates unfused), measured after this one.
 	Compare *Figures `json:"compare,omitempty"`
 }
@@ -334,7 +345,58 @@ func bench(ctx context.Context, o options, stderr io.Writer) (*Figures, error) {
 		}
 		last = fig
 	}
+	if o.floor && o.stack == StackProcesses && o.natsURL == "" {
+		if first.Floor, err = measureFloor(ctx, o, filepath.Join(dir, "floor"), first.Phases, prog); err != nil {
+			return nil, fmt.Errorf("floor: %w", err)
+		}
+	}
 	return first, nil
+}
+
+// measureFloor starts the floor (harness.StartFloor: its own NATS server from the bin dir, bench
+// itself as the relays) and runs it once per phase, as many moves as the phase had: for the
+// saturation phase all at once (a backlog, as the phase's players keep), for a phase at a rate at
+// the rate the phase committed.
+func measureFloor(ctx context.Context, o options, dir string, phases []Phase, prog *harness.Progress) ([]FloorRun, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	log, err := os.Create(filepath.Join(dir, "floor.log"))
+	if err != nil {
+		return nil, err
+	}
+	defer log.Close()
+	prog.Update("starting the floor (NATS and %d relays doing no work)", len(harness.FloorStages))
+	f, err := harness.StartFloor(ctx, harness.FloorOptions{NATSBin: filepath.Join(o.binDir, "natsd"), Self: self, Dir: dir, Log: log})
+	if err != nil {
+		return nil, err
+	}
+	defer f.Stop()
+	if _, err := f.Run(ctx, 1000, min(o.n, 500)); err != nil { // warm-up
+		return nil, err
+	}
+	var runs []FloorRun
+	for _, p := range phases {
+		if p.CommittedPerS <= 0 {
+			continue
+		}
+		rate := p.CommittedPerS
+		if p.TargetRate == 0 {
+			rate = 0
+		}
+		prog.Update("floor beside %s", p.Name)
+		r, err := f.Run(ctx, rate, p.Events)
+		if err != nil {
+			return nil, err
+		}
+		runs = append(runs, FloorRun{Phase: p.Name, FloorRun: r})
+	}
+	prog.Done()
+	return runs, nil
 }
 
 // stack is what one measurement drives: its JetStream as the admin user (for the load
@@ -829,7 +891,38 @@ func printRun(w io.Writer, f *Figures) {
 		fmt.Fprintf(w, "rejections      %v\n", f.RejectedBy)
 	}
 	fmt.Fprintf(w, "dead letters    %d\n", f.DeadLetters)
+	printFloor(w, f)
 	printCarries(w, f)
+}
+
+// printFloor prints the floor beside the phase whose rate it ran at.
+func printFloor(w io.Writer, f *Figures) {
+	if len(f.Floor) == 0 {
+		return
+	}
+	names := make([]string, len(harness.FloorStages))
+	for i, s := range harness.FloorStages {
+		names[i] = s.Name
+	}
+	fmt.Fprintf(w, "floor           the route's messages with no work: one NATS server, relays %s, %d stored per move (no graph, no rate bucket)\n",
+		strings.Join(names, " → "), f.Floor[0].StoredPerMove)
+	for _, r := range f.Floor {
+		pipeline := 0.0
+		for _, p := range f.Phases {
+			if p.Name == r.Phase {
+				pipeline = p.PipelineCPUMsPerEvent
+			}
+		}
+		how := fmt.Sprintf("at %s's rate (%.0f/s, reached %.0f/s)", r.Phase, r.Rate, r.PerSecond)
+		if r.Rate == 0 {
+			how = fmt.Sprintf("beside %s, %d moves at once: %.0f moves/s", r.Phase, r.Moves, r.PerSecond)
+			if f.CeilingPerS > 0 {
+				how += fmt.Sprintf(" (%.2f%% of the one-hop ceiling)", 100*r.PerSecond/f.CeilingPerS)
+			}
+		}
+		fmt.Fprintf(w, "                %s: %.2f ms of CPU per move (%.0f%% of the pipeline's %.2f; %.0f%% in the kernel) · %.1f context switches per move · p50 %.1f / p99 %.1f ms · %s\n",
+			how, r.CPUMsPerMove, 100*r.CPUMsPerMove/pipeline, pipeline, 100*r.KernelShare, r.SwitchesPerMove, r.P50ms, r.P99ms, byShare(r.ProcessCPUMsPerMove, "%s %.2f"))
+	}
 }
 
 // printCarries is the one line of figures that carry across machines.
@@ -849,6 +942,13 @@ func printCarries(w io.Writer, f *Figures) {
 			h.PipelineCPUMsPerEvent, s.ContextSwitchesPerEvent, h.ContextSwitchesPerEvent, s.HopsPerEvent, h.P50ms, h.P95ms, h.P99ms)
 	} else {
 		fmt.Fprintf(w, " · %.1f context switches per event · %.2f hops per event", s.ContextSwitchesPerEvent, s.HopsPerEvent)
+	}
+	if len(f.Floor) > 0 {
+		fl := make([]string, len(f.Floor))
+		for i, r := range f.Floor {
+			fl[i] = fmt.Sprintf("%.2f", r.CPUMsPerMove)
+		}
+		fmt.Fprintf(w, " · floor %s ms per move at the same rates", strings.Join(fl, ", "))
 	}
 	fmt.Fprintln(w)
 }

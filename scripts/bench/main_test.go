@@ -15,6 +15,11 @@ import (
 	"github.com/worldgate/worldgate/scripts/internal/harness"
 )
 
+func TestMain(m *testing.M) {
+	harness.RunRelayFromEnv() // the test binary is the floor's relay process
+	os.Exit(m.Run())
+}
+
 // TestProcessesCompare runs a small -compare on the process stack: two stacks started in one
 // invocation, the second with extra gate flags; each has a ceiling, a saturation and a
 // half-rate phase of moves, every event committed, the pipeline's CPU read from its processes
@@ -76,10 +81,49 @@ func TestProcessesCompare(t *testing.T) {
 			}
 		}
 	}
-	for _, want := range []string{"pipeline alone", "in the kernel", "context switches per event", "hops per event", "one-hop ceiling", "carries over", "compare", "fused", "unfused", "peak RSS"} {
+	checkFloor(t, fig)
+	if fig.Compare.Floor != nil {
+		t.Errorf("the floor ran twice: it does not depend on the gates' flags, once per invocation is enough")
+	}
+	for _, want := range []string{"pipeline alone", "in the kernel", "context switches per event", "hops per event", "one-hop ceiling", "carries over", "compare", "fused", "unfused", "peak RSS", "floor"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("figures lack %q", want)
 		}
+	}
+}
+
+// checkFloor asserts the floor beside each phase: every move through the relays, the CPU of the
+// server and of each relay counted, and a backlog passing faster than moves sent at a rate.
+func checkFloor(t *testing.T, f *Figures) {
+	t.Helper()
+	if len(f.Floor) != len(f.Phases) {
+		t.Fatalf("floor runs %+v: want one beside each of the %d phases", f.Floor, len(f.Phases))
+	}
+	for i, r := range f.Floor {
+		p := f.Phases[i]
+		if r.Phase != p.Name || r.Moves != p.Events || r.StoredPerMove != 6 {
+			t.Errorf("floor beside %s: %+v; want %d moves, 6 stored per move", p.Name, r, p.Events)
+		}
+		if want := p.CommittedPerS; p.TargetRate == 0 {
+			if r.Rate != 0 {
+				t.Errorf("floor beside saturation ran at %.0f/s: want a backlog (rate 0)", r.Rate)
+			}
+		} else if r.Rate != want {
+			t.Errorf("floor beside %s ran at %.0f/s, want the phase's committed rate %.0f/s", p.Name, r.Rate, want)
+		}
+		if r.CPUMsPerMove <= 0 || r.SwitchesPerMove <= 0 || r.P50ms <= 0 || r.P99ms < r.P50ms || r.PerSecond <= 0 {
+			t.Errorf("floor beside %s: implausible figures %+v", p.Name, r)
+		}
+		for _, name := range []string{"nats", "ai-worker", "gates", "event-processor"} {
+			if r.ProcessCPUMsPerMove[name] <= 0 || r.ProcessSwitchesPerMove[name] <= 0 {
+				t.Errorf("floor beside %s: %s used %.3f ms and switched %.1f times per move; every process of the floor works",
+					p.Name, name, r.ProcessCPUMsPerMove[name], r.ProcessSwitchesPerMove[name])
+			}
+		}
+	}
+	if len(f.Floor) == 2 && f.Floor[0].PerSecond <= f.Floor[1].PerSecond {
+		t.Errorf("floor: a backlog passed at %.0f moves/s, moves sent at %.0f/s at %.0f/s: a backlog must pass faster",
+			f.Floor[0].PerSecond, f.Floor[1].Rate, f.Floor[1].PerSecond)
 	}
 }
 
