@@ -26,25 +26,9 @@ func Ceiling(ctx context.Context, js jetstream.JetStream, n, size int) (float64,
 		}
 		defer func() { _ = js.DeleteStream(context.Background(), name) }()
 	}
-	payload := make([]byte, size)
-	for i := range payload {
-		payload[i] = 'a' + byte(i%26)
-	}
+	payload := filler(size)
 	futures := make(chan jetstream.PubAckFuture, 1024)
-	errc := make(chan error, 1)
-	go func() {
-		var first error
-		for f := range futures {
-			select {
-			case <-f.Ok():
-			case err := <-f.Err():
-				if first == nil {
-					first = err
-				}
-			}
-		}
-		errc <- first
-	}()
+	errc := awaitAcks(futures)
 	for i := range n {
 		f, err := js.PublishMsgAsync(&nats.Msg{Subject: "bench.ceiling.in", Data: payload}, jetstream.WithMsgID("in-"+strconv.Itoa(i)))
 		if err != nil {
@@ -110,4 +94,33 @@ func Ceiling(ctx context.Context, js jetstream.JetStream, n, size int) (float64,
 		return 0, fmt.Errorf("ceiling: %d of %d hops after 5 minutes", acked.Load(), n)
 	}
 	return float64(n) / time.Since(start).Seconds(), nil
+}
+
+// filler is size bytes of letters, a message body.
+func filler(size int) []byte {
+	b := make([]byte, size)
+	for i := range b {
+		b[i] = 'a' + byte(i%26)
+	}
+	return b
+}
+
+// awaitAcks waits for every asynchronous publish sent on futures until it is closed, then
+// yields the first that failed (nil if none).
+func awaitAcks(futures <-chan jetstream.PubAckFuture) <-chan error {
+	errc := make(chan error, 1)
+	go func() {
+		var first error
+		for f := range futures {
+			select {
+			case <-f.Ok():
+			case err := <-f.Err():
+				if first == nil {
+					first = err
+				}
+			}
+		}
+		errc <- first
+	}()
+	return errc
 }

@@ -238,30 +238,14 @@ func (f *Floor) Run(ctx context.Context, rate float64, n int) (FloorRun, error) 
 	if err := f.nc.Flush(); err != nil {
 		return r, err
 	}
-	payload := make([]byte, f.size)
-	for i := range payload {
-		payload[i] = 'a' + byte(i%26)
-	}
+	payload := filler(f.size)
 	s0, err := f.read()
 	if err != nil {
 		return r, err
 	}
 	start := time.Now()
 	futures := make(chan jetstream.PubAckFuture, 4096)
-	pubErr := make(chan error, 1)
-	go func() {
-		var first error
-		for fu := range futures {
-			select {
-			case <-fu.Ok():
-			case err := <-fu.Err():
-				if first == nil {
-					first = err
-				}
-			}
-		}
-		pubErr <- first
-	}()
+	pubErr := awaitAcks(futures)
 	for i := range n {
 		if rate <= 0 {
 			// a backlog: no pacing
