@@ -141,7 +141,9 @@ func StartFloor(ctx context.Context, o FloorOptions) (f *Floor, err error) {
 
 func startQuiet(cmd *exec.Cmd, log io.Writer) error {
 	cmd.Stdout, cmd.Stderr = log, log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Its own process group (a terminal's ^C reaches bench only, which stops it), and SIGTERM
+	// when bench dies first, so no relay or server outlives the run.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
 	return cmd.Start()
 }
 
