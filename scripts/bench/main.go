@@ -95,7 +95,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&compareFlags, "compare-flags", "-fuse=false", "extra gate flags of the second run of -compare (space-separated)")
 	fs.StringVar(&gateFlags, "gate-flags", "", "extra flags of the gate process in every run of -stack processes (space-separated)")
 	fs.IntVar(&o.inFlight, "processor-in-flight", 0, "event-processor MaxInFlight on the embedded stack (0: its default)")
-	fs.BoolVar(&o.floor, "floor", true, "-stack processes: after the phases, run the floor at each phase's committed rate — the same NATS server binary and the route's hand-overs between processes, each relay doing no work — and report its CPU per move beside the pipeline's")
+	fs.BoolVar(&o.floor, "floor", true, "-stack processes, -mix moves: after the phases, run the floor at each phase's committed rate — the same NATS server binary and the route's hand-overs between processes, each relay doing no work — and report its CPU per move beside the pipeline's")
 	fs.DurationVar(&o.idle, "idle", 10*time.Second, "-stack processes: after the phases, measure the pipeline's CPU this long with no events (what it burns idle; 0 skips it)")
 	fs.StringVar(&o.natsURL, "nats-url", "", "drive a pipeline already running behind this NATS URL instead of starting one")
 	fs.StringVar(&o.dataDir, "data-dir", "", "data directory of the stack (default: a temporary one, removed after)")
@@ -345,7 +345,7 @@ func bench(ctx context.Context, o options, stderr io.Writer) (*Figures, error) {
 		}
 		last = fig
 	}
-	if o.floor && o.stack == StackProcesses && o.natsURL == "" {
+	if o.floor && o.stack == StackProcesses && o.natsURL == "" && o.mix == harness.MixMoves {
 		if first.Floor, err = measureFloor(ctx, o, filepath.Join(dir, "floor"), first.Phases, prog); err != nil {
 			return nil, fmt.Errorf("floor: %w", err)
 		}

@@ -218,6 +218,9 @@ func TestAIProposals(t *testing.T) {
 	if p.AICache == nil || p.AICache.Hits != 0 || p.AICache.Misses < float64(p.Events) {
 		t.Errorf("AI cache %+v over %d events: want every task a miss", p.AICache, p.Events)
 	}
+	if fig.Floor != nil {
+		t.Errorf("the floor ran for the AI route: it models a move's route only")
+	}
 	if !strings.Contains(out.String(), "per proposal") || !strings.Contains(out.String(), "cache miss") {
 		t.Errorf("figures lack the CPU per proposal or the cache verdict")
 	}
