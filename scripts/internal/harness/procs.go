@@ -135,7 +135,10 @@ func (p *Proc) start() error {
 	cmd := exec.Command(p.bin, p.args...)
 	cmd.Env = append(os.Environ(), p.env...)
 	cmd.Stdout, cmd.Stderr = p.logW, p.logW
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// SIGKILL when the harness dies first (a killed bench, a test binary past its timeout), so
+	// no stack outlives its run and burns the machine's CPU. Its own process group, so that a
+	// terminal's ^C reaches the harness, which stops the stack in order.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start %s: %w", p.Name, err)
 	}
