@@ -472,30 +472,14 @@ func (s *stack) natsMessages() (in, out uint64, ok bool) {
 }
 
 // spent is the CPU used between two readings: bench's own, the pipeline's processes' (summed and
-// per process) and how many processes restarted in between.
-func spent(from, to usage) (self, pipeline time.Duration, per map[string]float64, restarts int) {
+// per process, in seconds; harness.Between), and how many processes restarted in between.
+func spent(from, to usage) (self time.Duration, pipeline harness.Spent, per map[string]float64, restarts int) {
+	pipeline = harness.Between(from.procs, to.procs)
 	per = map[string]float64{}
-	for name, end := range to.procs {
-		if start, ok := from.procs[name]; ok && end.CPU >= start.CPU {
-			pipeline += end.CPU - start.CPU
-			per[name] = (end.CPU - start.CPU).Seconds()
-		}
+	for name, cpu := range pipeline.ProcCPU {
+		per[name] = cpu.Seconds()
 	}
 	return to.self - from.self, pipeline, per, to.restarts - from.restarts
-}
-
-// switched is what the stack's processes spent in the kernel and their context switches between
-// two readings, summed and by process (processes read at both ends only).
-func switched(from, to usage) (sys time.Duration, switches int64, per map[string]int64) {
-	per = map[string]int64{}
-	for name, end := range to.procs {
-		if start, ok := from.procs[name]; ok && end.CPU >= start.CPU && end.Switches >= start.Switches {
-			sys += end.SysCPU - start.SysCPU
-			per[name] = end.Switches - start.Switches
-			switches += per[name]
-		}
-	}
-	return sys, switches, per
 }
 
 // measure starts a stack, measures the ceiling and the phases on it, and stops it.
@@ -595,7 +579,7 @@ func measure(ctx context.Context, o options, dir string, gateFlags []string, pro
 		i1 := st.usage()
 		secs := time.Since(t0).Seconds()
 		_, idle, per, _ := spent(i0, i1)
-		fig.IdleSeconds, fig.IdleCPUMsPerSecond = secs, 1000*idle.Seconds()/secs
+		fig.IdleSeconds, fig.IdleCPUMsPerSecond = secs, 1000*idle.CPU.Seconds()/secs
 		fig.IdleProcessCPUMsPerSec = map[string]float64{}
 		for name, cpu := range per {
 			fig.IdleProcessCPUMsPerSec[name] = 1000 * cpu / secs
@@ -605,8 +589,8 @@ func measure(ctx context.Context, o options, dir string, gateFlags []string, pro
 	self, pipeline, per, _ := spent(u0, u1)
 	switch {
 	case st.procs != nil:
-		fig.BenchCPUSeconds, fig.PipelineCPUSeconds, fig.ProcessCPUSeconds = self.Seconds(), pipeline.Seconds(), per
-		fig.CPUSeconds = (self + pipeline).Seconds()
+		fig.BenchCPUSeconds, fig.PipelineCPUSeconds, fig.ProcessCPUSeconds = self.Seconds(), pipeline.CPU.Seconds(), per
+		fig.CPUSeconds = (self + pipeline.CPU).Seconds()
 		fig.ProcessPeakRSS = map[string]int64{}
 		for name, ps := range u1.procs {
 			fig.ProcessPeakRSS[name] = ps.PeakRSS
@@ -750,18 +734,15 @@ func runPhase(ctx context.Context, o options, st *stack, gen *harness.Generator,
 		p.Proposals += len(outs)
 	}
 	p.BenchCPUSeconds = self.Seconds()
-	p.CPUSeconds = (self + pipeline).Seconds()
+	p.CPUSeconds = (self + pipeline.CPU).Seconds()
 	p.CPUMsPerEvent = 1000 * p.CPUSeconds / float64(n)
 	if st.procs != nil {
-		p.PipelineCPUSeconds, p.ProcessCPUSeconds, p.Restarts = pipeline.Seconds(), per, restarts
+		p.PipelineCPUSeconds, p.ProcessCPUSeconds, p.Restarts = pipeline.CPU.Seconds(), per, restarts
 		p.PipelineCPUMsPerEvent = 1000 * p.PipelineCPUSeconds / float64(n)
-		sys, switches, perSwitches := switched(u0, u1)
-		if pipeline > 0 {
-			p.PipelineKernelShare = sys.Seconds() / pipeline.Seconds()
-		}
-		p.ContextSwitchesPerEvent = float64(switches) / float64(n)
+		p.PipelineKernelShare = pipeline.KernelShare()
+		p.ContextSwitchesPerEvent = float64(pipeline.Switches) / float64(n)
 		p.ProcessSwitchesPerEvent = map[string]float64{}
-		for name, c := range perSwitches {
+		for name, c := range pipeline.ProcSwitches {
 			p.ProcessSwitchesPerEvent[name] = float64(c) / float64(n)
 		}
 		if p.Proposals > 0 {

@@ -197,14 +197,14 @@ func (f *Floor) pids() []int {
 	return pids
 }
 
-func (f *Floor) read() ([]ProcStat, error) {
-	var out []ProcStat
-	for _, pid := range f.pids() {
+func (f *Floor) read() (map[string]ProcStat, error) {
+	out := map[string]ProcStat{}
+	for i, pid := range f.pids() {
 		s, err := ReadProc(pid)
 		if err != nil {
 			return nil, fmt.Errorf("floor: a process is gone: %w", err)
 		}
-		out = append(out, s)
+		out[f.names[i]] = s
 	}
 	return out, nil
 }
@@ -288,21 +288,16 @@ func (f *Floor) Run(ctx context.Context, rate float64, n int) (FloorRun, error) 
 	}
 	r.Seconds = end.Sub(start).Seconds()
 	r.PerSecond = float64(n) / r.Seconds
-	var cpu, sys time.Duration
-	var switches int64
-	for i, name := range f.names {
-		d := s1[i].CPU - s0[i].CPU
-		cpu += d
-		sys += s1[i].SysCPU - s0[i].SysCPU
-		switches += s1[i].Switches - s0[i].Switches
-		r.ProcessSwitchesPerMove[name] = float64(s1[i].Switches-s0[i].Switches) / float64(n)
-		r.ProcessCPUMsPerMove[name] = 1000 * d.Seconds() / float64(n)
+	sp := Between(s0, s1)
+	for name, cpu := range sp.ProcCPU {
+		r.ProcessCPUMsPerMove[name] = 1000 * cpu.Seconds() / float64(n)
 	}
-	r.CPUMsPerMove = 1000 * cpu.Seconds() / float64(n)
-	if cpu > 0 {
-		r.KernelShare = sys.Seconds() / cpu.Seconds()
+	for name, sw := range sp.ProcSwitches {
+		r.ProcessSwitchesPerMove[name] = float64(sw) / float64(n)
 	}
-	r.SwitchesPerMove = float64(switches) / float64(n)
+	r.CPUMsPerMove = 1000 * sp.CPU.Seconds() / float64(n)
+	r.KernelShare = sp.KernelShare()
+	r.SwitchesPerMove = float64(sp.Switches) / float64(n)
 	mu.Lock()
 	r.P50ms, r.P99ms = Ms(Percentile(lat, 50)), Ms(Percentile(lat, 99))
 	mu.Unlock()

@@ -118,6 +118,44 @@ func threadSwitches(pid int) int64 {
 	return n
 }
 
+// Spent is what named processes used between two readings of ReadProc, summed and by process:
+// the CPU of each process read at both ends whose CPU did not go back (a restart starts its
+// counters again), and the kernel time and context switches of those whose switches did not go
+// back either.
+type Spent struct {
+	CPU, Sys     time.Duration
+	Switches     int64
+	ProcCPU      map[string]time.Duration
+	ProcSwitches map[string]int64
+}
+
+// Between is what the processes of to spent since from.
+func Between(from, to map[string]ProcStat) Spent {
+	s := Spent{ProcCPU: map[string]time.Duration{}, ProcSwitches: map[string]int64{}}
+	for name, end := range to {
+		start, ok := from[name]
+		if !ok || end.CPU < start.CPU {
+			continue
+		}
+		s.CPU += end.CPU - start.CPU
+		s.ProcCPU[name] = end.CPU - start.CPU
+		if end.Switches >= start.Switches {
+			s.Sys += end.SysCPU - start.SysCPU
+			s.ProcSwitches[name] = end.Switches - start.Switches
+			s.Switches += s.ProcSwitches[name]
+		}
+	}
+	return s
+}
+
+// KernelShare is the part of the CPU spent in the kernel (0 when none was spent).
+func (s Spent) KernelShare() float64 {
+	if s.CPU <= 0 {
+		return 0
+	}
+	return s.Sys.Seconds() / s.CPU.Seconds()
+}
+
 // MiB formats bytes as MiB.
 func MiB(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
 
