@@ -184,6 +184,11 @@ func (d Decoder) AttestedProposal(data []byte) (*Proposal, error) {
 	if len(trimmed) == 0 || trimmed[0] != '{' {
 		return nil, &InvalidError{What: "proposal", Problems: []Problem{{ProblemMalformed, "", "must be a JSON object"}}}
 	}
+	if prob := jsonProblem(trimmed); prob != nil {
+		// The signatures cover the canonical encoding, which keeps one of two same-named
+		// members: the committed bytes must not hold the other.
+		return nil, &InvalidError{What: "proposal", Problems: []Problem{*prob}}
+	}
 	var p Proposal
 	dec := json.NewDecoder(bytes.NewReader(trimmed))
 	dec.DisallowUnknownFields()
@@ -225,6 +230,11 @@ func (d Decoder) parse(what string, data []byte) (any, error) {
 		return nil, &InvalidError{What: what, Problems: []Problem{{ProblemTooLarge, "",
 			fmt.Sprintf("message is %d bytes, over the %d-byte limit: move bulky content out of the %s", len(data), limit, what)}}}
 	}
+	// Every reader must read the same message: a duplicate member or invalid UTF-8 is refused
+	// before the schema (whose parser, like encoding/json, would keep one of the values).
+	if p := jsonProblem(data); p != nil {
+		return nil, &InvalidError{What: what, Problems: []Problem{*p}}
+	}
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(data))
 	if err != nil {
 		return nil, &InvalidError{What: what, Problems: []Problem{{ProblemMalformed, "", "not valid JSON: " + err.Error()}}}
@@ -235,7 +245,12 @@ func (d Decoder) parse(what string, data []byte) (any, error) {
 	return doc, nil
 }
 
+// strictUnmarshal decodes data into v refusing unknown fields and, first, anything two readers
+// could read differently (CheckJSON: a duplicate member, invalid UTF-8).
 func strictUnmarshal(data []byte, v any) error {
+	if p := jsonProblem(data); p != nil {
+		return errors.New(p.String())
+	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	return dec.Decode(v)

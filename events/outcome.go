@@ -328,6 +328,35 @@ func EventRefused(data []byte, role, reason string, at time.Time) *Outcome {
 	return o
 }
 
+// MisroutedError is CheckOutcomeSubject's refusal: an outcome whose body claims a kind or an
+// actor that its subject does not.
+type MisroutedError struct {
+	Subject string // where it was published
+	Want    string // where an outcome with its body is published
+}
+
+func (e *MisroutedError) Error() string {
+	return fmt.Sprintf("outcome published on %s but its body belongs on %s: dropped (only the event-processor may publish committed and fallback outcomes, and NATS enforces who publishes on each subject)", e.Subject, e.Want)
+}
+
+// CheckOutcomeSubject reports whether o may be believed as published on subject. NATS lets
+// only the event-processor publish on world.outcomes.committed.> and .fallback.>, and the
+// ai-worker only on .refused.> (worldgate nats-config): the subject is the publisher's
+// identity, so a reader believes a body only where it matches its subject — its kind, its
+// actor — and a refusal only when it carries no content. Watch applies it to every outcome.
+func CheckOutcomeSubject(subject string, o *Outcome) error {
+	if want := o.Subject(); subject != want {
+		return &MisroutedError{Subject: subject, Want: want}
+	}
+	switch {
+	case o.Kind == OutcomeRefused && o.Event != nil:
+		return &MisroutedError{Subject: subject, Want: "nowhere: a refused outcome carries no committed event"}
+	case o.Kind != OutcomeRefused && o.Refusal != nil:
+		return &MisroutedError{Subject: subject, Want: "nowhere: a " + string(o.Kind) + " outcome carries no refusal"}
+	}
+	return nil
+}
+
 // Subject is where o is published: OutcomeSubject(o.Kind, o.Actor.ID).
 func (o *Outcome) Subject() string { return OutcomeSubject(o.Kind, o.Actor.ID) }
 

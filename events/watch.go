@@ -39,7 +39,9 @@ type Delivery struct {
 }
 
 // UndecodableError is returned by Watcher.Next for an outcome this reader cannot decode (a
-// newer schemaVersion, say). The watch goes on: call Next again.
+// newer schemaVersion, say) or must not believe (its body does not match the subject it was
+// published on: Err is then a *MisroutedError). The watch goes on: call Next again; a reader
+// that shows outcomes to people counts these and drops them.
 type UndecodableError struct {
 	Cursor uint64
 	Err    error
@@ -142,6 +144,9 @@ func (w *Watcher) Next(ctx context.Context) (Delivery, error) {
 		}
 		w.cursor = meta.Sequence.Stream
 		o, err := DecodeOutcome(msg.Data())
+		if err == nil {
+			err = CheckOutcomeSubject(msg.Subject(), o)
+		}
 		if err != nil {
 			return Delivery{}, &UndecodableError{Cursor: w.cursor, Err: err}
 		}
