@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	gremlingo "github.com/apache/tinkerpop/gremlin-go/v3/driver"
+	"github.com/google/uuid"
 
 	"github.com/worldgate/worldgate/events"
 )
@@ -253,16 +254,39 @@ func loreFactAdded(c *Command, p *events.Proposal) error {
 	return nil
 }
 
-// contentID is the id of a generated-content vertex: one per event.
-func contentID(prefix string, c *Command) string { return prefix + c.EventID }
+// AlreadyAnswered is in the reason of every refusal of a second answer to one triggering event
+// (the ai-worker recognises it and does not answer that event again).
+const AlreadyAnswered = "already has its committed answer"
+
+// answerNamespace makes answer ids Worldgate's own UUIDv5s.
+var answerNamespace = uuid.MustParse("9d3c6a2e-4b1f-5e8d-a7c0-1f2e3d4c5b6a")
+
+// AnswerID is the id of the content vertex that answers a triggering world event: one per
+// (causation event, agent role), whichever proposal (attempt, reprompt, fallback) it came from,
+// so a second answer to the same event finds the first and is refused.
+func AnswerID(prefix string, p *events.Proposal) string {
+	return prefix + uuid.NewSHA1(answerNamespace, []byte(p.AgentRole+"/"+p.CausationID)).String()
+}
+
+// answerOnce makes id the vertex of p's answer and refuses the command when its triggering
+// event already has one: one triggering event yields at most one committed answer of its kind.
+// A refused answer (at a gate or here) creates nothing, so the reprompt or fallback content
+// that replaces it still commits.
+func (c *Command) answerOnce(id, what string, p *events.Proposal) {
+	c.refuseIf(fmt.Sprintf("event %s %s from %s (%s %s, of an earlier proposal): one world event gets one %s, so proposal %s is not committed",
+		p.CausationID, AlreadyAnswered, p.AgentRole, what, id, what, p.ProposalID), func() *gremlingo.GraphTraversal {
+		return __.Filter(__.V(id))
+	})
+}
 
 func ambience(c *Command, p *events.Proposal) error {
 	v, err := payloadOf[*events.AmbiencePayload](p)
 	if err != nil {
 		return err
 	}
+	id := AnswerID("amb:", p)
+	c.answerOnce(id, "ambience", p)
 	c.requireVertex("Location", v.LocationID, "location")
-	id := contentID("amb:", c)
 	c.write(createVertex(id, "Ambience", props{"text": v.Text, "mood": v.Mood, "proposalId": p.ProposalID, "createdUtc": utc(p)}, nil))
 	c.write(edge(id, "describes", v.LocationID, nil))
 	return nil
@@ -273,9 +297,10 @@ func npcDialogue(c *Command, p *events.Proposal) error {
 	if err != nil {
 		return err
 	}
+	id := AnswerID("dlg:", p)
+	c.answerOnce(id, "dialogue line", p)
 	c.requireVertex("NPC", v.NPCID, "NPC")
 	c.requireVertex("Player", v.PlayerID, "player")
-	id := contentID("dlg:", c)
 	c.write(createVertex(id, "Dialogue", props{"line": v.Line, "intent": v.Intent, "proposalId": p.ProposalID, "createdUtc": utc(p)}, nil))
 	c.write(edge(id, "spoken_by", v.NPCID, nil))
 	c.write(edge(id, "spoken_to", v.PlayerID, nil))
@@ -287,7 +312,14 @@ func questSeed(c *Command, p *events.Proposal) error {
 	if err != nil {
 		return err
 	}
-	c.requireAbsent(v.QuestID, "quest")
+	// The quest vertex's id is the payload's questId, which the quest planner derives from the
+	// triggering event (roles.QuestID) for every attempt and its fallback: an existing quest is
+	// that event's committed answer. The narrator's quests are their own triggers.
+	id := v.QuestID
+	c.refuseIf(fmt.Sprintf("quest %s already exists: event %s %s from %s, or another proposal took the id; one request gets one quest seed, so proposal %s is not committed",
+		id, p.CausationID, AlreadyAnswered, p.AgentRole, p.ProposalID), func() *gremlingo.GraphTraversal {
+		return __.Filter(__.V(id))
+	})
 	c.requireVertex("Location", v.LocationID, "location")
 	for _, e := range v.Involves {
 		c.requireEntity(e)
