@@ -25,6 +25,14 @@ func ctlKey(name string) string { return ctlPrefix + name }
 // reader of repeat offenders' policies (the rate gate) is granted.
 const ActorPolicyKeys = actorPrefix + ">"
 
+// DefinitionKeys and OffenceKeys are the control keys the ai-worker writes besides actor
+// policies: the budgets' definitions it runs with, and players' offences (NATS permissions
+// keep it from the operators' ctl.* overrides).
+const (
+	DefinitionKeys = defPrefix + ">"
+	OffenceKeys    = offencePrefix + ">"
+)
+
 // actorKey is where an actor's policy lives (hashed: actor ids may hold any character).
 func actorKey(actor string) string { return actorPrefix + hashID(actor) }
 

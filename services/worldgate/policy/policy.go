@@ -14,6 +14,7 @@ import (
 
 	"github.com/worldgate/worldgate/events"
 	"github.com/worldgate/worldgate/services/ai-worker/aiworker"
+	"github.com/worldgate/worldgate/services/ai-worker/budget"
 	"github.com/worldgate/worldgate/services/ai-worker/roles"
 	"github.com/worldgate/worldgate/services/event-processor/processor"
 	"github.com/worldgate/worldgate/services/gate/gates"
@@ -122,9 +123,15 @@ func GateProcess(routes events.Routes, proc gates.Process) (natsauth.Role, error
 
 func aiWorker(routes events.Routes) natsauth.Worker {
 	g := natsauth.Grant{Buckets: []natsauth.Bucket{{Name: natsx.BucketAICache},
-		// LLM budgets: the control keys are watched (overrides, pauses, actor policies); the
-		// windows' keys are listed by the budget collector (subjects of per-actor budgets).
-		{Name: natsx.BucketBudget, Watch: true}, {Name: natsx.BucketBudgetShort, Watch: true}, {Name: natsx.BucketBudgetLong, Watch: true}}}
+		// LLM budgets: the control bucket is read and watched (operators' overrides and pauses,
+		// actor policies) but written only where the ai-worker keeps its own records: the
+		// budgets' definitions, players' offences and the actor policies strikes set. The
+		// operators' ctl.* keys (the kill switch, pauses, raises) are the operators' alone.
+		{Name: natsx.BucketBudget, ReadOnly: true, Watch: true},
+		{Name: natsx.BucketBudget, Keys: budget.DefinitionKeys}, {Name: natsx.BucketBudget, Keys: budget.OffenceKeys},
+		{Name: natsx.BucketBudget, Keys: budget.ActorPolicyKeys},
+		// The windows' keys are listed by the budget collector (subjects of per-actor budgets).
+		{Name: natsx.BucketBudgetShort, Watch: true}, {Name: natsx.BucketBudgetLong, Watch: true}}}
 	for _, r := range roles.All() {
 		g.Consumers = append(g.Consumers, natsauth.Consumer{Stream: events.StreamWorld, Durable: r.Durable()})
 	}

@@ -776,3 +776,60 @@ func TestRateGateWatchesOnlyActorPolicies(t *testing.T) {
 		t.Fatalf("a rate gate that may not watch the policies: %v after %s", err, time.Since(started).Round(time.Second))
 	}
 }
+
+// The ai-worker reads the operators' budget controls but cannot change them (issue 38: it
+// resumed the operator's kill switch), and it cannot delete anyone's consumer on COMMITTED
+// (it deleted consumers it did not create). Its own records — definitions, offences, the actor
+// policies strikes set — it still writes, and its ledger still watches every control key.
+func TestAIWorkerCannotTouchTheOperatorsControls(t *testing.T) {
+	s := startServer(t)
+	_, adminJS := s.connect(natsauth.Admin)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	adminControl, err := adminJS.KeyValue(ctx, natsx.BucketBudget)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := adminControl.Put(ctx, "def.global", []byte(`{"name":"global"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := budget.Apply(ctx, adminControl, "global", budget.Change{Pause: true, By: "ops"}); err != nil {
+		t.Fatal(err)
+	}
+	nc, js := s.connect(natsauth.AIWorker)
+	refused(t, nc, natsauth.AIWorker, "$KV."+natsx.BucketBudget+".ctl.global", "$KV."+natsx.BucketBudget+".ctl.x",
+		"$JS.API.CONSUMER.DELETE."+events.StreamCommitted+".someone-else", "$JS.API.CONSUMER.DELETE."+events.StreamCommitted+"."+memory.Name)
+	control, err := js.KeyValue(ctx, natsx.BucketBudget)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"def.global", "offence.abc", "actor.abc"} {
+		if _, err := control.Put(ctx, key, []byte(`{}`)); err != nil {
+			t.Errorf("ai-worker writing its own control key %s: %v", key, err)
+		}
+	}
+	// The attack itself: resuming the kill switch through the operators' own code path.
+	short, cancelShort := context.WithTimeout(ctx, 2*time.Second)
+	defer cancelShort()
+	if _, err := budget.Apply(short, control, "global", budget.Change{Resume: true, By: "ai-worker"}); err == nil {
+		t.Error("ai-worker resumed the operator's paused budget")
+	}
+	w, err := control.WatchAll(ctx)
+	if err != nil {
+		t.Fatalf("ai-worker watching the control keys: %v", err)
+	}
+	defer w.Stop()
+	sawPause := false
+	for e := range w.Updates() {
+		if e == nil {
+			break // the current values are loaded
+		}
+		sawPause = sawPause || e.Key() == "ctl.global"
+	}
+	if !sawPause {
+		t.Error("ai-worker's watch missed the operator's pause")
+	}
+	if e, err := adminControl.Get(ctx, "ctl.global"); err != nil || !strings.Contains(string(e.Value()), "paused") {
+		t.Fatalf("the operator's pause after the ai-worker's attempts: %v %v", e, err)
+	}
+}

@@ -272,12 +272,15 @@ func (p *perms) consumer(stream, durable string) {
 }
 
 // follow lets a worker create ordered consumers of its own on f.Stream filtered to f.Subject
-// (a single-filter consumer is created on ….<name>.<filter>), pull from them, read their info
-// and delete them (an ordered consumer replaces its consumer after a gap); never a durable of
-// the policy's on that stream.
+// (a single-filter consumer is created on ….<name>.<filter>), pull from them and read their
+// info; never a durable of the policy's on that stream. It may not delete consumers: the
+// delete request names no filter, so a right to delete its own would be a right to delete
+// anyone's (another worker's watch, an operator's). An ordered consumer deletes its old
+// consumer best-effort after a gap (nats.go ignores the refusal) and the server removes it
+// once inactive (jetstream's ordered consumers set an inactive threshold).
 func (p *perms) follow(f Follow, durables []Consumer) {
 	p.pub = append(p.pub, api("CONSUMER.CREATE", f.Stream, "*", f.Subject), api("CONSUMER.MSG.NEXT", f.Stream, "*"),
-		api("CONSUMER.INFO", f.Stream, "*"), api("CONSUMER.DELETE", f.Stream, "*"))
+		api("CONSUMER.INFO", f.Stream, "*"))
 	for _, c := range durables {
 		if c.Stream == f.Stream {
 			p.pubDeny = append(p.pubDeny, api("CONSUMER.CREATE", c.Stream, c.Durable, f.Subject),
@@ -374,12 +377,15 @@ func (p *perms) outcomeReader() {
 }
 
 // edgePerms: edge publishes world events for its HTTP clients, reads outcomes for them (its own
-// ordered consumers on OUTCOMES), and registers with service discovery as worldgate-edge.
+// ordered consumers on OUTCOMES), and registers with service discovery as worldgate-edge. When
+// JetStream answers that an idempotency key was used before, edge reads that first event by its
+// sequence (a message get on WORLD, no consumer) to tell a retry from another body (409).
 func edgePerms() *natsx.Permissions {
 	p := &perms{pub: []string{events.SubjectWorldAll}}
 	p.inbox(Edge)
 	p.service("edge")
 	p.outcomeReader()
+	p.pub = append(p.pub, api("STREAM.INFO", events.StreamWorld), api("STREAM.MSG.GET", events.StreamWorld))
 	return p.build()
 }
 
