@@ -30,6 +30,7 @@ import (
 	gremlingo "github.com/apache/tinkerpop/gremlin-go/v3/driver"
 
 	"github.com/worldgate/worldgate/events"
+	"github.com/worldgate/worldgate/events/provenance"
 )
 
 // Marker labels. AppliedEvent's existence means the event was applied; CommitConflict's that
@@ -149,7 +150,14 @@ func Build(p *events.Proposal) ([]Command, error) {
 	if !ok {
 		return nil, fmt.Errorf("proposal kind %q has no mapping in the event-processor", p.Kind)
 	}
-	c := Command{EventID: events.DomainEventID(p.ProposalID, 0), Type: info.DomainType, Payload: p.Payload}
+	// The domain event carries the payload's canonical encoding, the bytes the gates' digest
+	// covers (attest.Digest), never the bytes the processor was handed: whatever reads
+	// COMMITTED or OUTCOMES reads exactly what was signed.
+	payload, err := provenance.Canonical(p.Payload)
+	if err != nil {
+		return nil, fmt.Errorf("%s payload: %w", p.Kind, err)
+	}
+	c := Command{EventID: events.DomainEventID(p.ProposalID, 0), Type: info.DomainType, Payload: payload}
 	if err := m(&c, p); err != nil {
 		return nil, err
 	}
