@@ -49,9 +49,13 @@ type Consumer struct {
 	// tells JetStream every AckWait/3 that the messages it holds (queued or being handled) are
 	// in progress, so AckWait need not cover a slow handler. Default 10s.
 	AckWait time.Duration
-	// MaxHold is how long a worker keeps one message in progress; past it, the worker stops
-	// extending it and JetStream redelivers it after AckWait (a handler that hangs). Default
-	// 2 minutes, at least AckWait.
+	// MaxHold is how long a worker keeps one message in progress from the moment its handler
+	// starts; past it, the worker stops extending it and JetStream redelivers it after AckWait (a
+	// handler that hangs). The time a message waits for its turn behind earlier messages of its
+	// order key does not count: each of those is bounded by its own MaxHold, and a message
+	// redelivered while its first delivery still waits here would be decided twice and join the
+	// back of its key's queue (after a flood, one player's queue grew with such copies for 16
+	// minutes). Default 2 minutes, at least AckWait.
 	MaxHold time.Duration
 	// MaxAckPending bounds the messages in flight across every replica. Default 512.
 	MaxAckPending int
@@ -117,14 +121,14 @@ type subscriber struct {
 	awaiting map[uint64]*handedBack // by stream sequence: ordered messages handed back for redelivery
 
 	heldMu   sync.Mutex
-	held     map[jetstream.Msg]time.Time // delivered and not yet settled, with when it was delivered
-	keepStop chan struct{}               // closed by Close, once what was in flight settled or AckWait passed
+	held     map[jetstream.Msg]holding // delivered and not yet settled
+	keepStop chan struct{}             // closed by Close, once what was in flight settled or AckWait passed
 	keepOnce sync.Once
 }
 
 func newSubscriber(js jetstream.JetStream, spec Consumer, log *slog.Logger) *subscriber {
 	return &subscriber{js: js, spec: spec, log: log, closing: make(chan struct{}), stopped: make(chan struct{}),
-		held: map[jetstream.Msg]time.Time{}, keepStop: make(chan struct{})}
+		held: map[jetstream.Msg]holding{}, keepStop: make(chan struct{})}
 }
 
 // keep tells JetStream, every AckWait/3, that the messages this worker holds (queued behind an
@@ -143,8 +147,8 @@ func (s *subscriber) keep() {
 		case now := <-t.C:
 			due = due[:0]
 			s.heldMu.Lock()
-			for jm, since := range s.held {
-				if age := now.Sub(since); age >= every && age < s.spec.MaxHold {
+			for jm, h := range s.held {
+				if now.Sub(h.delivered) >= every && (h.started.IsZero() || now.Sub(h.started) < s.spec.MaxHold) {
 					due = append(due, jm)
 				}
 			}
@@ -156,9 +160,25 @@ func (s *subscriber) keep() {
 	}
 }
 
+// holding is a message this worker holds: when it was delivered, and when its handler started
+// (zero while it waits for its turn).
+type holding struct {
+	delivered, started time.Time
+}
+
 func (s *subscriber) hold(jm jetstream.Msg) {
 	s.heldMu.Lock()
-	s.held[jm] = time.Now()
+	s.held[jm] = holding{delivered: time.Now()}
+	s.heldMu.Unlock()
+}
+
+// handling starts jm's MaxHold: its handler runs.
+func (s *subscriber) handling(jm jetstream.Msg) {
+	s.heldMu.Lock()
+	if h, ok := s.held[jm]; ok {
+		h.started = time.Now()
+		s.held[jm] = h
+	}
 	s.heldMu.Unlock()
 }
 
@@ -458,6 +478,7 @@ func (s *subscriber) handOver(jm jetstream.Msg, meta *jetstream.MsgMetadata, m *
 	default:
 	}
 	s.run(func() {
+		s.handling(jm)
 		var once sync.Once
 		settle := func(redelivery time.Duration) { once.Do(func() { settled(redelivery) }) }
 		hold := time.AfterFunc(s.spec.MaxHold, func() {

@@ -321,3 +321,45 @@ func TestPullRequestsAskForFrequentHeartbeats(t *testing.T) {
 		t.Fatal("no pull request seen")
 	}
 }
+
+// A message waiting for its turn behind earlier messages of its key is kept in progress for as
+// long as it waits: MaxHold bounds a handler, not the queue. Before, a message that waited longer
+// than MaxHold was no longer extended, JetStream redelivered it, and the copy joined the back of
+// its key's queue and was handled a second time: after a flood, one player's moves queued behind
+// such copies for 16 minutes.
+func TestAMessageWaitingForItsTurnIsNotRedelivered(t *testing.T) {
+	e := natstest.Start(t)
+	app := newApp(t, e, prometheus.NewRegistry())
+	var mu sync.Mutex
+	handled := map[string]int{}
+	app.Handle("queued", runtime.Consumer{
+		Stream: events.StreamProposals, Subjects: []string{"proposals.gate.queued"},
+		AckWait: 300 * time.Millisecond, MaxHold: 300 * time.Millisecond,
+		OrderKey: func(string, []byte) string { return "one key" },
+	}, func(m *message.Message) ([]*message.Message, error) {
+		time.Sleep(150 * time.Millisecond) // well within MaxHold; the queue behind it is not
+		mu.Lock()
+		handled[string(m.Payload)]++
+		mu.Unlock()
+		return nil, nil
+	})
+	const n = 8 // the last waits about a second: three times its MaxHold
+	for i := range n {
+		publish(t, e, "proposals.gate.queued", fmt.Sprintf("q-%d", i), fmt.Sprintf("m%d", i))
+	}
+	stop := runtimetest.Start(t, app)
+	defer stop()
+	natstest.WaitFor(t, 20*time.Second, "every message handled", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(handled) == n
+	})
+	time.Sleep(time.Second) // a redelivered copy would be handled within its ack wait
+	mu.Lock()
+	defer mu.Unlock()
+	for msg, times := range handled {
+		if times != 1 {
+			t.Errorf("%s handled %d times, want once", msg, times)
+		}
+	}
+}

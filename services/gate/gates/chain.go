@@ -166,6 +166,12 @@ func (c *chain) step(ctx context.Context, g Gate, subject string, raw []byte, p 
 	if err != nil {
 		return step{}, nil, err
 	}
+	if d.Outcome == Settled {
+		// Decided already further on: nothing to record, sign or send.
+		now := c.now()
+		took := now.Sub(start)
+		return step{gate: g, d: d, at: now}, func() { c.report(ctx, name, p, d, took, "") }, nil
+	}
 	if d.Outcome == Rejected && d.Transient {
 		if err := c.tickets.issue(ctx, name, p); err != nil {
 			return step{}, nil, fmt.Errorf("gate %s: retry ticket of proposal %s: %w", name, p.ProposalID, err)
@@ -187,6 +193,8 @@ func (c *chain) send(s step, p *events.Proposal, id string) ([]*message.Message,
 	var out slip.Message
 	var err error
 	switch s.d.Outcome {
+	case Settled:
+		return nil, nil // acknowledged: it went on the first time
 	case Passed:
 		out, err = slip.Forward(p, name)
 	case Held:
@@ -326,9 +334,13 @@ func (c *chain) report(ctx context.Context, name string, p *events.Proposal, d D
 	c.m.decisions.WithLabelValues(name, kind, d.Outcome.String(), string(d.Code)).Inc()
 	log := logx.From(ctx, c.log).With("gate", name, "proposalId", p.ProposalID, "correlationId", p.CorrelationID,
 		"kind", p.Kind, "attempt", p.Attempt, "outcome", d.Outcome.String(), "durationMs", float64(took.Microseconds())/1000)
-	if d.Outcome == Rejected {
+	switch d.Outcome {
+	case Settled:
+		log.Info("proposal came back to the gate after it was decided further on: acknowledged, not forwarded", "reason", d.Reason)
+		return
+	case Rejected:
 		log.Info(telemetry.GateRejected, "code", string(d.Code), "reason", d.Reason, "transient", d.Transient)
-	} else {
+	default:
 		log.Info(map[Outcome]string{Passed: telemetry.GatePassed, Held: telemetry.GateHeld}[d.Outcome], "next", next)
 	}
 }

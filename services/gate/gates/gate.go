@@ -70,6 +70,10 @@ const (
 	Passed Outcome = iota
 	Rejected
 	Held
+	// Settled: the proposal was decided already, further on (its domain event is applied or
+	// refused at commit), and has come back (a redelivery, a copy): it is acknowledged without
+	// being forwarded, refused or recorded, and the proposals behind it go on.
+	Settled
 )
 
 func (o Outcome) String() string {
@@ -80,6 +84,8 @@ func (o Outcome) String() string {
 		return events.OutcomeRejected
 	case Held:
 		return events.OutcomeHeld
+	case Settled:
+		return "settled"
 	}
 	return fmt.Sprintf("outcome(%d)", int(o))
 }
@@ -95,6 +101,12 @@ func Pass() Decision { return Decision{Outcome: Passed} }
 
 // Hold keeps the proposal until someone decides.
 func Hold() Decision { return Decision{Outcome: Held} }
+
+// Settle acknowledges a proposal that was decided already further on; reason says how the gate
+// knows (logged).
+func Settle(reason string) Decision {
+	return Decision{Outcome: Settled, Verdict: slip.Verdict{Reason: reason}}
+}
 
 // Reject refuses the proposal with code and a reason a person understands.
 func Reject(code events.Code, reason string, details map[string]any) Decision {

@@ -11,6 +11,7 @@ import (
 	lru "github.com/hashicorp/golang-lru/v2"
 
 	"github.com/worldgate/worldgate/events"
+	"github.com/worldgate/worldgate/services/event-processor/apply"
 	"github.com/worldgate/worldgate/shared/graphx"
 	"github.com/worldgate/worldgate/shared/runtime"
 )
@@ -38,6 +39,12 @@ import (
 // by a later gate of the same run (fusion) makes the gate forget the move at once (Forgetter);
 // a transient one does not, as it cannot when the gates run apart: the move comes back to the
 // gate that refused it and may still commit.
+//
+// A proposal that comes back after the event-processor decided it (JetStream redelivers it, or
+// a copy arrives) is settled at once: its apply-once marker, read in the same traversal as its
+// facts, exists, so it is acknowledged without being forwarded or refused. Without this, a
+// committed move checked again against the world it changed was handed back again and again
+// while its player's later moves waited behind it.
 type invariant struct {
 	graph Graph
 	cfg   InvariantConfig
@@ -90,6 +97,7 @@ type facts struct {
 	exits    map[string]string // direction → target location, of needs.exitsOf
 	playerAt []string          // locations the player is at
 	npcAt    []string          // locations the NPC is at
+	decided  bool              // the proposal's apply-once marker exists (needs.marker)
 }
 
 // needs are the graph reads a proposal's rules depend on.
@@ -98,6 +106,9 @@ type needs struct {
 	exitsOf  string
 	playerOf string
 	npcOf    string
+	// marker is the apply-once marker of the proposal's domain event, which the event-processor
+	// writes when it applies the event or refuses it at commit: read in the same traversal.
+	marker string
 }
 
 // violation is one broken rule; waitable ones may resolve when earlier proposals commit.
@@ -214,11 +225,17 @@ func (g *invariant) Check(ctx context.Context, p *events.Proposal) (Decision, er
 		return Decision{}, err
 	}
 	n := needsOf(payload)
+	n.marker = apply.MarkerID(events.DomainEventID(p.ProposalID, 0))
 	deadline := time.Now().Add(g.cfg.ReferenceWait)
 	for {
 		f, err := g.facts(ctx, n)
 		if err != nil {
 			return Decision{}, fmt.Errorf("graph unavailable: %w", err)
+		}
+		if f.decided {
+			// It came back after it was decided (a redelivery of a committed move, say): its
+			// rules no longer hold against the world it changed, and nothing waits for it.
+			return Settle("the event-processor decided its event already (apply-once marker " + n.marker + ")"), nil
 		}
 		vs := invariantRules(p.Kind, payload, f)
 		if len(vs) == 0 {
@@ -300,15 +317,18 @@ func (g *invariant) afterPassedMove(ctx context.Context, payload events.Payload,
 // its exits and where it is. A move's check is one graph round trip, not three.
 func (g *invariant) facts(ctx context.Context, n needs) (facts, error) {
 	f := facts{exists: map[string]bool{}, exits: map[string]string{}}
-	if len(n.ids) == 0 {
+	ids := make([]any, 0, len(n.ids)+1)
+	for _, id := range n.ids {
+		ids = append(ids, id)
+	}
+	if n.marker != "" {
+		ids = append(ids, n.marker)
+	}
+	if len(ids) == 0 {
 		return f, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	ids := make([]any, len(n.ids))
-	for i, id := range n.ids {
-		ids[i] = id
-	}
 	rows, err := g.graph.Submit(ctx, func(gt *gremlingo.GraphTraversalSource) *gremlingo.GraphTraversal {
 		return gt.V(ids...).Project("id", "exits", "at").
 			By(gremlingo.T.Id).
@@ -324,6 +344,10 @@ func (g *invariant) facts(ctx context.Context, n needs) (facts, error) {
 			return f, fmt.Errorf("invariant facts: unexpected row %T", r)
 		}
 		id := m.String("id")
+		if id == n.marker {
+			f.decided = true
+			continue
+		}
 		f.exists[id] = true
 		if id == n.exitsOf {
 			for _, e := range list(m["exits"]) {
