@@ -73,8 +73,11 @@ func (s *Server) outcomes(ctx context.Context, actor string, since time.Time, id
 				left = meta.NumPending
 			}
 			o, err := events.DecodeOutcome(m.Data())
+			if err == nil {
+				err = events.CheckOutcomeSubject(m.Subject(), o) // a body its publisher may not claim
+			}
 			if err != nil || seen[o.OutcomeID] || (o.ProposalID != id && o.EventID != id) {
-				continue // another request's, a repeat, or unreadable by this version
+				continue // another request's, a repeat, unreadable by this version, or forged
 			}
 			seen[o.OutcomeID] = true
 			out = append(out, o)
