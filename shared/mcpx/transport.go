@@ -143,7 +143,11 @@ func checkMessage(frame []byte) (reply []byte, isCall bool) {
 		return errorResponse(nil, CodeParseError, "parse error: the message is not valid JSON", nil), false
 	}
 	if len(frame) > 0 && frame[0] == '[' {
-		return nil, false // a batch: the SDK answers by protocol version
+		// A JSON-RPC batch. MCP dropped batching in 2025-06-18, and the SDK's stdio transport
+		// ends the whole session at an array it cannot take ([], [1], [{}], or any batch once
+		// 2025-06-18 is negotiated); over HTTP it answers plain text. Every Worldgate client
+		// sends one message per frame: refuse arrays here, once, for both transports.
+		return errorResponse(nil, CodeInvalidRequest, "invalid request: JSON-RPC batches (arrays) are not supported: send each message as one JSON object", nil), false
 	}
 	var probe struct {
 		ID     json.RawMessage `json:"id"`
@@ -167,8 +171,8 @@ func checkMessage(frame []byte) (reply []byte, isCall bool) {
 }
 
 // JSONRPCErrors answers, before the SDK sees them, POST bodies that are not
-// JSON (-32700, HTTP 400), are JSON but not a JSON-RPC message (-32600, HTTP
-// 400), or call a method no MCP server has (-32601, HTTP 200 with the
+// JSON (-32700, HTTP 400), are JSON but not a JSON-RPC message or are a batch
+// (-32600, HTTP 400), or call a method no MCP server has (-32601, HTTP 200 with the
 // request's id): as JSON-RPC error bodies instead of the SDK's plain text.
 func JSONRPCErrors(maxBody int64, next http.Handler) http.Handler {
 	if maxBody <= 0 {
@@ -224,7 +228,7 @@ const MaxStdioLine = mcp.DefaultMaxLineLength
 
 // FilteredStdio returns a transport over in/out that survives any input line:
 // a line that is not JSON is answered -32700, one that is not a JSON-RPC
-// message -32600, a call of an unknown method -32601, and a line longer than
+// message or is a batch (a JSON array) -32600, a call of an unknown method -32601, and a line longer than
 // MaxStdioLine -32600; the SDK sees only well-formed messages, so one bad
 // line no longer ends the session (the SDK's stdio transport stops at the
 // first decode error).

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/worldgate/worldgate/shared/mcpx"
 )
 
@@ -227,4 +228,123 @@ func TestStdioSurvivesAnyLine(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Error("ServeIO did not end at EOF")
 	}
+}
+
+// stdioPeer is a client's end of a server served by ServeIO over pipes.
+type stdioPeer struct {
+	t       *testing.T
+	in      *io.PipeWriter
+	replies chan rpcReply
+	done    chan error
+}
+
+func serveOverPipes(t *testing.T, s *mcp.Server) *stdioPeer {
+	t.Helper()
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &stdioPeer{t: t, in: inW, replies: make(chan rpcReply, 16), done: make(chan error, 1)}
+	go func() { p.done <- mcpx.ServeIO(ctx, s, inR, outW) }()
+	go func() {
+		sc := bufio.NewScanner(outR)
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			var r rpcReply
+			if json.Unmarshal(sc.Bytes(), &r) == nil {
+				p.replies <- r
+			}
+		}
+	}()
+	t.Cleanup(func() { _ = inW.Close(); cancel() })
+	return p
+}
+
+// ask sends one line and returns the next reply; the test fails if the server ended.
+func (p *stdioPeer) ask(line string) rpcReply {
+	p.t.Helper()
+	if _, err := io.WriteString(p.in, line+"\n"); err != nil {
+		p.t.Fatalf("%s: server gone: %v", line, err)
+	}
+	select {
+	case r := <-p.replies:
+		return r
+	case err := <-p.done:
+		p.t.Fatalf("%s: the server ended: %v", line, err)
+	case <-time.After(10 * time.Second):
+		p.t.Fatalf("%s: no reply", line)
+	}
+	return rpcReply{}
+}
+
+// A JSON array on stdio (issue 38: `[]`, `[1]`, `[{}]` each ended every MCP server) is
+// answered -32600 with id null, and the session goes on; a batch of valid calls is refused the
+// same way (MCP has no batching since 2025-06-18).
+func TestStdioAnswersArraysAndKeepsServing(t *testing.T) {
+	s := echoOnly(t)
+	p := serveOverPipes(t, s)
+	if r := p.ask(initialize); r.Error != nil || string(r.ID) != "1" {
+		t.Fatalf("initialize: %+v", r)
+	}
+	if _, err := io.WriteString(p.in, `{"jsonrpc":"2.0","method":"notifications/initialized"}`+"\n"); err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range []string{`[]`, `[1]`, `[{}]`, ` [ ] `, `[{"jsonrpc":"2.0","id":2,"method":"ping"}]`,
+		`[{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"echo","arguments":{"say":"batched"}}}]`} {
+		r := p.ask(line)
+		if r.Error == nil || r.Error.Code != mcpx.CodeInvalidRequest || string(r.ID) != "null" || r.JSONRPC != "2.0" || !strings.Contains(r.Error.Message, "batch") {
+			t.Errorf("%s: reply %+v, want -32600 with id null naming batches", line, r)
+		}
+	}
+	r := p.ask(`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"echo","arguments":{"say":"still here"}}}`)
+	if r.Error != nil || string(r.ID) != "4" || !strings.Contains(string(r.Result), "still here") {
+		t.Fatalf("tools/call after arrays: %+v %s", r, r.Result)
+	}
+}
+
+// Over Streamable HTTP an array body is a JSON-RPC error body (application/json, -32600, id
+// null, HTTP 400), not the SDK's plain text, and the server answers the next request.
+func TestHTTPAnswersArraysAsJSONRPC(t *testing.T) {
+	ts := newEchoServer(t, mcpx.RateLimit{}, nil, io.Discard)
+	for _, body := range []string{`[]`, `[1]`, `[{}]`, `[{"jsonrpc":"2.0","id":2,"method":"ping"}]`} {
+		req, _ := http.NewRequest(http.MethodPost, ts.URL, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer static-token-world-0001")
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		var r rpcReply
+		if resp.StatusCode != http.StatusBadRequest || !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") || json.Unmarshal(raw, &r) != nil ||
+			r.JSONRPC != "2.0" || r.Error == nil || r.Error.Code != mcpx.CodeInvalidRequest || string(r.ID) != "null" {
+			t.Errorf("%s: %d %q %s; want 400 application/json with a -32600 error, id null", body, resp.StatusCode, resp.Header.Get("Content-Type"), raw)
+		}
+	}
+	cs, err := connect(t, ts.URL, "static-token-world-0001", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"say": "hi"}})
+	if err != nil || res.IsError {
+		t.Fatalf("a call after the arrays: %v %+v", err, res)
+	}
+}
+
+// echoOnly is a server with the echo tool and no authentication (stdio).
+func echoOnly(t *testing.T) *mcp.Server { return echoOnlyWith(t, nil) }
+
+// echoOnlyWith is echoOnly with its metrics registered on reg.
+func echoOnlyWith(t *testing.T, reg prometheus.Registerer) *mcp.Server {
+	t.Helper()
+	s, err := mcpx.NewServer("world", "test", "", mcpx.Options{Registerer: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mcp.AddTool(s, &mcp.Tool{Name: "echo", Annotations: mcpx.ReadOnly("Echo"), InputSchema: mcpx.InputSchema[echoIn](nil)},
+		func(ctx context.Context, _ *mcp.CallToolRequest, in echoIn) (*mcp.CallToolResult, echoOut, error) {
+			return nil, echoOut{Said: in.Say}, nil
+		})
+	return s
 }
