@@ -16,6 +16,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/worldgate/worldgate/events"
 )
 
 // Correlation-id carriers.
@@ -142,15 +144,20 @@ type InstrumentOptions struct {
 	Server  string
 	Logger  *slog.Logger
 	Metrics *Metrics
-	// Limiter, if non-nil, limits tool calls per caller (token subject;
-	// "local" for unauthenticated transports).
+	// Limiter, if non-nil, limits tool calls per caller (token issuer and
+	// subject; "local" for unauthenticated transports).
 	Limiter *RateLimiter
+	// ArgumentHints say, per tool, what its arguments look like (a sentence
+	// with an example); one is added to every refusal of that tool's
+	// arguments for their shape (not an object, or against its input schema).
+	ArgumentHints map[string]string
 }
 
 // Instrument installs, once for all tools of s, the wrapper that every tool
 // call passes through: correlation id (header or _meta, else generated),
-// per-token rate limit (a tool error saying when to retry), one JSON log line
-// and the call/latency metrics.
+// per-client rate limit (a tool error saying when to retry), the arguments'
+// trust-boundary checks (CheckArguments: one JSON object, no member named
+// twice, no null), one JSON log line and the call/latency metrics.
 func Instrument(s *mcp.Server, o InstrumentOptions) {
 	logger := o.Logger
 	if logger == nil {
@@ -182,6 +189,7 @@ func Instrument(s *mcp.Server, o InstrumentOptions) {
 			if subject == "" {
 				subject = "local"
 			}
+			client := clientKey(ctr.Extra, subject)
 			ctx = WithCorrelationID(ctx, cid)
 
 			var (
@@ -189,7 +197,7 @@ func Instrument(s *mcp.Server, o InstrumentOptions) {
 				err     error
 				outcome string
 			)
-			if allowed, wait := o.Limiter.Allow(subject); !allowed {
+			if allowed, wait := o.Limiter.Allow(client); !allowed {
 				ms := wait.Milliseconds() + 1
 				r := &mcp.CallToolResult{
 					Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf(
@@ -198,15 +206,14 @@ func Instrument(s *mcp.Server, o InstrumentOptions) {
 				}
 				r.Meta = mcp.Meta{RetryAfterMetaKey: ms}
 				res, outcome = r, OutcomeRateLimited
-			} else if msg := nullArgument(ctr.Params.Arguments); msg != "" {
-				// The schema validator would say `<invalid reflect.Value> has type "null"`.
+			} else if aerr := CheckArguments(tool, ctr.Params.Arguments, o.ArgumentHints[tool]); aerr != nil {
 				r := &mcp.CallToolResult{}
-				r.SetError(InvalidInput("%s", msg))
+				r.SetError(aerr)
 				res, outcome = r, OutcomeInvalidInput
 			} else {
 				res, err = next(ctx, method, req)
 				outcome = classify(ctx, res, err)
-				readableNulls(res)
+				readableSchemaErrors(res, o.ArgumentHints[tool])
 			}
 			if outcome == OutcomeProtocol {
 				var je *jsonrpc.Error
@@ -244,6 +251,73 @@ func Instrument(s *mcp.Server, o InstrumentOptions) {
 	})
 }
 
+// clientKey is whom a call's rate limit is counted against: the token's issuer and subject
+// (one client of one authorization server; the same subject from another issuer, or from the
+// static key, is another client), "local" on a transport without tokens.
+func clientKey(extra *mcp.RequestExtra, subject string) string {
+	if extra == nil || extra.TokenInfo == nil {
+		return subject
+	}
+	if iss, _ := extra.TokenInfo.Extra[TokenExtraIssuer].(string); iss != "" {
+		return iss + " " + subject
+	}
+	return subject
+}
+
+// CheckArguments is the trust-boundary check of a tools/call's arguments, made once for every
+// Worldgate server before the SDK reads them: they must be one JSON object (the SDK's
+// refusal of a string or an array says only "cannot unmarshal"), name no member twice
+// (events.CheckJSON: the input schema and the handler would each see only one of the values,
+// and a log or a proxy reading the first another) and give no argument as null (the schema
+// validator would say `<invalid reflect.Value> has type "null"`). Absent arguments are an
+// empty object. hint, if any, says what the tool's arguments look like and is added to a
+// refusal of their shape. The error is an *InvalidInputError: a tool error the caller can act on.
+func CheckArguments(tool string, args json.RawMessage, hint string) error {
+	trimmed := bytes.TrimSpace(args)
+	if len(trimmed) == 0 || string(trimmed) == "null" {
+		return nil
+	}
+	if trimmed[0] != '{' {
+		msg := fmt.Sprintf("the arguments of %s must be a JSON object naming each argument (as its input schema shows), not %s", tool, jsonKind(trimmed))
+		if hint != "" {
+			msg += ": " + hint
+		} else {
+			msg += `, e.g. {"name": "value"}`
+		}
+		return InvalidInput("%s", msg)
+	}
+	if err := events.CheckJSON("arguments", trimmed); err != nil {
+		var inv *events.InvalidError
+		if errors.As(err, &inv) && len(inv.Problems) > 0 {
+			p := inv.Problems[0]
+			where := ""
+			if p.Path != "" {
+				where = " at " + p.Path
+			}
+			return InvalidInput("the arguments of %s%s: %s", tool, where, p.Message)
+		}
+		return InvalidInput("the arguments of %s: %v", tool, err)
+	}
+	if msg := nullArgument(trimmed); msg != "" {
+		return InvalidInput("%s", msg)
+	}
+	return nil
+}
+
+// jsonKind names the kind of a JSON value that is not an object, for an error message.
+func jsonKind(v []byte) string {
+	switch v[0] {
+	case '"':
+		return "a string"
+	case '[':
+		return "an array"
+	case 't', 'f':
+		return "a boolean"
+	default:
+		return "a number"
+	}
+}
+
 // nullArgument names the first top-level argument given as JSON null.
 func nullArgument(args json.RawMessage) string {
 	var m map[string]json.RawMessage
@@ -263,16 +337,24 @@ func nullArgument(args json.RawMessage) string {
 	return fmt.Sprintf("argument %q is null: leave it out or give a value of the type the tool's input schema shows", names[0])
 }
 
-// readableNulls rewrites the JSON Schema validator's wording for a null
-// value nested deeper than the arguments' top level.
-func readableNulls(res mcp.Result) {
+// readableSchemaErrors rewrites the JSON Schema validator's wording for a null value nested
+// deeper than the arguments' top level, and adds the tool's hint, if it has one, to the SDK's
+// refusal of its arguments against the input schema.
+func readableSchemaErrors(res mcp.Result, hint string) {
 	r, ok := res.(*mcp.CallToolResult)
 	if !ok || r == nil || !r.IsError {
 		return
 	}
+	schema := false
+	if te := r.GetError(); te != nil && strings.HasPrefix(te.Error(), `validating "arguments"`) {
+		schema = true
+	}
 	for _, c := range r.Content {
 		if t, ok := c.(*mcp.TextContent); ok {
 			t.Text = strings.ReplaceAll(t.Text, "<invalid reflect.Value> has type", "null has type")
+			if schema && hint != "" {
+				t.Text += " (" + hint + ")"
+			}
 		}
 	}
 }

@@ -16,7 +16,8 @@ type RateLimit struct {
 }
 
 // RateLimiter keeps one golang.org/x/time/rate limiter per client (the
-// token's subject; "local" on stdio).
+// token's issuer and subject; "local" on stdio). Two programs that share a
+// token share its bucket: give each its own token (subject).
 type RateLimiter struct {
 	cfg RateLimit
 

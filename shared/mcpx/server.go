@@ -14,12 +14,16 @@ type Options struct {
 	Logger     *slog.Logger
 	Registerer prometheus.Registerer // nil: metrics are not registered
 	Auth       AuthConfig            // HTTP only; stdio is trusted local use
-	RateLimit  RateLimit             // per token subject; zero: unlimited
+	RateLimit  RateLimit             // per client (token issuer and subject); zero: unlimited
 	// Origins are the browser origins the HTTP endpoint serves (nil:
 	// DefaultAllowedOrigins).
 	Origins *OriginPolicy
 	// Completion answers completion/complete (nil: no completions).
 	Completion func(context.Context, *mcp.CompleteRequest) (*mcp.CompleteResult, error)
+	// ArgumentHints say, per tool name, what the tool's arguments look like (a sentence with
+	// an example, e.g. `give {"topic": "The Sundering"} or {"factId": "lore:sundering"}`); a
+	// caller whose arguments have the wrong shape reads it in the tool error.
+	ArgumentHints map[string]string
 }
 
 // HTTPHandler serves s over Streamable HTTP with these options' origins and
@@ -48,7 +52,7 @@ func NewServer(label, version, instructions string, o Options) (*mcp.Server, err
 		Capabilities:      &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}, Logging: &mcp.LoggingCapabilities{}, Completions: &mcp.CompletionCapabilities{}},
 		CompletionHandler: complete,
 	})
-	Instrument(s, InstrumentOptions{Server: label, Logger: logger, Metrics: m, Limiter: NewRateLimiter(o.RateLimit)})
+	Instrument(s, InstrumentOptions{Server: label, Logger: logger, Metrics: m, Limiter: NewRateLimiter(o.RateLimit), ArgumentHints: o.ArgumentHints})
 	return s, nil
 }
 
