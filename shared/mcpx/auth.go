@@ -33,6 +33,9 @@ type Principal struct {
 	// and appears in logs. It is never a metric label.
 	Subject string
 	Scopes  []string
+	// Players are the players the caller may act for (the token's ClaimPlayers; a token
+	// file's "players"): mcp-propose enqueues a narrator's world events about these only.
+	Players []string
 	// Expires is zero for static tokens.
 	Expires time.Time
 	// Audience is the token's aud claim (empty for static tokens).
@@ -41,9 +44,23 @@ type Principal struct {
 	Issuer string
 }
 
-// TokenExtraIssuer is the key of the token's issuer in the SDK's TokenInfo.Extra (tool
-// handlers read the caller from RequestExtra.TokenInfo: UserID is the subject).
-const TokenExtraIssuer = "issuer"
+// Keys of the SDK's TokenInfo.Extra (tool handlers read the caller from
+// RequestExtra.TokenInfo: UserID is the subject): the token's issuer, and the players it
+// may act for ([]string; TokenPlayers reads them).
+const (
+	TokenExtraIssuer  = "issuer"
+	TokenExtraPlayers = "players"
+)
+
+// TokenPlayers returns the players the caller of a tool may act for (Principal.Players), from
+// the SDK's token info; none when there is no token.
+func TokenPlayers(ti *auth.TokenInfo) []string {
+	if ti == nil {
+		return nil
+	}
+	p, _ := ti.Extra[TokenExtraPlayers].([]string)
+	return p
+}
 
 // HasScope reports whether p holds scope.
 func (p *Principal) HasScope(scope string) bool { return p != nil && slices.Contains(p.Scopes, scope) }
@@ -108,7 +125,7 @@ func (c AuthConfig) Authenticate(ctx context.Context, token string) (*Principal,
 	for t, p := range c.StaticTokens {
 		if subtle.ConstantTimeCompare([]byte(t), []byte(token)) == 1 {
 			pp := p
-			pp.Scopes = slices.Clone(p.Scopes)
+			pp.Scopes, pp.Players = slices.Clone(p.Scopes), slices.Clone(p.Players)
 			return &pp, nil
 		}
 	}
@@ -136,11 +153,13 @@ type tokenFileEntry struct {
 	Token   string   `json:"token"`
 	Subject string   `json:"subject"`
 	Scopes  []string `json:"scopes"`
+	Players []string `json:"players,omitempty"`
 }
 
 // LoadTokenFile reads static tokens from a JSON file of the form
 //
-//	[{"token": "s3cret", "subject": "ai-worker", "scopes": ["world:read", "lore:read"]}]
+//	[{"token": "s3cret", "subject": "ai-worker", "scopes": ["world:read", "lore:read"]},
+//	 {"token": "t0ken…", "subject": "gm-assistant", "scopes": ["propose"], "players": ["player:ada"]}]
 func LoadTokenFile(path string) (map[string]Principal, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -158,7 +177,7 @@ func LoadTokenFile(path string) (map[string]Principal, error) {
 		if e.Subject == "" {
 			return nil, fmt.Errorf("token file %s: entry %d: subject is required", path, i)
 		}
-		out[e.Token] = Principal{Subject: e.Subject, Scopes: e.Scopes}
+		out[e.Token] = Principal{Subject: e.Subject, Scopes: e.Scopes, Players: e.Players}
 	}
 	return out, nil
 }
@@ -203,7 +222,7 @@ func RequireScope(a AuthConfig, scope string, next http.Handler) http.Handler {
 		if p == nil {
 			return nil, auth.ErrInvalidToken
 		}
-		return &auth.TokenInfo{Scopes: p.Scopes, Expiration: p.Expires, UserID: p.Subject, Extra: map[string]any{TokenExtraIssuer: p.Issuer}}, nil
+		return &auth.TokenInfo{Scopes: p.Scopes, Expiration: p.Expires, UserID: p.Subject, Extra: map[string]any{TokenExtraIssuer: p.Issuer, TokenExtraPlayers: slices.Clone(p.Players)}}, nil
 	}, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true, ClockSkew: ClockSkew})(next)
 
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -273,6 +292,6 @@ func (v *verifiedTokens) authenticate(ctx context.Context, a Authenticator, toke
 
 func (p *Principal) clone() *Principal {
 	c := *p
-	c.Scopes, c.Audience = slices.Clone(p.Scopes), slices.Clone(p.Audience)
+	c.Scopes, c.Audience, c.Players = slices.Clone(p.Scopes), slices.Clone(p.Audience), slices.Clone(p.Players)
 	return &c
 }

@@ -29,7 +29,11 @@ func echoServer(t *testing.T) *mcp.Server {
 	}
 	mcp.AddTool(s, &mcp.Tool{Name: "echo", Annotations: mcpx.ReadOnly("Echo"), InputSchema: mcpx.InputSchema[echoIn](nil)},
 		func(ctx context.Context, req *mcp.CallToolRequest, in echoIn) (*mcp.CallToolResult, echoOut, error) {
-			return nil, echoOut{Said: in.Say + " to " + req.Extra.TokenInfo.UserID}, nil
+			said := in.Say + " to " + req.Extra.TokenInfo.UserID
+			if players := mcpx.TokenPlayers(req.Extra.TokenInfo); len(players) > 0 {
+				said += " for " + strings.Join(players, ",")
+			}
+			return nil, echoOut{Said: said}, nil
 		})
 	return s
 }
@@ -59,6 +63,7 @@ func newFlow(t *testing.T) *flow {
 		Clients: []issuer.Client{
 			{ID: "reader", Secret: "reader-secret", Scopes: []string{mcpx.ScopeWorldRead}},
 			{ID: "lorist", Secret: "lorist-secret", Scopes: []string{mcpx.ScopeLoreRead}},
+			{ID: "narrator", Secret: "narrator-secret", Scopes: []string{mcpx.ScopeWorldRead}, Players: []string{"player:ada", "player:bob"}},
 		},
 		Resources: []issuer.Resource{{URL: f.worldURL, Scope: mcpx.ScopeWorldRead}, {URL: f.loreURL, Scope: mcpx.ScopeLoreRead}}})
 	if err != nil {
@@ -227,5 +232,48 @@ func TestDevIssuerRefusesBadRequests(t *testing.T) {
 	p, err := f.worldAuth.Authenticate(context.Background(), tok)
 	if err != nil || p.Subject != "reader" || len(p.Audience) != 1 || p.Audience[0] != f.worldURL {
 		t.Fatalf("%+v %v", p, err)
+	}
+}
+
+// The players a client may act for travel in its access token (the players claim, signed by
+// the issuer with go-jose) to the tool handler; a client registered without players gets a
+// token that names none.
+func TestDevIssuerNamesTheClientsPlayers(t *testing.T) {
+	f := newFlow(t)
+	ctx := context.Background()
+	p, err := f.worldAuth.Authenticate(ctx, token(t, f.ts.URL, "narrator", "narrator-secret", url.Values{}))
+	if err != nil || p.Subject != "narrator" || strings.Join(p.Players, " ") != "player:ada player:bob" {
+		t.Fatalf("narrator's token: %+v %v", p, err)
+	}
+	if p, err := f.worldAuth.Authenticate(ctx, token(t, f.ts.URL, "reader", "reader-secret", url.Values{})); err != nil || len(p.Players) != 0 {
+		t.Fatalf("reader's token: %+v %v", p, err)
+	}
+	h, err := extauth.NewClientCredentialsHandler(&extauth.ClientCredentialsHandlerConfig{
+		Credentials: &oauthex.ClientCredentials{ClientID: "narrator", ClientSecretAuth: &oauthex.ClientSecretAuth{ClientSecret: "narrator-secret"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "narrator", Version: "1"}, nil).Connect(ctx,
+		&mcp.StreamableClientTransport{Endpoint: f.worldURL, OAuthHandler: h, DisableStandaloneSSE: true}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"say": "hello"}})
+	if err != nil || res.IsError {
+		t.Fatalf("call: %v %+v", err, res)
+	}
+	var out echoOut
+	structured(t, res, &out)
+	if out.Said != "hello to narrator for player:ada,player:bob" {
+		t.Fatalf("said %q; the tool should see the token's players", out.Said)
+	}
+	// A static-key token says the same (IssueToken, "<server> issue-token -players").
+	tok, err := mcpx.IssueToken(secret, mcpx.Token{Subject: "gm", Scopes: []string{mcpx.ScopePropose}, Players: []string{"player:ada"}, TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, err := mcpx.VerifyJWT(secret, tok, time.Now()); err != nil || strings.Join(p.Players, " ") != "player:ada" {
+		t.Fatalf("static-key token: %+v %v", p, err)
 	}
 }

@@ -247,19 +247,25 @@ func IssueTokenCommand(args []string, stdout io.Writer) error {
 	subject := fs.String("subject", "", "who the token is for, e.g. ai-worker")
 	scopes := fs.String("scopes", "world:read,lore:read,classify:read", "comma-separated scopes")
 	ttl := fs.Duration("ttl", 24*time.Hour, "validity")
+	players := fs.String("players", "", "comma-separated players the client may act for (a narrator's world events about them; mcp-propose)")
 	if err := config.Parse(fs, args, EnvPrefix); err != nil {
 		return err
 	}
-	var sc []string
-	for _, s := range strings.Split(*scopes, ",") {
-		if s = strings.TrimSpace(s); s != "" {
-			sc = append(sc, s)
-		}
-	}
-	tok, err := IssueJWT([]byte(*secret), *subject, sc, *ttl)
+	tok, err := IssueToken([]byte(*secret), Token{Subject: *subject, Scopes: commaList(*scopes), Players: commaList(*players), TTL: *ttl})
 	if err != nil {
 		return err
 	}
 	_, err = fmt.Fprintln(stdout, tok)
 	return err
+}
+
+// commaList splits a comma-separated flag value, dropping empty entries.
+func commaList(v string) []string {
+	var out []string
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
 }

@@ -23,27 +23,52 @@ var AsymmetricAlgorithms = []jose.SignatureAlgorithm{
 // ClockSkew is the leeway allowed on exp/nbf/iat.
 const ClockSkew = 30 * time.Second
 
+// ClaimPlayers is the access-token claim listing the players its client may act for (a list
+// of player ids, or one space-separated string): a narrator enqueues world events about those
+// players only (mcp-propose). A token without it acts for no player.
+const ClaimPlayers = "players"
+
 // accessClaims are the claims read besides the registered ones. Scopes come
 // from "scope" (RFC 9068: space separated) or "scp" (a list or a string, as
-// some identity providers write it); the subject from sub, else client_id.
+// some identity providers write it); the subject from sub, else client_id;
+// the players from ClaimPlayers.
 type accessClaims struct {
 	Scope    string          `json:"scope,omitempty"`
 	Scp      json.RawMessage `json:"scp,omitempty"`
 	ClientID string          `json:"client_id,omitempty"`
+	Players  json.RawMessage `json:"players,omitempty"`
 }
 
 func (a accessClaims) scopes() []string {
-	out := strings.Fields(a.Scope)
-	if len(a.Scp) > 0 {
-		var list []string
-		var one string
-		if json.Unmarshal(a.Scp, &list) == nil {
-			out = append(out, list...)
-		} else if json.Unmarshal(a.Scp, &one) == nil {
-			out = append(out, strings.Fields(one)...)
-		}
+	return append(strings.Fields(a.Scope), listClaim(a.Scp)...)
+}
+
+func (a accessClaims) players() []string { return listClaim(a.Players) }
+
+// listClaim reads a claim written as a list of strings or as one space-separated string.
+func listClaim(raw json.RawMessage) []string {
+	if len(raw) == 0 {
+		return nil
 	}
-	return out
+	var list []string
+	var one string
+	if json.Unmarshal(raw, &list) == nil {
+		return list
+	} else if json.Unmarshal(raw, &one) == nil {
+		return strings.Fields(one)
+	}
+	return nil
+}
+
+// Token is what an HS256 token says (IssueToken).
+type Token struct {
+	Subject string
+	Scopes  []string
+	// Players the client may act for (ClaimPlayers).
+	Players []string
+	TTL     time.Duration
+	// Audience, if any, becomes the aud claim: the resources the token is for.
+	Audience []string
 }
 
 // IssueJWT signs an HS256 JWT (go-jose) for subject with the given scopes,
@@ -52,13 +77,18 @@ func (a accessClaims) scopes() []string {
 // tests, "<server> issue-token"); production tokens come from an
 // authorization server and are checked against its JWKS.
 func IssueJWT(secret []byte, subject string, scopes []string, ttl time.Duration, audience ...string) (string, error) {
+	return IssueToken(secret, Token{Subject: subject, Scopes: scopes, TTL: ttl, Audience: audience})
+}
+
+// IssueToken is IssueJWT for a token that says more (the players its client may act for).
+func IssueToken(secret []byte, t Token) (string, error) {
 	if len(secret) < 32 {
 		return "", errors.New("jwt secret must be at least 32 bytes")
 	}
-	if subject == "" {
+	if t.Subject == "" {
 		return "", errors.New("subject is required")
 	}
-	if ttl <= 0 {
+	if t.TTL <= 0 {
 		return "", errors.New("ttl must be positive")
 	}
 	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.HS256, Key: secret}, (&jose.SignerOptions{}).WithType("JWT"))
@@ -66,8 +96,15 @@ func IssueJWT(secret []byte, subject string, scopes []string, ttl time.Duration,
 		return "", err
 	}
 	now := time.Now()
-	std := jwt.Claims{Subject: subject, Issuer: "worldgate", IssuedAt: jwt.NewNumericDate(now), Expiry: jwt.NewNumericDate(now.Add(ttl)), Audience: audience}
-	return jwt.Signed(signer).Claims(std).Claims(accessClaims{Scope: strings.Join(scopes, " ")}).Serialize()
+	std := jwt.Claims{Subject: t.Subject, Issuer: "worldgate", IssuedAt: jwt.NewNumericDate(now), Expiry: jwt.NewNumericDate(now.Add(t.TTL)), Audience: t.Audience}
+	extra := map[string]any{}
+	if len(t.Scopes) > 0 {
+		extra["scope"] = strings.Join(t.Scopes, " ")
+	}
+	if len(t.Players) > 0 {
+		extra[ClaimPlayers] = t.Players
+	}
+	return jwt.Signed(signer).Claims(std).Claims(extra).Serialize()
 }
 
 // VerifyJWT checks an HS256 JWT's signature (go-jose) and expiry and returns
@@ -99,7 +136,7 @@ func principalFrom(std jwt.Claims, extra accessClaims, want jwt.Expected) (*Prin
 	if sub == "" {
 		return nil, fmt.Errorf("%w: sub is required", ErrInvalidToken)
 	}
-	return &Principal{Subject: sub, Scopes: extra.scopes(), Expires: std.Expiry.Time(), Audience: []string(std.Audience), Issuer: std.Issuer}, nil
+	return &Principal{Subject: sub, Scopes: extra.scopes(), Players: extra.players(), Expires: std.Expiry.Time(), Audience: []string(std.Audience), Issuer: std.Issuer}, nil
 }
 
 // verifyJWKS validates an access token against the authorization server's

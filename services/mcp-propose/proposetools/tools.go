@@ -6,7 +6,9 @@
 // server's NATS user may publish to), on its kind's route with safety and without replay
 // (events.NarratorRoute). Who proposed comes from the access token (its subject and issuer),
 // never from the arguments; calls are attributed and rate-limited per client by
-// shared/mcpx. New builds the MCP server; Handler serves it over Streamable HTTP behind
+// shared/mcpx. A narrator is not a player: it enqueues world events as itself (the envelope's
+// actor is narrator:<client>, its source mcp-propose) and names a player in one only if its
+// token lists that player (the mcpx.ClaimPlayers claim). New builds the MCP server; Handler serves it over Streamable HTTP behind
 // bearer authentication (scope propose).
 package proposetools
 
@@ -16,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -111,7 +114,7 @@ func New(o Options) (*Server, error) {
 	mcp.AddTool(s, &mcp.Tool{
 		Name: ToolEnqueue,
 		Description: "Enqueue a world event that asks Worldgate's agents for content: " + strings.Join(types, " (payload {locationId, playerId?, factionId?, theme?}) or ") +
-			" (payload {playerId, npcId, locationId, utterance}). The agents' proposals pass the gates as usual. Returns the event id and where to watch its outcome.",
+			" (payload {playerId, npcId, locationId, utterance}). A playerId must be one of the players your access token names (its players claim): the event speaks for that player; without one it is your own. The agents' proposals pass the gates as usual. Returns the event id and where to watch its outcome.",
 		Annotations: writes("Enqueue a world event"),
 		InputSchema: mcpx.InputSchema[EnqueueInput](map[string]mcpx.Limit{"type": {Enum: types}, "correlationId": mcpx.StrLen(1, 128)}),
 	}, srv.enqueue)
@@ -232,17 +235,38 @@ type Status struct {
 	Outcomes []OutcomeSummary `json:"outcomes,omitempty"`
 }
 
-// caller is who calls, from the access token: its subject and issuer ("stdio" on the trusted
-// local transport).
-type caller struct{ client, issuer string }
+// caller is who calls, from the access token: its subject, issuer and the players it may act
+// for ("stdio" on the trusted local transport, which has no token).
+type caller struct {
+	client, issuer string
+	players        []string
+	trusted        bool // no token: stdio (or -no-auth), trusted local use
+}
 
 func callerOf(req *mcp.CallToolRequest) caller {
 	if req != nil && req.Extra != nil && req.Extra.TokenInfo != nil && req.Extra.TokenInfo.UserID != "" {
 		ti := req.Extra.TokenInfo
 		iss, _ := ti.Extra[mcpx.TokenExtraIssuer].(string)
-		return caller{client: ti.UserID, issuer: iss}
+		return caller{client: ti.UserID, issuer: iss, players: mcpx.TokenPlayers(ti)}
 	}
-	return caller{client: "stdio"}
+	return caller{client: "stdio", trusted: true}
+}
+
+// mayActFor refuses a world event about a player the narrator's token does not name: a
+// narrator is not a player, and an event naming one speaks for them (their words in an NPC's
+// memory, their repeat-offender strikes). An event that names no player is the narrator's own.
+// The trusted local transport (stdio, no token) acts for anyone.
+func (c caller) mayActFor(player string) error {
+	if player == "" || c.trusted || slices.Contains(c.players, player) {
+		return nil
+	}
+	names := "names no players"
+	if len(c.players) > 0 {
+		names = "names only " + strings.Join(c.players, ", ")
+	}
+	return fmt.Errorf("narrator %q may not enqueue world events for player %q: its access token %s "+
+		"(ask its authorization server for a token whose %q claim lists %s, or leave playerId out where the event allows it); nothing was enqueued",
+		c.client, player, names, mcpx.ClaimPlayers, player)
 }
 
 // actor is the narrator client as an actor: outcomes of its proposals and events are published
@@ -352,6 +376,9 @@ func (s *Server) enqueue(ctx context.Context, req *mcp.CallToolRequest, in Enque
 	}
 	if in.CorrelationID != "" {
 		env.CorrelationID = in.CorrelationID
+	}
+	if err := c.mayActFor(events.PlayerOf(env)); err != nil {
+		return nil, Submitted{}, err
 	}
 	if _, err := events.Publish(ctx, s.opts.JetStream, env); err != nil {
 		var inv *events.InvalidError

@@ -26,6 +26,8 @@ import (
 	jose "github.com/go-jose/go-jose/v4"
 	"github.com/go-jose/go-jose/v4/jwt"
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
+
+	"github.com/worldgate/worldgate/shared/mcpx"
 )
 
 // Paths served by Handler, relative to the issuer URL.
@@ -35,11 +37,14 @@ const (
 	JWKSPath     = "/oauth/jwks.json"
 )
 
-// Client is a registered confidential client and the scopes it may be granted.
+// Client is a registered confidential client, the scopes it may be granted and the players
+// it may act for (every token it gets names them in the mcpx.ClaimPlayers claim: a narrator
+// enqueues world events about these players only).
 type Client struct {
-	ID     string   `json:"clientId"`
-	Secret string   `json:"clientSecret"`
-	Scopes []string `json:"scopes"`
+	ID      string   `json:"clientId"`
+	Secret  string   `json:"clientSecret"`
+	Scopes  []string `json:"scopes"`
+	Players []string `json:"players,omitempty"`
 }
 
 // Resource is a protected resource (an MCP endpoint's canonical URL) and the
@@ -132,15 +137,37 @@ func (i *Issuer) Metadata() *oauthex.AuthServerMeta {
 // Mint signs an access token for subject with scopes, valid for the
 // audiences given (the resources' URLs).
 func (i *Issuer) Mint(subject string, scopes, audience []string, ttl time.Duration) (string, error) {
+	return i.MintGrant(Grant{Subject: subject, Scopes: scopes, Audience: audience, TTL: ttl})
+}
+
+// Grant is what an access token says.
+type Grant struct {
+	Subject string
+	Scopes  []string
+	// Players the client may act for (the mcpx.ClaimPlayers claim; none: the claim is left out).
+	Players []string
+	// Audience are the resources' URLs the token is for.
+	Audience []string
+	// TTL is its validity (zero: the issuer's).
+	TTL time.Duration
+}
+
+// MintGrant signs an access token saying g.
+func (i *Issuer) MintGrant(g Grant) (string, error) {
+	ttl := g.TTL
 	if ttl <= 0 {
 		ttl = i.cfg.TTL
 	}
 	now := time.Now()
 	var jti [12]byte
 	_, _ = rand.Read(jti[:])
-	std := jwt.Claims{Issuer: i.cfg.URL, Subject: subject, Audience: audience, IssuedAt: jwt.NewNumericDate(now),
+	std := jwt.Claims{Issuer: i.cfg.URL, Subject: g.Subject, Audience: g.Audience, IssuedAt: jwt.NewNumericDate(now),
 		NotBefore: jwt.NewNumericDate(now), Expiry: jwt.NewNumericDate(now.Add(ttl)), ID: hex.EncodeToString(jti[:])}
-	return jwt.Signed(i.signer).Claims(std).Claims(map[string]any{"scope": strings.Join(scopes, " "), "client_id": subject}).Serialize()
+	extra := map[string]any{"scope": strings.Join(g.Scopes, " "), "client_id": g.Subject}
+	if len(g.Players) > 0 {
+		extra[mcpx.ClaimPlayers] = g.Players
+	}
+	return jwt.Signed(i.signer).Claims(std).Claims(extra).Serialize()
 }
 
 // Handler serves the metadata, token and JWKS endpoints.
@@ -223,7 +250,7 @@ func (i *Issuer) token(w http.ResponseWriter, r *http.Request) {
 		oauthError(w, http.StatusBadRequest, "invalid_scope", "the scopes open no resource")
 		return
 	}
-	tok, err := i.Mint(c.ID, scopes, aud, i.cfg.TTL)
+	tok, err := i.MintGrant(Grant{Subject: c.ID, Scopes: scopes, Players: c.Players, Audience: aud, TTL: i.cfg.TTL})
 	if err != nil {
 		oauthError(w, http.StatusInternalServerError, "server_error", err.Error())
 		return
