@@ -54,7 +54,7 @@ func (s *schema) CheckRaw(ctx context.Context, data []byte, p *events.Proposal) 
 		}
 		*p = *strict
 	}
-	if probs := proposalRules(p); len(probs) > 0 {
+	if probs := append(proposalRules(p), trailRule(p)...); len(probs) > 0 {
 		return schemaRejection(&events.InvalidError{What: "proposal", Problems: probs}), nil
 	}
 	emitter, _ := events.EmitterOf(Subject(ctx))
@@ -78,6 +78,18 @@ func proposalRules(p *events.Proposal) []events.Problem {
 		return append(probs, events.Problem{Code: events.ProblemInvalidPayload, Path: "/payload", Message: err.Error()})
 	}
 	return append(probs, events.PayloadRules(payload, "/payload")...)
+}
+
+// trailRule: a new proposal (it arrives on its emitter's subject) carries an empty trail, since
+// the gates write it as they decide; its pending gates are checked against the configured route
+// by routeRule. Hops an emitter wrote would sit in the trail as if gates had decided them.
+func trailRule(p *events.Proposal) []events.Problem {
+	if len(p.Route.Trail) == 0 {
+		return nil
+	}
+	return []events.Problem{{Code: events.ProblemInvalidField, Path: "/route/trail",
+		Message: fmt.Sprintf("must be empty on a new proposal (the gates write the trail as they decide), but it came with %d hop(s), the first said to be the %s gate's",
+			len(p.Route.Trail), p.Route.Trail[0].Gate)}}
 }
 
 // emitterRule admits a proposal only from an emitter subject (proposals.emit.<emitter>, which
