@@ -18,21 +18,26 @@ func argsFor(t llm.Tool, f *facts, rng *rand.Rand, variant int) json.RawMessage 
 		return json.RawMessage(`{}`)
 	}
 	g := argGen{f: f, rng: rng, root: schema, noun: toolNoun(t.Name), variant: variant}
-	v := g.value("", schema, 0)
-	if _, ok := v.(map[string]any); !ok {
-		v = map[string]any{}
-	}
-	b, err := json.Marshal(v)
-	if err != nil {
-		return json.RawMessage(`{}`)
-	}
+	b := g.object(schema)
 	// Fall back to the required properties only, if the full guess does not
 	// validate (e.g. an unsupported keyword constrained an optional one).
 	if llm.ValidateJSON(t.InputSchema, b) != nil {
 		g.requiredOnly = true
-		if b2, err := json.Marshal(g.value("", schema, 0)); err == nil {
-			b = b2
-		}
+		b = g.object(schema)
+	}
+	return b
+}
+
+// object is the arguments for schema: always a JSON object (MCP tool arguments are one), never
+// a bare value, whatever the schema's alternatives made of the guess.
+func (g *argGen) object(schema map[string]any) json.RawMessage {
+	v, ok := g.value("", schema, 0).(map[string]any)
+	if !ok {
+		return json.RawMessage(`{}`)
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return json.RawMessage(`{}`)
 	}
 	return b
 }
@@ -124,7 +129,9 @@ func (g *argGen) value(name string, s map[string]any, depth int) any {
 	if !resolved {
 		for _, k := range []string{"anyOf", "oneOf"} {
 			if alts, ok := s[k].([]any); ok && len(alts) > 0 {
-				if m, ok := alts[0].(map[string]any); ok {
+				// Only an alternative that is a whole schema stands for the value; one that
+				// only constrains it (required, an anchor) does not say it is a string.
+				if m, ok := alts[0].(map[string]any); ok && describesValue(m) {
 					return g.value(name, m, depth+1)
 				}
 			}
@@ -212,9 +219,6 @@ func (g *argGen) number(name string, s map[string]any) any {
 	return v
 }
 
-// hint finds a value the prompt gives for a property: "locationId" matches
-// locationId / location_id / location; "id" on get-location matches
-// locationId.
 // pickRequired handles an object whose anyOf/oneOf alternatives only say which
 // properties are required ("give factId or topic"): it picks one alternative
 // and returns the object schema with that alternative's properties required,
@@ -231,7 +235,7 @@ func (g *argGen) pickRequired(s map[string]any) (out map[string]any, exclude []s
 		list, _ := s[k].([]any)
 		for _, a := range list {
 			m, ok := a.(map[string]any)
-			if !ok || len(m) != 1 || m["required"] == nil {
+			if !ok || !onlyRequires(m) {
 				return s, nil, false
 			}
 			alts = append(alts, stringSet(m["required"]))
@@ -280,6 +284,37 @@ func (g *argGen) pickRequired(s map[string]any) (out map[string]any, exclude []s
 	return out, exclude, true
 }
 
+// onlyRequires reports whether an alternative of a oneOf/anyOf says only which properties are
+// required, besides annotations that constrain nothing (mcp-lore's get-canonical-fact names its
+// alternatives with $anchor: {"$anchor": "topic-alone", "required": ["topic"]}).
+func onlyRequires(alt map[string]any) bool {
+	if alt["required"] == nil {
+		return false
+	}
+	for k := range alt {
+		switch k {
+		case "required", "$anchor", "$comment", "title", "description":
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// describesValue reports whether a subschema says what kind of value it is, rather than only
+// constraining one.
+func describesValue(s map[string]any) bool {
+	for _, k := range []string{"type", "properties", "items", "$ref", "const", "enum", "anyOf", "oneOf", "allOf"} {
+		if _, ok := s[k]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+// hint finds a value the prompt gives for a property: "locationId" matches
+// locationId / location_id / location; "id" on get-location matches
+// locationId.
 func (g *argGen) hint(prop string) string {
 	p := norm(prop)
 	cands := []string{p}

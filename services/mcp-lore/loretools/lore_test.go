@@ -106,9 +106,15 @@ func TestSearchAndCanonicalFactsFromDirectFacts(t *testing.T) {
 	}
 	for _, bad := range []struct {
 		tool string
-		args map[string]any
+		args any
 		want string
 	}{
+		// A bare string (the ai-worker's scripted provider sent these by the dozen): a sentence
+		// saying what to send, not "cannot unmarshal".
+		{"get-canonical-fact", "The Sundering", `the arguments of get-canonical-fact must be a JSON object naming each argument (as its input schema shows), not a string: ` + loretools.CanonicalFactShape},
+		{"get-canonical-fact", []string{"lore:goose"}, "not an array: give exactly one of factId"},
+		{"get-canonical-fact", map[string]any{"factId": "lore:goose", "topic": "x"}, loretools.CanonicalFactShape},
+		{"get-canonical-fact", map[string]any{"topic": "   "}, loretools.CanonicalFactShape},
 		{"get-canonical-fact", map[string]any{"factId": "lore:nothing"}, `no lore fact with id "lore:nothing"`},
 		{"get-canonical-fact", map[string]any{"factId": "lore:bridge"}, "not canonical"},
 		{"get-canonical-fact", map[string]any{"topic": "spaceship laser"}, `no canonical lore fact matches topic "spaceship laser"`},

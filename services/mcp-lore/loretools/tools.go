@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"github.com/google/jsonschema-go/jsonschema"
+	"maps"
 	"net/http"
 	"strings"
 	"sync"
@@ -75,6 +76,13 @@ type SearchLoreOutput struct {
 	IndexedFacts int    `json:"indexedFacts"`
 }
 
+// ToolCanonicalFact is get-canonical-fact's name.
+const ToolCanonicalFact = "get-canonical-fact"
+
+// CanonicalFactShape says what get-canonical-fact's arguments look like; it is added to every
+// refusal of their shape (a bare string, both or neither of factId and topic).
+const CanonicalFactShape = `give exactly one of factId (a lore fact's id) or topic (a title or a few words) in a JSON object, e.g. {"topic": "The Sundering"} or {"factId": "lore:sundering"}`
+
 // GetCanonicalFactInput is get-canonical-fact's input.
 type GetCanonicalFactInput struct {
 	FactID string `json:"factId,omitempty" jsonschema:"the fact's id (lore:…); give this or topic"`
@@ -94,6 +102,11 @@ func New(o Options) (*Server, error) {
 		o.RefreshInterval = time.Minute
 	}
 	var srv *Server
+	o.ArgumentHints = maps.Clone(o.ArgumentHints)
+	if o.ArgumentHints == nil {
+		o.ArgumentHints = map[string]string{}
+	}
+	o.ArgumentHints[ToolCanonicalFact] = CanonicalFactShape
 	o.Completion = func(ctx context.Context, req *mcp.CompleteRequest) (*mcp.CompleteResult, error) {
 		return mcpx.EntityCompletion(srv.loreKind())(ctx, req)
 	}
@@ -119,7 +132,7 @@ func New(o Options) (*Server, error) {
 		}),
 	}, srv.searchLore)
 	mcp.AddTool(s, &mcp.Tool{
-		Name:        "get-canonical-fact",
+		Name:        ToolCanonicalFact,
 		Description: "Get one canonical lore fact by its id (factId) or by a title/topic (topic). A topic matches a canonical fact's title exactly (case-insensitive) or else the best-ranked canonical fact.",
 		Annotations: mcpx.ReadOnly("Get canonical fact"),
 		InputSchema: canonicalFactSchema(),
@@ -322,7 +335,7 @@ func (s *Server) getCanonicalFact(ctx context.Context, _ *mcp.CallToolRequest, i
 	id, topic := strings.TrimSpace(in.FactID), strings.TrimSpace(in.Topic)
 	switch {
 	case (id == "") == (topic == ""):
-		return nil, GetCanonicalFactOutput{}, mcpx.InvalidInput("give exactly one of factId or topic")
+		return nil, GetCanonicalFactOutput{}, mcpx.InvalidInput("%s", CanonicalFactShape)
 	case len(id) > MaxIDLen:
 		return nil, GetCanonicalFactOutput{}, mcpx.InvalidInput("factId is %d bytes; at most %d allowed", len(id), MaxIDLen)
 	case len(topic) > MaxTopicLen:
