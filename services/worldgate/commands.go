@@ -147,20 +147,28 @@ func runProposals(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		if !*all {
 			statuses = []approval.Status{approval.StatusPending}
 		}
-		recs, err := store.List(ctx, statuses...)
+		l, err := store.Scan(ctx, statuses...)
 		if err != nil {
 			return err
 		}
+		// A record that cannot be read is named, with its sequence and why, and the rest are
+		// listed: one bad entry must not hide the proposals waiting for a decision.
 		if *asJSON {
-			return json.NewEncoder(stdout).Encode(recs)
+			for _, u := range l.Unreadable {
+				fmt.Fprintln(stderr, u)
+			}
+			return json.NewEncoder(stdout).Encode(l.Records)
 		}
-		if len(recs) == 0 {
+		for _, u := range l.Unreadable {
+			fmt.Fprintln(stdout, u)
+		}
+		if len(l.Records) == 0 {
 			fmt.Fprintln(stdout, "no proposals waiting for a decision")
 			return nil
 		}
 		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "PROPOSAL\tKIND\tSTATUS\tHELD\tCORRELATION")
-		for _, r := range recs {
+		for _, r := range l.Records {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.ProposalID, r.Kind, r.Status, r.HeldUTC.Format(time.RFC3339), r.CorrelationID)
 		}
 		return tw.Flush()

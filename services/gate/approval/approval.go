@@ -173,34 +173,68 @@ func (s *Store) Show(ctx context.Context, proposalID string) (Record, error) {
 	return r, err
 }
 
-// List returns the records with one of statuses (every record when none is given), oldest first.
+// Unreadable is an entry of the approvals bucket that is not a readable record: what a listing
+// shows in its place, so that one bad entry does not hide the others.
+type Unreadable struct {
+	Key      string
+	Sequence uint64 // the entry's revision: its sequence in the bucket's stream
+	Reason   string
+}
+
+func (u Unreadable) String() string {
+	return fmt.Sprintf("the record under key %s (sequence %d) could not be read: %s", u.Key, u.Sequence, u.Reason)
+}
+
+// Listing is what List finds: the readable records, oldest first, and the unreadable entries,
+// by sequence.
+type Listing struct {
+	Records    []Record
+	Unreadable []Unreadable
+}
+
+// List returns the records with one of statuses (every record when none is given), oldest
+// first. An entry that is not a readable record is left out (Scan reports it); only a bucket
+// that cannot be read is an error.
 func (s *Store) List(ctx context.Context, statuses ...Status) ([]Record, error) {
+	l, err := s.Scan(ctx, statuses...)
+	return l.Records, err
+}
+
+// Scan is List with the entries that could not be read as records, each with its sequence and
+// why.
+func (s *Store) Scan(ctx context.Context, statuses ...Status) (Listing, error) {
 	lister, err := s.kv.ListKeys(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("list %s: %w", natsx.BucketApprovals, err)
+		return Listing{}, fmt.Errorf("list %s: %w", natsx.BucketApprovals, err)
 	}
 	var keys []string
 	for k := range lister.Keys() {
 		keys = append(keys, k)
 	}
-	out := []Record{}
+	out := Listing{Records: []Record{}}
 	for _, k := range keys {
 		e, err := s.kv.Get(ctx, k)
 		if errors.Is(err, jetstream.ErrKeyNotFound) {
 			continue
 		}
 		if err != nil {
-			return nil, fmt.Errorf("read %s: %w", k, err)
+			return Listing{}, fmt.Errorf("read %s: %w", k, err)
 		}
 		var r Record
 		if err := json.Unmarshal(e.Value(), &r); err != nil {
-			return nil, fmt.Errorf("held proposal under key %s is not readable: %w", k, err)
+			out.Unreadable = append(out.Unreadable, Unreadable{Key: k, Sequence: e.Revision(), Reason: "it is not a held proposal's record: " + err.Error()})
+			continue
+		}
+		if r.ProposalID == "" {
+			out.Unreadable = append(out.Unreadable, Unreadable{Key: k, Sequence: e.Revision(), Reason: "it has no proposalId"})
+			continue
 		}
 		if len(statuses) == 0 || contains(statuses, r.Status) {
-			out = append(out, r)
+			out.Records = append(out.Records, r)
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].HeldUTC.Before(out[j].HeldUTC) })
+	sort.Slice(out.Records, func(i, j int) bool { return out.Records[i].HeldUTC.Before(out.Records[j].HeldUTC) })
+	sort.Slice(out.Unreadable, func(i, j int) bool { return out.Unreadable[i].Sequence < out.Unreadable[j].Sequence })
 	return out, nil
 }
 
