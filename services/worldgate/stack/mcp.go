@@ -68,7 +68,16 @@ func startMCP(ctx context.Context, st *Stack) error {
 		_ = ln.Close()
 		return err
 	}
-	token, err := iss.Mint("worldgate-dev", readScopes, []string{st.MCPURLs["world"], st.MCPURLs["lore"], st.MCPURLs["classify"]}, 30*24*time.Hour)
+	// Two read tokens, two clients: the one endpoints.json hands to outside clients and the
+	// in-process workers' own. Rate limits count per client, so a flood with the published
+	// token cannot spend the workers' budget (issue 38).
+	readAudience := []string{st.MCPURLs["world"], st.MCPURLs["lore"], st.MCPURLs["classify"]}
+	token, err := iss.Mint(devTokenSubject, readScopes, readAudience, 30*24*time.Hour)
+	if err != nil {
+		_ = ln.Close()
+		return err
+	}
+	workerToken, err := iss.Mint(devWorkersSubject, readScopes, readAudience, 30*24*time.Hour)
 	if err != nil {
 		_ = ln.Close()
 		return err
@@ -170,7 +179,7 @@ func startMCP(ctx context.Context, st *Stack) error {
 		defer cancel()
 		_ = srv.Shutdown(c)
 	})
-	st.MCPToken = token
+	st.MCPToken = workerToken
 	st.Endpoints["mcp.world.url"] = st.MCPURLs["world"]
 	st.Endpoints["mcp.lore.url"] = st.MCPURLs["lore"]
 	st.Endpoints["mcp.classify.url"] = st.MCPURLs["classify"]
@@ -183,6 +192,14 @@ func startMCP(ctx context.Context, st *Stack) error {
 	st.Endpoints["mcp.client.secret"] = clientSecret
 	return nil
 }
+
+// Subjects of the dev stack's minted read tokens: the one published in endpoints.json
+// ("mcp.token") for outside clients, and the in-process workers' own (Stack.MCPToken), each its
+// own client to the rate limiter.
+const (
+	devTokenSubject   = "worldgate-dev"
+	devWorkersSubject = "worldgate-dev-workers"
+)
 
 // devClientID is the dev issuer's client for outside MCP clients (the MCP Inspector, an
 // editor): client_credentials with the read scopes.

@@ -114,7 +114,7 @@ type Stack struct {
 	GraphRO  *graphx.Conn      // graphd's read-only user, shared by readers (set by MCP)
 	MCPURLs  map[string]string // server name → Streamable HTTP URL (set by MCP)
 	Lore     *loretools.Server // mcp-lore, to refresh once a world is committed (set by MCP)
-	MCPToken string            // a read-scoped token for the MCP servers (set by MCP)
+	MCPToken string            // the in-process workers' read-scoped token for the MCP servers, not the one endpoints.json publishes (set by MCP)
 
 	// Endpoints is what endpoints.json lists: URLs and credentials, by name.
 	Endpoints map[string]any
