@@ -114,21 +114,23 @@ func (c *chain) handler(first Gate) message.HandlerFunc {
 				if err != nil {
 					return nil, err
 				}
-				latency, took := c.latency[g.Name()], c.now().Sub(start)
-				for _, r := range append(reports, report) {
-					r()
-				}
-				latency.Observe(took.Seconds())
 				if s.d.Outcome == Rejected && !s.d.Transient {
 					// A transient refusal is not the end of the proposal: it comes back to the
 					// refusing gate once its wait is over (retry tickets) and may yet commit, so
 					// the gates it passed remember it, as they do when they run apart.
 					for _, pg := range passed {
 						if f, ok := pg.(Forgetter); ok {
-							f.RefusedLater(p)
+							if err := f.RefusedLater(ctx, p); err != nil {
+								return nil, fmt.Errorf("gate %s: forget proposal %s, refused by the %s gate: %w", pg.Name(), p.ProposalID, s.gate.Name(), err)
+							}
 						}
 					}
 				}
+				latency, took := c.latency[g.Name()], c.now().Sub(start)
+				for _, r := range append(reports, report) {
+					r()
+				}
+				latency.Observe(took.Seconds())
 				return msgs, nil
 			}
 			passed = append(passed, g)

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -23,9 +24,10 @@ import (
 // an NPC may tell two players the same news). Fallback content is never refused (see
 // fallback.IsContent). Accepted fingerprints live in the KV bucket natsx.BucketDedup, one key per kind
 // and target holding the latest Keep entries; a check and its insert are one compare-and-set,
-// so two replicas cannot both accept near-duplicates. "Accepted" means passed this gate: a
-// proposal rejected later keeps its fingerprint (its own later attempts are not compared with
-// it, since entries of the same proposal id are skipped).
+// so two replicas cannot both accept near-duplicates. "Accepted" means passed this gate and not
+// refused for good by a later gate of the same run (fusion: RefusedLater removes the
+// fingerprint at once): content refused after this gate must not make the next, similar
+// proposal — its regeneration, whose proposal id differs — a duplicate of it.
 type dedup struct {
 	locks keyLocks
 	kv    jetstream.KeyValue
@@ -160,6 +162,44 @@ func (g *dedup) Check(ctx context.Context, p *events.Proposal) (Decision, error)
 		}
 	}
 	return Decision{}, errors.New("store fingerprint: too many concurrent updates of one target")
+}
+
+// RefusedLater forgets p's fingerprint: a later gate of the run refused it for good, so the
+// content will not be committed and must not make similar content a duplicate.
+func (g *dedup) RefusedLater(ctx context.Context, p *events.Proposal) error {
+	payload, err := events.DecodePayload(p.Kind, p.Payload)
+	if err != nil || payload.Content() == "" {
+		return nil // never fingerprinted
+	}
+	key := dedupKey(p.Kind, payload.Target())
+	defer g.locks.lock(key)()
+	for range 20 {
+		e, err := g.kv.Get(ctx, key)
+		switch {
+		case errors.Is(err, jetstream.ErrKeyNotFound):
+			return nil
+		case err != nil:
+			return fmt.Errorf("read fingerprints: %w", err)
+		}
+		var cur fingerprints
+		if err := json.Unmarshal(e.Value(), &cur); err != nil {
+			return nil // unreadable: Check starts again from nothing
+		}
+		keep := slices.DeleteFunc(slices.Clone(cur.Entries), func(x fingerprint) bool { return x.ProposalID == p.ProposalID })
+		if len(keep) == len(cur.Entries) {
+			return nil
+		}
+		data, err := json.Marshal(fingerprints{Entries: keep})
+		if err != nil {
+			return err
+		}
+		if _, err = g.kv.Update(ctx, key, data, e.Revision()); err == nil {
+			return nil
+		} else if !isConflict(err) {
+			return fmt.Errorf("forget fingerprint: %w", err)
+		}
+	}
+	return errors.New("forget fingerprint: too many concurrent updates of one target")
 }
 
 // isConflict reports a compare-and-set that lost to another writer.

@@ -55,11 +55,13 @@ type Holder interface {
 }
 
 // Forgetter is a gate that remembers what it passed (the invariant gate: each player's last
-// move). When a later gate of the same run (fusion) refuses the proposal for good, the chain
-// calls RefusedLater, so that the memory does not outlive what was passed. A transient refusal
-// is not reported: the proposal comes back to the gate that refused it and may still commit.
+// move; the dedup gate: the fingerprints of accepted content). When a later gate of the same
+// run (fusion) refuses the proposal for good, the chain calls RefusedLater, so that the memory
+// does not outlive what was passed; an error (the memory could not be updated) fails the run,
+// which is redelivered and decided again. A transient refusal is not reported: the proposal
+// comes back to the gate that refused it and may still commit.
 type Forgetter interface {
-	RefusedLater(p *events.Proposal)
+	RefusedLater(ctx context.Context, p *events.Proposal) error
 }
 
 // Outcome of a check.

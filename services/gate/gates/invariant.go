@@ -277,19 +277,20 @@ func (g *invariant) passed(proposal string, payload events.Payload) {
 
 // RefusedLater forgets p if it is its player's last passed move: a later gate of the run refused
 // it for good, so the player's next move must not wait for it.
-func (g *invariant) RefusedLater(p *events.Proposal) {
+func (g *invariant) RefusedLater(_ context.Context, p *events.Proposal) error {
 	if p.Kind != events.KindPlayerMoved {
-		return
+		return nil
 	}
 	payload, err := events.DecodePayload(p.Kind, p.Payload)
 	if err != nil {
-		return
+		return nil // never passed: nothing remembered
 	}
 	if m, ok := payload.(*events.PlayerMovedPayload); ok {
 		if prev, found := g.moves.Peek(m.PlayerID); found && prev.proposal == p.ProposalID {
 			g.moves.Remove(m.PlayerID)
 		}
 	}
+	return nil
 }
 
 // afterPassedMove reports whether a move refused only because its player is elsewhere should be
