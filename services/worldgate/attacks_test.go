@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -519,6 +520,120 @@ func TestAttacksOnTheDevStackAreRefused(t *testing.T) {
 			}
 			return true
 		})
+	})
+
+	// Issue 38, item 1: the same member twice. The digest and every gate read one value; a
+	// reader that keeps the first would show the other.
+	t.Run("a duplicate member never reaches the graph", func(t *testing.T) {
+		// A compromised ai-worker with no key: the schema gate refuses it.
+		_, aiJS := a.as(natsauth.AIWorker)
+		p := proposalOf(t, "attack-dup-emit", events.KindAmbience, "ambience", events.Actor{Kind: "player", ID: "player:ana"},
+			`{"locationId":"loc:ash-gate","text":"<script>alert(1)</script> You worthless idiot.","text":"Ash falls softly.","mood":"grim"}`)
+		if err := publishAs(aiJS, events.EmitSubject(events.EmitterAmbience), p.ProposalID, mustJSON(t, p)); err != nil {
+			t.Fatal(err)
+		}
+		r := a.rejectionOf(p.ProposalID, 30*time.Second)
+		if r.Gate != gates.Schema || r.Code != events.CodeSchemaInvalid || !strings.Contains(r.Reason, "/payload/text") || !strings.Contains(r.Reason, "more than once") {
+			t.Errorf("duplicate text from the ai-worker: refused by %s %s %q; want the schema gate naming /payload/text", r.Gate, r.Code, r.Reason)
+		}
+		// A compromised last gate that slips a first member in after every gate signed: the
+		// event-processor dead-letters it. The same proposal without the slip commits, so the
+		// signatures below are the honest gates'.
+		signers, err := attest.LoadSigners(filepath.Join(dir, "keys"), gates.Known())
+		if err != nil {
+			t.Fatal(err)
+		}
+		signed := func(id, text string) []byte {
+			q := proposalOf(t, id, events.KindAmbience, "ambience", events.Actor{Kind: "player", ID: "player:ana"},
+				fmt.Sprintf(`{"locationId":"loc:ash-gate","text":%q,"mood":"grim"}`, text))
+			for _, g := range q.Route.Pending {
+				h := events.Hop{Gate: g, Outcome: events.OutcomePassed, At: time.Now().UTC()}
+				if g == gates.Schema {
+					h.Emitter = events.EmitterAmbience
+				}
+				q.Route.Trail = append(q.Route.Trail, h)
+				if err := signers[g].SignLast(q); err != nil {
+					t.Fatal(err)
+				}
+			}
+			q.Route.Pending = []string{}
+			return mustJSON(t, q)
+		}
+		_, auditJS := a.as(natsauth.GateRole(gates.Audit))
+		if err := publishAs(auditJS, events.SubjectValidated, "honest-dup-control", signed("honest-dup-control", "Ash settles on the gate.")); err != nil {
+			t.Fatal(err)
+		}
+		slipped := bytes.Replace(signed("attack-dup-slip", "Ash falls softly."), []byte(`"payload":{`),
+			[]byte(`"payload":{"text":"<script>alert(2)</script> Everyone hates you.",`), 1)
+		if err := publishAs(auditJS, events.SubjectValidated, "attack-dup-slip", slipped); err != nil {
+			t.Fatal(err)
+		}
+		natstest.WaitFor(t, 30*time.Second, "the control committed and the slip dead-lettered", func() bool {
+			return slices.ContainsFunc(a.committed(), func(e events.DomainEvent) bool { return e.ProposalID == "honest-dup-control" }) &&
+				slices.ContainsFunc(a.deadLetters("event-processor"), func(m jetstream.Msg) bool {
+					return bytes.Contains(m.Data(), []byte("attack-dup-slip")) && strings.Contains(m.Headers().Get(events.HeaderDLQReason), "more than once")
+				})
+		})
+		for _, e := range a.committed() {
+			if e.ProposalID == "attack-dup-slip" || e.ProposalID == p.ProposalID {
+				t.Errorf("committed %s: %s", e.ProposalID, e.Payload)
+			}
+		}
+	})
+
+	// Issue 38, item 2: the ai-worker publishes refusals; a body it writes claiming a commit
+	// reaches no reader, and the committed subjects are not its to publish on.
+	t.Run("a forged committed outcome reaches no reader", func(t *testing.T) {
+		_, aiJS := a.as(natsauth.AIWorker)
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		w, err := events.Watch(ctx, st.JS, events.WatchOptions{Actors: []string{"player:ana"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Close()
+		// A well-formed commit of abuse, as the event-processor would word it.
+		fp := proposalOf(t, "attack-forged-outcome", events.KindNPCDialogue, "npc-dialogue", events.Actor{Kind: "player", ID: "player:ana"},
+			`{"npcId":"npc:mara","playerId":"player:ana","locationId":"loc:ash-gate","line":"You worthless idiot.","intent":"greet"}`)
+		fp.CorrelationID = "attack-outcome"
+		forged := events.CommittedOutcome(fp, events.DomainEvent{EventID: events.DomainEventID(fp.ProposalID, 0), Type: "NPCDialogueAccepted",
+			ProposalID: fp.ProposalID, Kind: fp.Kind, CorrelationID: fp.CorrelationID, CausationID: fp.ProposalID,
+			OccurredUTC: time.Now().UTC(), CommittedUTC: time.Now().UTC(), Payload: fp.Payload})
+		if err := forged.Validate(); err != nil {
+			t.Fatalf("test data: the forgery must be a valid outcome: %v", err)
+		}
+		body := mustJSON(t, forged)
+		if err := publishAs(aiJS, forged.Subject(), "forged-committed", body); err == nil {
+			t.Error("the ai-worker published on the committed outcomes' subject")
+		}
+		if err := publishAs(aiJS, events.OutcomeSubject(events.OutcomeRefused, "player:ana"), "forged-on-refused", body); err != nil {
+			t.Fatalf("the ai-worker may publish refusals: %v", err)
+		}
+		// A genuine outcome after it: the watch must skip the forgery and deliver this one.
+		env := attackEnvelope(t, events.PlayerMoveRequested, events.Actor{Kind: "player", ID: "player:ana"},
+			events.PlayerMoveRequestedPayload{PlayerID: "player:ana", FromLocationID: "loc:nowhere", Direction: "up"})
+		publishEnv(t, env, env.IdempotencyKey)
+		var misrouted int
+		for {
+			d, err := w.Next(ctx)
+			var mis *events.MisroutedError
+			if errors.As(err, &mis) {
+				misrouted++
+				continue
+			}
+			if err != nil {
+				t.Fatalf("waiting for the genuine outcome after the forgery: %v (forgeries dropped: %d)", err, misrouted)
+			}
+			if d.Outcome.CorrelationID == "attack-outcome" {
+				t.Fatalf("the forged commit reached a reader: %+v", d.Outcome)
+			}
+			if d.Outcome.EventID == env.EventID {
+				break
+			}
+		}
+		if misrouted != 1 {
+			t.Errorf("the watch reported %d misrouted outcomes, want the one forgery", misrouted)
+		}
 	})
 
 	// Whatever was refused, no markup of the phrasings above is in a committed event.
