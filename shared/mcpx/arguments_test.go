@@ -1,6 +1,7 @@
 package mcpx_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -12,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/worldgate/worldgate/events"
 	"github.com/worldgate/worldgate/shared/mcpx"
 )
 
@@ -129,4 +131,27 @@ func TestRateLimitIsPerClient(t *testing.T) {
 	if res, err := other.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"say": "x"}}); err != nil || res.IsError {
 		t.Fatalf("another client during the flood: %v %q", err, toolText(res))
 	}
+}
+
+// FuzzCheckArguments: whatever a client sends as arguments, the check answers (no panic), and
+// anything it lets through is one JSON object (or nothing) that names no member twice.
+func FuzzCheckArguments(f *testing.F) {
+	for _, s := range []string{``, `null`, `{}`, `{"a":1}`, `{"a":1,"a":2}`, `{"a":{"b":1,"b":1}}`, `"x"`, `[1]`, `1`, `true`, `{"a":null}`, "{\"\xff\":1}"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if !json.Valid(data) && len(bytes.TrimSpace(data)) > 0 {
+			return // the transports answer -32700 before a tool sees it
+		}
+		if mcpx.CheckArguments("t", data, "") != nil {
+			return
+		}
+		trimmed := bytes.TrimSpace(data)
+		if len(trimmed) > 0 && string(trimmed) != "null" && trimmed[0] != '{' {
+			t.Fatalf("%q let through: not an object", data)
+		}
+		if len(trimmed) > 0 && events.CheckJSON("arguments", trimmed) != nil {
+			t.Fatalf("%q let through: %v", data, events.CheckJSON("arguments", trimmed))
+		}
+	})
 }
