@@ -656,7 +656,7 @@ func checkJWT(t *testing.T, token, secret string, scopes []string) {
 
 // TestKubernetesSigningKeys checks the attestation keys (docs/attestation.md): each gate's pods
 // mount that gate's private key and no other, -signing-keys names the mount; the
-// event-processor mounts the public keys (-attest-keys) and no private key; no other workload
+// event-processor and the ai-worker mount the public keys (-attest-keys) and no private key; no other workload
 // mounts a key. In dev, each generated private key belongs to the public key the
 // event-processor is given.
 func TestKubernetesSigningKeys(t *testing.T) {
@@ -709,13 +709,13 @@ func TestKubernetesSigningKeys(t *testing.T) {
 					if ps.SecurityContext.FSGroup == nil {
 						t.Errorf("Deployment %s: no fsGroup, so the Secret's root-owned key file is unreadable to the gate", name)
 					}
-				case name == "event-processor":
+				case name == "event-processor" || name == "ai-worker":
 					if len(keyVols) != 1 || secretName(keyVols[0]) != "worldgate-attest-keys" {
-						t.Errorf("event-processor: key volumes %+v; want the public keys only", keyVols)
+						t.Errorf("%s: key volumes %+v; want the public keys only", name, keyVols)
 						continue
 					}
 					if m := mountOf(ps, keyVols[0].Name); m == "" || envValue(ps.Containers[0], "WORLDGATE_ATTEST_KEYS") != m {
-						t.Errorf("event-processor: WORLDGATE_ATTEST_KEYS %q, keys mounted at %q", envValue(ps.Containers[0], "WORLDGATE_ATTEST_KEYS"), m)
+						t.Errorf("%s: WORLDGATE_ATTEST_KEYS %q, keys mounted at %q", name, envValue(ps.Containers[0], "WORLDGATE_ATTEST_KEYS"), m)
 					}
 				default:
 					if len(keyVols) > 0 {

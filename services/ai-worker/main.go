@@ -23,6 +23,7 @@ import (
 	"github.com/worldgate/worldgate/services/ai-worker/aiworker"
 	"github.com/worldgate/worldgate/services/ai-worker/budget"
 	"github.com/worldgate/worldgate/services/ai-worker/llmsetup"
+	"github.com/worldgate/worldgate/services/gate/attest"
 	"github.com/worldgate/worldgate/services/gate/route"
 	"github.com/worldgate/worldgate/shared/admin"
 	"github.com/worldgate/worldgate/shared/config"
@@ -50,6 +51,7 @@ type flags struct {
 	llmModel, llmRichModel                      string
 	worldURL, loreURL, classifyURL, mcpToken    string
 	routesFile, roles                           string
+	attestKeys                                  string
 	budgets                                     string
 	offenders                                   budget.OffenderPolicy
 	toolBudget                                  int
@@ -75,6 +77,7 @@ func run(args []string) error {
 	fs.StringVar(&f.classifyURL, "mcp-classify-url", "http://127.0.0.1:7403/mcp", "mcp-classify Streamable HTTP endpoint")
 	fs.StringVar(&f.mcpToken, "mcp-token", "", "bearer token for the MCP servers (scopes world:read, lore:read, classify:read)")
 	fs.StringVar(&f.routesFile, "routes", "", "routes per proposal kind (YAML; default: the embedded routes)")
+	fs.StringVar(&f.attestKeys, "attest-keys", "", "directory of the gates' public keys, <gate>.pub and <gate>.<id>.pub during a rotation (docs/attestation.md); required: a rejection is followed only when the gates' signatures show it refuses a proposal this worker sent")
 	fs.StringVar(&f.roles, "roles", "", "comma-separated roles to run (default: all)")
 	fs.StringVar(&f.budgets, "budgets", "", "LLM budget file (docs/budgets.md); empty: no budgets. A bad file stops start-up")
 	fs.IntVar(&f.offenders.Threshold, "offender-threshold", 3, "with -budgets: this many flagged utterances of one player within -offender-window make a repeat-offender strike")
@@ -110,6 +113,13 @@ func run(args []string) error {
 		}
 	}
 	routes, err := route.Load(f.routesFile)
+	if err != nil {
+		return err
+	}
+	if f.attestKeys == "" {
+		return errors.New("-attest-keys is required: a rejection is followed (reprompted, retried, fallen back) only when the gates' signatures show it refuses a proposal this worker sent (docs/attestation.md)")
+	}
+	keyring, err := attest.LoadKeyring(f.attestKeys)
 	if err != nil {
 		return err
 	}
@@ -186,7 +196,7 @@ func run(args []string) error {
 			roleNames = append(roleNames, strings.TrimSpace(r))
 		}
 	}
-	if err := aiworker.Register(app, aiworker.Deps{LLM: llmReg, Tools: mcp, KV: kv, Committed: js, Routes: routes, Registerer: reg, Logger: log,
+	if err := aiworker.Register(app, aiworker.Deps{LLM: llmReg, Tools: mcp, KV: kv, Committed: js, Routes: routes, Keyring: keyring, Registerer: reg, Logger: log,
 		Roles: roleNames, ToolBudget: f.toolBudget, AmbienceFreshFor: f.freshFor, AckWait: f.ackWait, MaxTask: f.maxTask,
 		MaxClockSkew: f.maxSkew, MaxEventAge: f.maxAge, OnInputFlag: onFlag(offenders)}); err != nil {
 		return err

@@ -346,9 +346,12 @@ func (ps *Procs) StreamLeader(ctx context.Context, stream string) string {
 // fuses reports whether the gate binary decides consecutive gates of its process in one hop
 // (it knows -fuse): a binary from before fusion (bench -bin-dir, the "before" figures) hops
 // between every two gates, so it connects as the unfused set's user.
-func fuses(bin string) bool {
+func fuses(bin string) bool { return takes(bin, "-fuse") }
+
+// takes reports whether the binary bin lists flag in its usage.
+func takes(bin, flag string) bool {
 	out, _ := exec.Command(bin, "-h").CombinedOutput()
-	return strings.Contains(string(out), "-fuse")
+	return strings.Contains(string(out), flag)
 }
 
 // natsUsers are the policy's users, each with a random password, written for natsd -users,
@@ -523,9 +526,13 @@ func StartProcs(ctx context.Context, o ProcsOptions) (ps *Procs, err error) {
 			// NATS nodes the default 3 s is not always enough for the referenced vertex to commit.
 			"-invariant-reference-wait", "15s"}, o.GateFlags)...)
 	}
-	add("ai-worker", "worker", "ai-worker", slices.Concat(as(natsauth.AIWorker), []string{"-provision=false", "-admin", port("ai-worker-admin"), "-log-level", "warn",
+	aiArgs := slices.Concat(as(natsauth.AIWorker), []string{"-provision=false", "-admin", port("ai-worker-admin"), "-log-level", "warn",
 		"-mcp-world-url", "http://" + port("mcp-world") + "/mcp", "-mcp-lore-url", "http://" + port("mcp-lore") + "/mcp",
-		"-mcp-classify-url", "http://" + port("mcp-classify") + "/mcp", "-mcp-token", token})...)
+		"-mcp-classify-url", "http://" + port("mcp-classify") + "/mcp", "-mcp-token", token})
+	if takes(filepath.Join(o.BinDir, "ai-worker"), "-attest-keys") { // binaries from before it start too
+		aiArgs = append(aiArgs, "-attest-keys", keysDir) // it follows only rejections whose trail verifies
+	}
+	add("ai-worker", "worker", "ai-worker", aiArgs...)
 	if o.MemoryWriter {
 		add("memory-writer", "worker", "memory-writer", slices.Concat(as(natsauth.MemoryWriter), []string{"-provision=false",
 			"-admin", port("memory-writer-admin"), "-log-level", "warn"})...)

@@ -29,6 +29,7 @@ import (
 	"github.com/worldgate/worldgate/services/ai-worker/fallback"
 	"github.com/worldgate/worldgate/services/ai-worker/roles"
 	"github.com/worldgate/worldgate/services/ai-worker/templates"
+	"github.com/worldgate/worldgate/services/gate/attest"
 	"github.com/worldgate/worldgate/shared/llm"
 	"github.com/worldgate/worldgate/shared/llm/prompt"
 	"github.com/worldgate/worldgate/shared/logx"
@@ -94,6 +95,9 @@ type Config struct {
 	// Reuse answers a reprompt's tool calls with what its refused attempt was told, when the
 	// refusal was about the content (nil: every attempt asks the MCP servers).
 	Reuse *ContextReuse
+	// Keyring holds the gates' public keys: a rejection is followed only when the hops before
+	// the rejecting gate verify with them (nil: only refusals at a route's first gate can be).
+	Keyring *attest.Keyring
 }
 
 // Agent runs tasks. It is safe for concurrent use.
@@ -544,7 +548,7 @@ func (a *Agent) provenanceOf(t *task, c *conversation) (*events.Provenance, erro
 
 // proposeAnswer builds the proposal, counts it and logs the prompt as issued.
 func (a *Agent) proposeAnswer(ctx context.Context, t *task, payload json.RawMessage, prov *events.Provenance) (*Result, error) {
-	res, err := a.propose(t, payload, prov)
+	res, err := a.propose(ctx, t, payload, prov)
 	if err != nil {
 		return nil, err
 	}
@@ -733,7 +737,7 @@ func (a *Agent) validate(text string, role roles.Role, in roles.Input) (json.Raw
 }
 
 // propose builds the proposal (an LLM role's checked as the schema gate will check it).
-func (a *Agent) propose(t *task, payload json.RawMessage, prov *events.Provenance) (*Result, error) {
+func (a *Agent) propose(ctx context.Context, t *task, payload json.RawMessage, prov *events.Provenance) (*Result, error) {
 	pending, err := a.cfg.Routes.For(t.role.Kind)
 	if err != nil {
 		return nil, err
@@ -767,6 +771,10 @@ func (a *Agent) propose(t *task, payload json.RawMessage, prov *events.Provenanc
 		}
 		if _, err := events.DecodeProposal(raw); err != nil {
 			return nil, fmt.Errorf("built an invalid %s proposal: %w", t.role.Kind, err)
+		}
+		// What was sent, for telling a refusal of it at the first gate from a forged one.
+		if err := a.recordSent(ctx, p); err != nil {
+			return nil, err
 		}
 	}
 	// A new proposal enters on the role's emitter subject, which only the ai-worker's NATS user
@@ -803,7 +811,7 @@ func (a *Agent) fallback(ctx context.Context, t *task, cause, reason string) (*R
 		Tokens:  events.Tokens{Prompt: t.usage.PromptTokens, Completion: t.usage.CompletionTokens, Cached: t.usage.CachedPromptTokens},
 		CostUSD: t.cost, LatencyMs: float64(t.latency.Microseconds()) / 1000, Fallback: reason,
 	}
-	res, err := a.propose(t, payload, prov)
+	res, err := a.propose(ctx, t, payload, prov)
 	if err != nil {
 		return nil, err
 	}

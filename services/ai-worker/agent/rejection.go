@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/worldgate/worldgate/events"
@@ -19,13 +20,19 @@ import (
 // at the same gate (counted from its trail, when gates record rejected hops there).
 const MaxTransientRetries = 5
 
-// Rejected follows a gate's refusal of one of our proposals.
+// Rejected follows a gate's refusal of one of our proposals, received on subject.
+//
+// First it is verified (verifyRejection): a rejection that is not a refusal by a gate of the
+// route (or the event-processor) of a proposal this worker sent is dropped, logged and counted,
+// and costs nothing. Then:
 //
 //   - Transient (RATE_LIMITED, AUDIT_UNAVAILABLE, …): the same proposal goes back to the gate
 //     that refused it, on that gate's retry subject (which takes only what the gate refused),
 //     no earlier than RejectedUTC + RetryAfter (Result.NotBefore; the caller waits), with a
 //     message id derived from the rejection so JetStream does not drop it as a duplicate of
 //     the first send.
+//   - The event-processor's refusal of an answer to an event that already has its committed
+//     answer: nothing more (the event is answered).
 //   - Otherwise, for an LLM role: regenerate with the reason (attempt+1, new deterministic
 //     proposal id) up to MaxReprompts times, then propose fallback content; a refused fallback
 //     is abandoned (logged), since there is nothing safer to offer.
@@ -34,13 +41,16 @@ const MaxTransientRetries = 5
 // NoteNotMine is Rejected's note for a rejection of a role this worker does not run.
 const NoteNotMine = "not one of this worker's roles"
 
-func (a *Agent) Rejected(ctx context.Context, rej *events.Rejection, mine []roles.Role) (*Result, error) {
+func (a *Agent) Rejected(ctx context.Context, subject string, rej *events.Rejection, mine []roles.Role) (*Result, error) {
 	p := rej.Proposal
 	roleName := rej.AgentRole
 	if p != nil {
 		roleName = p.AgentRole
 	}
 	if roleName == events.EmitterNarrator && p != nil {
+		if u := a.verifyRejection(ctx, subject, rej, events.EmitterNarrator, false); u != nil {
+			return a.dropUnverified(ctx, rej, u), nil
+		}
 		// An outside narrator's proposal is neither regenerated nor retried here (a person
 		// wrote it): its refusal is final, and the narrator reads it from the outcome (a
 		// transient one says when to try again).
@@ -56,14 +66,22 @@ func (a *Agent) Rejected(ctx context.Context, rej *events.Rejection, mine []role
 	ctx = mcpx.WithCorrelationID(ctx, rej.CorrelationID)
 	log := a.logger(ctx).With("correlationId", rej.CorrelationID, "proposalId", rej.ProposalID, telemetry.DimRole, role.Name,
 		telemetry.DimPurpose, string(role.Purpose), "gate", rej.Gate, "code", string(rej.Code))
-	log.Info(telemetry.PromptRejected, append(invocation(rej), "reason", rej.Reason, "transient", rej.Transient,
-		telemetry.DimRetryCount, rej.Attempt, telemetry.DimValidation, telemetry.OutcomeRejected)...)
 	if p == nil {
-		log.Error(telemetry.PromptAbandoned, "reason", "the rejection does not carry the proposal, so it cannot be retried or regenerated")
+		log.Error(telemetry.PromptAbandoned, "reason", "the rejection does not carry the proposal, so it cannot be verified, retried or regenerated")
 		return &Result{Note: "rejection without proposal"}, nil
 	}
+	if u := a.verifyRejection(ctx, subject, rej, role.Name, role.UsesLLM); u != nil {
+		return a.dropUnverified(ctx, rej, u), nil
+	}
+	log.Info(telemetry.PromptRejected, append(invocation(rej), "reason", rej.Reason, "transient", rej.Transient,
+		telemetry.DimRetryCount, rej.Attempt, telemetry.DimValidation, telemetry.OutcomeRejected)...)
 	if rej.Transient {
 		return a.retry(rej, role, log)
+	}
+	if rej.Gate == CommitGate && rej.Code == events.CodeCommitConflict && strings.Contains(rej.Reason, AlreadyAnswered) {
+		// Another proposal answered the event first; a regenerated answer would be refused too.
+		log.Info(telemetry.PromptAbandoned, "reason", "not answered again: "+rej.Reason)
+		return &Result{Note: NoteAnswered}, nil
 	}
 	if !role.UsesLLM {
 		log.Info(telemetry.PromptAbandoned, "reason", "deterministic proposals are not regenerated: "+rej.Reason)

@@ -79,7 +79,7 @@ func (a *Agent) resolveMove(ctx context.Context, role roles.Role, env *events.En
 	}
 	prov := &events.Provenance{Provider: RulesProvider, Model: RulesModel, ContextHash: ch, ToolCalls: t.calls,
 		LatencyMs: float64(t.latency.Microseconds()) / 1000}
-	r, err := a.propose(t, payload, prov)
+	r, err := a.propose(ctx, t, payload, prov)
 	if err != nil {
 		return nil, err
 	}

@@ -37,6 +37,8 @@ type Metrics struct {
 	exitsMisses *prometheus.CounterVec
 	// reused counts reprompts' tool calls answered from the refused attempt's context.
 	reused *prometheus.CounterVec
+	// unverified counts rejections dropped because they could not be verified.
+	unverified *prometheus.CounterVec
 }
 
 // NewMetrics registers the agent metrics on reg (shared collectors are reused, so several
@@ -70,5 +72,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Moves that asked mcp-world's list-exits, by reason: absent, expired, recheck (the cached exits lacked the direction), unwatched (committed exit changes are not being received)."}, []string{"reason"})),
 		reused: metrics.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "ai_reprompt_tool_calls_reused_total",
 			Help: "Tool calls of reprompts answered with what the refused attempt was told (the refusal was about the content: schema, safety, dedup) instead of asking the MCP server, by purpose."}, []string{"purpose"})),
+		unverified: metrics.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "ai_rejections_unverified_total",
+			Help: "Rejections dropped unfollowed (no model call, no retry, no outcome) because they could not be verified as a refusal by a gate of the route of a proposal this worker sent, by gate (other: not one of a route's) and check (subject, body, route, trail, emitter, not_sent)."}, []string{"gate", "check"})),
 	}
 }

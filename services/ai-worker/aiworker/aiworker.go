@@ -25,6 +25,7 @@ import (
 	"github.com/worldgate/worldgate/services/ai-worker/agent"
 	"github.com/worldgate/worldgate/services/ai-worker/fallback"
 	"github.com/worldgate/worldgate/services/ai-worker/roles"
+	"github.com/worldgate/worldgate/services/gate/attest"
 	"github.com/worldgate/worldgate/services/gate/route"
 	"github.com/worldgate/worldgate/shared/llm"
 	"github.com/worldgate/worldgate/shared/logx"
@@ -51,6 +52,10 @@ type Deps struct {
 	ExitsTTL time.Duration
 	// Routes per proposal kind (default route.Default()).
 	Routes agent.Routes
+	// Keyring holds the gates' public keys (attest.LoadKeyring of the -attest-keys directory):
+	// a rejection is followed only when it verifies as a refusal by a gate of the route of a
+	// proposal this worker sent (agent.Config.Keyring). Required.
+	Keyring *attest.Keyring
 	// Registerer receives the agent metrics; Logger the logs. Both required.
 	Registerer prometheus.Registerer
 	Logger     *slog.Logger
@@ -119,6 +124,8 @@ func New(d Deps) (*Worker, error) {
 		return nil, errors.New("aiworker: the AI cache bucket is required")
 	case d.Registerer == nil || d.Logger == nil:
 		return nil, errors.New("aiworker: a metrics registerer and a logger are required")
+	case d.Keyring == nil:
+		return nil, errors.New("aiworker: the gates' public keys are required (-attest-keys): a rejection is followed only when the gates' signatures show it refuses a proposal this worker sent")
 	}
 	rs, err := roles.Select(d.Roles)
 	if err != nil {
@@ -126,7 +133,7 @@ func New(d Deps) (*Worker, error) {
 	}
 	cfg := agent.Config{Tools: d.Tools, Cache: agent.KVCache{KV: d.KV}, Routes: d.Routes, Metrics: agent.NewMetrics(d.Registerer),
 		Logger: d.Logger, Fallback: d.Fallback, ToolBudget: d.ToolBudget, AmbienceFreshFor: d.AmbienceFreshFor,
-		Reuse: agent.NewContextReuse(0, 0)}
+		Reuse: agent.NewContextReuse(0, 0), Keyring: d.Keyring}
 	cfg.Rail.OnFlag = d.OnInputFlag
 	if d.Committed != nil && d.ExitsTTL >= 0 && slices.ContainsFunc(rs, func(r roles.Role) bool { return !r.UsesLLM }) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -253,11 +260,15 @@ func (w *Worker) checkTime(env *events.Envelope) error {
 func (w *Worker) rejectionHandler() message.HandlerFunc {
 	return func(m *message.Message) ([]*message.Message, error) {
 		var rej events.Rejection
+		if err := events.CheckJSON("rejection", m.Payload); err != nil {
+			return nil, runtime.Permanentf("not a rejection: %v", err)
+		}
 		if err := json.Unmarshal(m.Payload, &rej); err != nil {
 			return nil, runtime.Permanentf("not a rejection: %v", err)
 		}
 		ctx := m.Context()
-		res, err := w.agent.Rejected(ctx, &rej, w.roles)
+		// The subject names the gate: only that gate's NATS user may publish there.
+		res, err := w.agent.Rejected(ctx, m.Metadata.Get(runtime.MetaSubject), &rej, w.roles)
 		if err != nil {
 			return nil, err
 		}

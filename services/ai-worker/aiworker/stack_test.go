@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -18,9 +19,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/worldgate/worldgate/events"
+	"github.com/worldgate/worldgate/services/ai-worker/agent"
 	"github.com/worldgate/worldgate/services/ai-worker/aiworker"
 	"github.com/worldgate/worldgate/services/ai-worker/llmsetup"
 	"github.com/worldgate/worldgate/services/ai-worker/scripted"
+	"github.com/worldgate/worldgate/services/gate/attest/attesttest"
+	"github.com/worldgate/worldgate/services/gate/route"
 	"github.com/worldgate/worldgate/services/graphd/graphdtest"
 	"github.com/worldgate/worldgate/services/mcp-classify/classifytools"
 	"github.com/worldgate/worldgate/services/mcp-lore/loretools"
@@ -91,6 +95,8 @@ type stack struct {
 	// toolCalls counts tools/call requests that reached the world and lore servers.
 	toolCalls atomic.Int64
 	deps      aiworker.Deps
+	// keys are the gates' keys; the worker's keyring accepts them.
+	keys *attesttest.Keys
 }
 
 type stackOpts struct {
@@ -119,7 +125,7 @@ func (s *stack) countToolCalls(h http.Handler, slow time.Duration) http.Handler 
 
 func startStack(t testing.TB, o stackOpts) *stack {
 	t.Helper()
-	s := &stack{t: t, nats: natstest.Start(t), reg: prometheus.NewRegistry()}
+	s := &stack{t: t, nats: natstest.Start(t), reg: prometheus.NewRegistry(), keys: attesttest.New()}
 	gs := graphdtest.Start(t, graphdtest.InMemory())
 	seedWorld(t, gs.URL())
 	auth := mcpx.Options{Auth: mcpx.AuthConfig{StaticTokens: map[string]mcpx.Principal{
@@ -170,7 +176,7 @@ func startStack(t testing.TB, o stackOpts) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.deps = aiworker.Deps{LLM: s.llm, Tools: s.mcp, KV: kv, Registerer: s.reg, Logger: logx.Discard(),
+	s.deps = aiworker.Deps{LLM: s.llm, Tools: s.mcp, KV: kv, Keyring: s.keys.Ring, Registerer: s.reg, Logger: logx.Discard(),
 		RejectionBackoff: []time.Duration{100 * time.Millisecond}}
 	if o.noApp {
 		s.worker, err = aiworker.New(s.deps)
@@ -281,20 +287,67 @@ func (s *stack) settled(stream, durable string) func() bool {
 	}
 }
 
-// reject publishes a gate's rejection of p, as the gate service would.
+// reject publishes a gate's rejection of p, as the gate service would: the gates of the route
+// before it passed p and signed their hops (the schema gate attesting p's role), the gate
+// recorded and signed its own refusal. Gate agent.CommitGate is the event-processor's refusal
+// of p after the whole route.
 func (s *stack) reject(p *events.Proposal, gate string, code events.Code, transient bool, retryAfter float64) *events.Rejection {
 	s.t.Helper()
 	rej := &events.Rejection{ProposalID: p.ProposalID, Kind: p.Kind, Gate: gate, Code: code,
 		Reason: "the line reads as " + strings.ToLower(string(code)) + " to the " + gate + " gate", Transient: transient, RetryAfter: retryAfter,
-		CorrelationID: p.CorrelationID, AgentRole: p.AgentRole, Attempt: p.Attempt, RejectedUTC: time.Now().UTC(), Proposal: p}
+		CorrelationID: p.CorrelationID, AgentRole: p.AgentRole, Attempt: p.Attempt, RejectedUTC: time.Now().UTC(), Proposal: s.refusedAt(p, gate)}
+	s.publishRejection(events.RejectedSubject(gate), rej, p.ProposalID+":rejected:"+gate)
+	return rej
+}
+
+// refusedAt is p as it reaches gate's refusal through honest gates: the hops of the route's
+// gates before gate passed and signed, then gate's rejected hop, signed.
+func (s *stack) refusedAt(p *events.Proposal, gate string) *events.Proposal {
+	s.t.Helper()
+	full, err := route.Default().For(p.Kind)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	k := len(full)
+	if gate != agent.CommitGate {
+		if k = slices.Index(full, gate); k < 0 {
+			s.t.Fatalf("the %s gate is not on the %s route %v", gate, p.Kind, full)
+		}
+	}
+	q := *p
+	q.Route = events.Route{Trail: slices.Clone(p.Route.Trail)}
+	sign := func(g, outcome string) {
+		h := events.Hop{Gate: g, Outcome: outcome, At: time.Now().UTC()}
+		if g == events.GateSchema && outcome == events.OutcomePassed {
+			h.Emitter = p.AgentRole
+		}
+		q.Route.Trail = append(q.Route.Trail, h)
+		if err := s.keys.Signers[g].SignLast(&q); err != nil {
+			s.t.Fatal(err)
+		}
+	}
+	if len(q.Route.Trail) == 0 {
+		for _, g := range full[:k] {
+			sign(g, events.OutcomePassed)
+		}
+	}
+	if gate != agent.CommitGate {
+		sign(gate, events.OutcomeRejected)
+	}
+	q.Route.Pending = full[k:]
+	return &q
+}
+
+// publishRejection publishes rej on subject with message id msgID.
+func (s *stack) publishRejection(subject string, rej *events.Rejection, msgID string) {
+	s.t.Helper()
 	raw, err := json.Marshal(rej)
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	msg := &nats.Msg{Subject: events.RejectedSubject(gate), Data: raw, Header: nats.Header{}}
-	msg.Header.Set(events.HeaderCorrelationID, p.CorrelationID)
-	if _, err := s.nats.JS.PublishMsg(context.Background(), msg, jetstream.WithMsgID(p.ProposalID+":rejected:"+gate)); err != nil {
+	msg := &nats.Msg{Subject: subject, Data: raw, Header: nats.Header{}}
+	msg.Header.Set(events.HeaderCorrelationID, rej.CorrelationID)
+	if _, err := s.nats.JS.PublishMsg(context.Background(), msg, jetstream.WithMsgID(msgID)); err != nil {
 		s.t.Fatal(err)
 	}
-	return rej
 }

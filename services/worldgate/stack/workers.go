@@ -199,7 +199,12 @@ func startAIWorker(ctx context.Context, st *Stack) error {
 		return err
 	}
 	st.Admin.AddDetail("llm", func(context.Context) any { return provider.Health() })
-	deps := aiworker.Deps{LLM: provider, Tools: tools, KV: kv, Committed: js, Registerer: st.Reg, Logger: st.Log.With("worker", "ai-worker")}
+	// The gates' public keys: the ai-worker follows only rejections whose trail they verify.
+	_, ring, err := st.GateKeys()
+	if err != nil {
+		return err
+	}
+	deps := aiworker.Deps{LLM: provider, Tools: tools, KV: kv, Committed: js, Keyring: ring, Registerer: st.Reg, Logger: st.Log.With("worker", "ai-worker")}
 	if st.Offenders != nil {
 		deps.OnInputFlag = st.Offenders.OnFlag // repeat offenders get tighter per-player budgets
 	}
