@@ -2,8 +2,10 @@
 // POST /v1/events publishes world events, GET /v1/outcomes streams their outcomes as Server-Sent
 // Events, GET /v1/events/{id}/outcome long-polls one; the OpenAPI 3.1 document is at
 // /openapi.json. Clients authenticate with API keys from -keys-file (scopes publish, read:all,
-// read:<actor id>; a rate each). It connects to NATS as its own user (deploy/nats: edge), which
-// may publish world events and read outcomes only.
+// read:<actor id>; players to restrict a key to; a rate each). It serves no /play console and
+// so hands out no key: that is worldgate dev's. It connects to NATS as its own user
+// (deploy/nats: edge), which may publish world events, read outcomes, and read back a stored
+// world event whose idempotency key a request reuses.
 //
 //	edge -nats-url nats://127.0.0.1:4222 -nats-user edge -nats-password … -keys-file keys.json
 package main
@@ -42,7 +44,7 @@ func run() error {
 	listen := fs.String("listen", "127.0.0.1:8080", "address of the HTTP API")
 	adminAddr := fs.String("admin", "127.0.0.1:9430", "admin address for /metrics, /healthz, /readyz")
 	keysFile := fs.String("keys-file", "", `JSON API keys: {"keys":[{"name":…,"sha256":…,"scopes":["publish","read:all"],"rate":20}]} (required)`)
-	origins := fs.String("cors-origins", "", "comma-separated browser origins allowed to call the API (* for any; empty: none)")
+	origins := fs.String("cors-origins", "", "comma-separated browser origins allowed to call the API, each named (e.g. https://game.example; * is refused: answers are authenticated); empty: none")
 	sseBuffer := fs.Int("sse-buffer", 256, "outcomes that may wait for a slow SSE client before it is dropped (it resumes with Last-Event-ID)")
 	maxBatch := fs.Int("max-batch", 500, "most envelopes in one NDJSON request")
 	drain := fs.Duration("drain-timeout", 10*time.Second, "on SIGTERM, how long requests in flight may take to finish")

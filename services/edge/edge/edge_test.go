@@ -27,6 +27,7 @@ const (
 	adaKey     = "ada-secret-0000000000"
 	publishKey = "pub-secret-0000000000"
 	slowKey    = "slow-secret-000000000"
+	adaOnlyKey = "ada-only-secret-00000" // a player key: acts only for player:ada
 )
 
 type env struct {
@@ -44,6 +45,7 @@ func start(t testing.TB, tweak func(*edge.Config)) *env {
 		{Name: "ada-client", SHA256: edge.HashSecret(adaKey), Scopes: []string{"read:player:ada"}, Rate: 1000},
 		{Name: "publisher-only", Secret: publishKey, Scopes: []string{"publish"}, Rate: 1000},
 		{Name: "slow", Secret: slowKey, Scopes: []string{"publish", "read:all"}, Rate: 1, Burst: 1},
+		edge.PlayerKey("ada-console", adaOnlyKey, "player:ada"),
 	})
 	if err != nil {
 		t.Fatal(err)

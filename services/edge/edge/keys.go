@@ -12,6 +12,8 @@ import (
 	"strings"
 
 	"golang.org/x/time/rate"
+
+	"github.com/worldgate/worldgate/events"
 )
 
 // Scopes a key may hold.
@@ -31,6 +33,11 @@ type Key struct {
 	Secret string `json:"secret,omitempty"`
 	// Scopes: "publish", "read:all", or "read:<actor id>" once per actor it may read.
 	Scopes []string `json:"scopes"`
+	// Players, when set, are the only players the key acts for (actor ids, e.g. player:ana):
+	// it publishes only envelopes whose actor, and the player their payload names, is one of
+	// them, and reads only their outcomes (read:all is refused). A key a browser page holds —
+	// the /play console's — is such a key: PlayerKey makes one.
+	Players []string `json:"players,omitempty"`
 	// Rate is the requests per second allowed (default 20), Burst the bucket (default 2×Rate).
 	Rate  float64 `json:"rate,omitempty"`
 	Burst int     `json:"burst,omitempty"`
@@ -60,6 +67,37 @@ func (k *key) readable() []string {
 }
 
 func (k *key) mayRead() bool { return k.readsAll() || len(k.readable()) > 0 }
+
+// PlayerKey is a key that acts only for players: it may publish their events and read their
+// outcomes, nothing else (the /play console's key).
+func PlayerKey(name, secret string, players ...string) Key {
+	k := Key{Name: name, Secret: secret, Scopes: []string{ScopePublish}, Players: players}
+	for _, p := range players {
+		k.Scopes = append(k.Scopes, scopeReadPrfx+p)
+	}
+	return k
+}
+
+// actsFor reports whether the key may act for actor: any actor, unless the key names players.
+func (k *key) actsFor(actor string) bool {
+	return len(k.Players) == 0 || slices.Contains(k.Players, actor)
+}
+
+// mayPublish says why the key may not publish env ("" when it may): a key that names players
+// publishes only as one of them, and only events about one of them.
+func (k *key) mayPublish(env *events.Envelope) string {
+	if len(k.Players) == 0 {
+		return ""
+	}
+	players := strings.Join(k.Players, ", ")
+	if !k.actsFor(env.Actor.ID) {
+		return fmt.Sprintf("key %q acts only for %s: it may not publish as %s", k.Name, players, env.Actor.ID)
+	}
+	if p := events.PlayerOf(env); p != "" && !k.actsFor(p) {
+		return fmt.Sprintf("key %q acts only for %s: it may not publish an event about %s", k.Name, players, p)
+	}
+	return ""
+}
 
 // Keyring holds the loaded keys.
 type Keyring struct{ keys []*key }
@@ -99,6 +137,16 @@ func NewKeyring(keys []Key) (*Keyring, error) {
 				return nil, fmt.Errorf("key %q: unknown scope %q: use publish, read:all or read:<actor id>", k.Name, s)
 			}
 		}
+		for _, p := range k.Players {
+			if strings.TrimSpace(p) == "" || len(p) > 128 {
+				return nil, fmt.Errorf("key %q: players must be actor ids of 1 to 128 characters, e.g. player:ana", k.Name)
+			}
+		}
+		for _, s := range k.Scopes {
+			if len(k.Players) > 0 && strings.HasPrefix(s, scopeReadPrfx) && !slices.Contains(k.Players, strings.TrimPrefix(s, scopeReadPrfx)) {
+				return nil, fmt.Errorf("key %q acts only for %s: scope %s is refused; give read:<player> for its players", k.Name, strings.Join(k.Players, ", "), s)
+			}
+		}
 		if k.Rate < 0 || k.Burst < 0 {
 			return nil, fmt.Errorf("key %q: rate and burst must not be negative", k.Name)
 		}
@@ -117,11 +165,15 @@ func NewKeyring(keys []Key) (*Keyring, error) {
 	return r, nil
 }
 
-// LoadKeys reads a JSON keys file: {"keys": [Key, …]}; unknown fields are refused.
+// LoadKeys reads a JSON keys file: {"keys": [Key, …]}; unknown fields and members named twice
+// are refused.
 func LoadKeys(path string) ([]Key, error) {
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
+	}
+	if err := events.CheckJSON("keys file", raw); err != nil {
+		return nil, fmt.Errorf("keys file %s: %w", path, err)
 	}
 	var f struct {
 		Keys []Key `json:"keys"`

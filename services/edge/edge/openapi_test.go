@@ -3,6 +3,7 @@ package edge_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"strings"
@@ -49,6 +50,10 @@ func TestOpenAPIDocumentMatchesTheHandlers(t *testing.T) {
 		t.Fatal(err)
 	}
 	good, env := envelopeJSON(t, "player:ada")
+	_, other := envelopeJSON(t, "player:ada")
+	other.IdempotencyKey = env.IdempotencyKey
+	b, _ := json.Marshal(other)
+	reused := string(b)
 	o := publishOutcome(t, e, "player:ada", "no exit west")
 	exercised := map[string]bool{}
 	type call struct {
@@ -60,12 +65,15 @@ func TestOpenAPIDocumentMatchesTheHandlers(t *testing.T) {
 	calls := []call{
 		{"POST", "/v1/events", allKey, "application/json", good, []string{"Idempotency-Key", "k-1"}, true, false},
 		{"POST", "/v1/events", allKey, "application/x-ndjson", good + "\n", nil, true, false},
+		{"POST", "/v1/events", allKey, "application/json", good, nil, true, false},   // again: a duplicate
+		{"POST", "/v1/events", allKey, "application/json", reused, nil, true, false}, // its key, another body: 409
 		{"POST", "/v1/events", allKey, "application/json", `{"x":1}`, nil, false, false},
 		{"POST", "/v1/events", allKey, "text/plain", "hello", nil, false, false},
 		{"POST", "/v1/events", "", "application/json", good, nil, true, false}, // well-formed; the key is what is missing
 		{"POST", "/v1/events", adaKey, "application/json", good, nil, true, false},
 		{"GET", "/v1/events/" + o.EventID + "/outcome?wait=2", allKey, "", "", nil, true, false},
 		{"GET", "/v1/events/" + env.EventID + "/outcome?wait=0.2", allKey, "", "", nil, true, false},
+		{"GET", "/v1/events/" + env.EventID + "/outcome?wait=0", allKey, "", "", nil, true, false},
 		{"GET", "/v1/events/nope/outcome", allKey, "", "", nil, false, false},
 		{"GET", "/v1/outcomes?kind=refused&actor=player:ada&after=0", allKey, "", "", nil, true, true},
 		{"GET", "/v1/outcomes?kind=maybe", allKey, "", "", nil, false, false},

@@ -138,8 +138,7 @@ func (s *Server) outcomes(w http.ResponseWriter, r *http.Request, k *key) {
 		defer close(buf)
 		for {
 			d, err := watch.Next(ctx)
-			var bad *events.UndecodableError
-			if errors.As(err, &bad) {
+			if s.refuse(err) {
 				continue
 			}
 			if err != nil {
@@ -234,14 +233,42 @@ func (s *Server) send(rc *http.ResponseController, sess *sse.Session, m *sse.Mes
 	return sess.Flush()
 }
 
+// Reasons an outcome is not delivered (worldgate_edge_outcomes_dropped_total).
+const (
+	dropMisrouted   = "misrouted"   // its body does not match its subject: a forgery
+	dropUndecodable = "undecodable" // not an outcome this edge can read (a newer schema, say)
+)
+
+// refuse reports whether err is an outcome the watch met and must not deliver (the watch goes
+// on); it counts and logs it. Readers show outcomes to players: a body that claims a kind or
+// actor its subject does not — a refusal publisher's "committed" line — never reaches them.
+func (s *Server) refuse(err error) bool {
+	var bad *events.UndecodableError
+	if !errors.As(err, &bad) {
+		return false
+	}
+	reason := dropUndecodable
+	var mis *events.MisroutedError
+	if errors.As(err, &mis) {
+		reason = dropMisrouted
+	}
+	s.m.refused.WithLabelValues(reason).Inc()
+	s.cfg.Logger.Warn("outcome not delivered", "reason", reason, "seq", bad.Cursor, "err", err)
+	return true
+}
+
 // OutcomeResponse is GET /v1/events/{id}/outcome's answer.
 type OutcomeResponse struct {
 	EventID  string            `json:"eventId"`
 	Outcomes []*events.Outcome `json:"outcomes"`
 }
 
+// answerNow is how long a long poll with wait=0 reads what is stored before it answers.
+const answerNow = 300 * time.Millisecond
+
 // outcome long-polls the final outcome of one event: 200 with it as soon as it is decided (or
-// at once if it was already), 204 when wait seconds pass first (ask again).
+// at once if it was already), 204 when wait seconds pass first (ask again). wait=0 answers
+// now: 200 with the outcome stored, or 204.
 func (s *Server) outcome(w http.ResponseWriter, r *http.Request, k *key) {
 	id := r.PathValue("id")
 	u, err := uuid.Parse(id)
@@ -277,19 +304,20 @@ func (s *Server) outcome(w http.ResponseWriter, r *http.Request, k *key) {
 	sec, nsec := u.Time().UnixTime()
 	opts.Since = time.Unix(sec, nsec).Add(-2 * time.Second)
 	opts.EventIDs = []string{id}
-	ctx, cancel := s.deadline(r.Context(), wait)
-	defer cancel()
-	watch, err := events.Watch(ctx, s.cfg.JetStream, opts)
+	// The watch starts whatever the wait: wait=0 asks for what is stored now, which takes a
+	// read of the stream (at least answerNow), not no time at all.
+	watch, err := events.Watch(r.Context(), s.cfg.JetStream, opts)
 	if err != nil {
 		writeProblem(w, http.StatusServiceUnavailable, "unavailable", "the outcome stream cannot be read now; retry", fieldError{Field: "", Message: err.Error()})
 		return
 	}
 	defer watch.Close()
+	ctx, cancel := s.deadline(r.Context(), max(wait, answerNow))
+	defer cancel()
 	for {
 		d, err := watch.Next(ctx)
-		var bad *events.UndecodableError
 		switch {
-		case errors.As(err, &bad):
+		case s.refuse(err):
 			continue
 		case err != nil && ctx.Err() != nil:
 			w.Header().Set("Retry-After", "0")

@@ -42,7 +42,8 @@ func OpenAPI() []byte { return bytes.Clone(openAPI) }
 type Config struct {
 	JetStream jetstream.JetStream
 	Keys      *Keyring
-	// CORSOrigins are the browser origins allowed to call the API ("*" for any; empty: none).
+	// CORSOrigins are the browser origins allowed to call the API (empty: none). "*" is
+	// refused: every answer of the API is authenticated.
 	CORSOrigins []string
 	// MaxBatch is the most envelopes one NDJSON request may carry (default 500); one line may
 	// be events.DefaultMaxBytes.
@@ -57,7 +58,8 @@ type Config struct {
 	LongPollMax time.Duration
 	Logger      *slog.Logger
 	Registerer  prometheus.Registerer
-	// Extra routes served beside the API without a key (the /play console).
+	// Extra routes served beside the API without a key and without CORS (the /play console);
+	// they must not overlap /v1/ or /openapi.json.
 	Extra map[string]http.Handler
 }
 
@@ -76,6 +78,7 @@ type edgeMetrics struct {
 	published prometheus.Counter
 	streams   prometheus.Gauge
 	dropped   prometheus.Counter
+	refused   *prometheus.CounterVec
 }
 
 // New builds a Server.
@@ -117,30 +120,51 @@ func New(cfg Config) (*Server, error) {
 			Help: "Open SSE streams of outcomes."})),
 		dropped: metrics.Register(cfg.Registerer, prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "edge_sse_dropped_total",
 			Help: "SSE clients dropped because they read too slowly (they resume with Last-Event-ID)."})),
+		refused: metrics.Register(cfg.Registerer, prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "edge_outcomes_dropped_total",
+			Help: "Outcomes edge did not deliver to a client (SSE or long poll), once per reader: misrouted (the body does not match the subject it was published on: a forgery) or undecodable."},
+			[]string{"reason"})),
 	}
-	mux := http.NewServeMux()
-	mux.Handle("POST /v1/events", s.api("publish", ScopePublish, s.publish))
-	mux.Handle("GET /v1/outcomes", s.api("outcomes", "read", s.outcomes))
-	mux.Handle("GET /v1/events/{id}/outcome", s.api("outcome", "read", s.outcome))
-	mux.HandleFunc("GET /openapi.json", func(w http.ResponseWriter, r *http.Request) {
+	for _, r := range []string{dropMisrouted, dropUndecodable} {
+		s.m.refused.WithLabelValues(r)
+	}
+	for _, o := range cfg.CORSOrigins {
+		if o == "*" || strings.TrimSpace(o) == "" {
+			return nil, fmt.Errorf("edge: CORS origin %q is refused: the API's answers are authenticated, so name each origin of your game's pages (e.g. https://game.example)", o)
+		}
+	}
+	notFound := func(w http.ResponseWriter, r *http.Request) {
+		writeProblem(w, http.StatusNotFound, "not_found", "no such resource: see /openapi.json", fieldError{Field: "path", Message: r.URL.Path + " is not a route of this API"})
+	}
+	api := http.NewServeMux()
+	api.Handle("POST /v1/events", s.api("publish", ScopePublish, s.publish))
+	api.Handle("GET /v1/outcomes", s.api("outcomes", "read", s.outcomes))
+	api.Handle("GET /v1/events/{id}/outcome", s.api("outcome", "read", s.outcome))
+	api.HandleFunc("GET /openapi.json", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write(openAPI)
 	})
+	api.HandleFunc("/", notFound)
+	// CORS only for the origins named, each echoed (never "*"), and only on the API: with no
+	// origin named, no answer carries a CORS header (rs/cors would allow every origin). The
+	// extra routes (the console) are same-origin only and get none.
+	var apiHandler http.Handler = api
+	if len(cfg.CORSOrigins) > 0 {
+		apiHandler = cors.New(cors.Options{
+			AllowedOrigins: cfg.CORSOrigins,
+			AllowedMethods: []string{http.MethodGet, http.MethodPost},
+			AllowedHeaders: []string{"Authorization", "Content-Type", "Idempotency-Key", "Last-Event-ID"},
+			ExposedHeaders: []string{"Retry-After", "Location"},
+			MaxAge:         600,
+		}).Handler(api)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/v1/", apiHandler)
+	mux.Handle("/openapi.json", apiHandler)
 	for pattern, h := range cfg.Extra {
 		mux.Handle(pattern, h)
 	}
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeProblem(w, http.StatusNotFound, "not_found", "no such resource: see /openapi.json", fieldError{Field: "path", Message: r.URL.Path + " is not a route of this API"})
-	})
-	origins := cfg.CORSOrigins
-	c := cors.New(cors.Options{
-		AllowedOrigins: origins,
-		AllowedMethods: []string{http.MethodGet, http.MethodPost},
-		AllowedHeaders: []string{"Authorization", "Content-Type", "Idempotency-Key", "Last-Event-ID"},
-		ExposedHeaders: []string{"Retry-After", "Location"},
-		MaxAge:         600,
-	})
-	s.handler = c.Handler(mux)
+	mux.HandleFunc("/", notFound)
+	s.handler = mux
 	return s, nil
 }
 
@@ -311,7 +335,7 @@ type line struct {
 	env *events.Envelope
 }
 
-func (s *Server) publish(w http.ResponseWriter, r *http.Request, _ *key) {
+func (s *Server) publish(w http.ResponseWriter, r *http.Request, k *key) {
 	ct, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if err != nil || ct != ctJSON && ct != ctNDJSON {
 		writeProblem(w, http.StatusUnsupportedMediaType, "content_type", "unsupported content type",
@@ -403,6 +427,13 @@ func (s *Server) publish(w http.ResponseWriter, r *http.Request, _ *key) {
 			return
 		}
 	}
+	for _, l := range lines {
+		if why := k.mayPublish(l.env); why != "" {
+			writeProblem(w, http.StatusForbidden, "scope", why+": nothing was published",
+				fieldError{Field: "/actor/id", Line: l.n, Message: why + "; publish only for the players this key names"})
+			return
+		}
+	}
 	var out publishResponse
 	for i, l := range lines {
 		ack, err := events.PublishRaw(r.Context(), s.cfg.JetStream, l.env.Type, l.env.IdempotencyKey, l.env.CorrelationID, l.raw)
@@ -412,14 +443,72 @@ func (s *Server) publish(w http.ResponseWriter, r *http.Request, _ *key) {
 				fieldError{Field: "body", Line: l.n, Message: fmt.Sprintf("%d of %d envelopes were published before this one failed: %v", i, len(lines), err)})
 			return
 		}
+		a := Accepted{EventID: l.env.EventID, Sequence: ack.Sequence, Duplicate: ack.Duplicate}
+		if ack.Duplicate {
+			// JetStream kept the first message with this key and answers with its sequence: a
+			// retry of the same envelope is answered as that one; another envelope under a used
+			// key is a conflict (it was not stored, so its event id must not be answered).
+			first, err := s.stored(r.Context(), ack.Sequence)
+			if err != nil {
+				s.cfg.Logger.Error("reading the first event of a reused idempotency key failed", "seq", ack.Sequence, "err", err)
+				writeProblem(w, http.StatusServiceUnavailable, "unavailable", "edge could not compare this envelope with the one first stored under its idempotencyKey; retry",
+					fieldError{Field: "/idempotencyKey", Line: l.n, Message: fmt.Sprintf("%d of %d envelopes were published before this one: %v", i, len(lines), err)})
+				return
+			}
+			if !sameJSON(first.raw, l.raw) {
+				msg := fmt.Sprintf("the key %q was first used for event %s with another body; use a new idempotencyKey for a new event (a retry resends the first body unchanged)", l.env.IdempotencyKey, first.eventID)
+				if len(lines) > 1 {
+					msg += fmt.Sprintf(" (%d of %d envelopes were published before this one)", i, len(lines))
+				}
+				writeProblem(w, http.StatusConflict, "idempotency_conflict", "idempotencyKey reused with another body: this envelope was not published",
+					fieldError{Field: "/idempotencyKey", Line: l.n, Message: msg})
+				return
+			}
+			a.EventID = first.eventID
+		}
 		s.m.published.Inc()
-		out.Accepted = append(out.Accepted, Accepted{EventID: l.env.EventID, Sequence: ack.Sequence, Duplicate: ack.Duplicate})
+		out.Accepted = append(out.Accepted, a)
 	}
 	if ct == ctJSON {
 		out.EventID = out.Accepted[0].EventID
 		w.Header().Set("Location", "/v1/events/"+out.EventID+"/outcome")
 	}
 	writeJSON(w, http.StatusAccepted, out)
+}
+
+// storedEvent is an envelope as JetStream stored it.
+type storedEvent struct {
+	eventID string
+	raw     []byte
+}
+
+// stored reads the envelope at seq of stream WORLD (the first one published under a reused
+// idempotency key).
+func (s *Server) stored(ctx context.Context, seq uint64) (*storedEvent, error) {
+	st, err := s.cfg.JetStream.Stream(ctx, events.StreamWorld)
+	if err != nil {
+		return nil, fmt.Errorf("stream %s: %w", events.StreamWorld, err)
+	}
+	m, err := st.GetMsg(ctx, seq)
+	if err != nil {
+		return nil, fmt.Errorf("message %d of %s: %w", seq, events.StreamWorld, err)
+	}
+	var id struct {
+		EventID string `json:"eventId"`
+	}
+	if err := json.Unmarshal(m.Data, &id); err != nil {
+		return nil, fmt.Errorf("message %d of %s is not an envelope: %w", seq, events.StreamWorld, err)
+	}
+	return &storedEvent{eventID: id.EventID, raw: m.Data}, nil
+}
+
+// sameJSON reports whether a and b are the same JSON text but for insignificant whitespace.
+func sameJSON(a, b []byte) bool {
+	var ca, cb bytes.Buffer
+	if json.Compact(&ca, a) != nil || json.Compact(&cb, b) != nil {
+		return bytes.Equal(a, b)
+	}
+	return bytes.Equal(ca.Bytes(), cb.Bytes())
 }
 
 // deadline is a context that ends at d or when the server stops.
