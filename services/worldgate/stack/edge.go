@@ -21,16 +21,24 @@ func devEdgeKey(dataDir string) (string, error) {
 	if b, err := os.ReadFile(path); err == nil && len(strings.TrimSpace(string(b))) >= 16 {
 		return strings.TrimSpace(string(b)), nil
 	}
+	key, err := randomKey()
+	if err != nil {
+		return "", err
+	}
+	return key, os.WriteFile(path, []byte(key+"\n"), 0o600)
+}
+
+func randomKey() (string, error) {
 	b := make([]byte, 24)
 	if _, err := rand.Read(b); err != nil {
 		return "", err
 	}
-	key := "wg-dev-" + base64.RawURLEncoding.EncodeToString(b)
-	return key, os.WriteFile(path, []byte(key+"\n"), 0o600)
+	return "wg-dev-" + base64.RawURLEncoding.EncodeToString(b), nil
 }
 
-// Edge serves edge, the HTTP API, as its own NATS user, with a dev key of every scope, and the
-// /play console beside it.
+// Edge serves edge, the HTTP API, as its own NATS user, with a dev key of every scope (in
+// endpoints.json, never served over HTTP), and the /play console beside it with a key of its own
+// that acts only for the console's player.
 var Edge = Part{"edge", startEdge}
 
 func startEdge(_ context.Context, st *Stack) error {
@@ -38,7 +46,15 @@ func startEdge(_ context.Context, st *Stack) error {
 	if err != nil {
 		return err
 	}
-	ring, err := edge.NewKeyring([]edge.Key{{Name: "dev", Secret: key, Scopes: []string{edge.ScopePublish, edge.ScopeReadAll}, Rate: 200}})
+	// The /play console's key is handed to whoever opens the page: it acts only for the
+	// console's player, and is new at each start.
+	consoleKey, err := randomKey()
+	if err != nil {
+		return err
+	}
+	play := edge.PlayerKey("play-console", consoleKey, consolePlayer)
+	play.Rate = 50
+	ring, err := edge.NewKeyring([]edge.Key{{Name: "dev", Secret: key, Scopes: []string{edge.ScopePublish, edge.ScopeReadAll}, Rate: 200}, play})
 	if err != nil {
 		return err
 	}
@@ -46,7 +62,7 @@ func startEdge(_ context.Context, st *Stack) error {
 	if err != nil {
 		return err
 	}
-	srv, err := edge.New(edge.Config{JetStream: js, Keys: ring, Logger: st.Log.With("component", "edge"), Registerer: st.Reg, Extra: consoleRoutes(st, key)})
+	srv, err := edge.New(edge.Config{JetStream: js, Keys: ring, Logger: st.Log.With("component", "edge"), Registerer: st.Reg, Extra: consoleRoutes(st, consoleKey)})
 	if err != nil {
 		return err
 	}
