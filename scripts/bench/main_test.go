@@ -114,8 +114,11 @@ func checkFloor(t *testing.T, f *Figures) {
 		if r.CPUMsPerMove <= 0 || r.SwitchesPerMove <= 0 || r.P50ms <= 0 || r.P99ms < r.P50ms || r.PerSecond <= 0 {
 			t.Errorf("floor beside %s: implausible figures %+v", p.Name, r)
 		}
+		// A process's CPU comes from /proc in clock ticks (10 ms): a relay passing this test's
+		// 200 moves may use less than one tick and read 0, so "it worked" is its context
+		// switches; the CPU of the floor as a whole is checked above.
 		for _, name := range []string{"nats", "ai-worker", "gates", "event-processor"} {
-			if r.ProcessCPUMsPerMove[name] <= 0 || r.ProcessSwitchesPerMove[name] <= 0 {
+			if r.ProcessCPUMsPerMove[name] < 0 || r.ProcessSwitchesPerMove[name] <= 0 {
 				t.Errorf("floor beside %s: %s used %.3f ms and switched %.1f times per move; every process of the floor works",
 					p.Name, name, r.ProcessCPUMsPerMove[name], r.ProcessSwitchesPerMove[name])
 			}
