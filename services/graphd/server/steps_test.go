@@ -226,7 +226,7 @@ func TestUnsupportedStepNamed(t *testing.T) {
 		tr   GT
 		want string
 	}{
-		{g.V().Math("_ + 1"), "math"},
+		{g.V().Match(__.As("a").Out().As("b")), "match"},
 		{g.V().Profile(), "profile"},
 		{g.WithStrategies(gremlingo.SeedStrategy(gremlingo.SeedStrategyConfig{Seed: 1})).V(), "SeedStrategy"},
 	} {

@@ -538,6 +538,15 @@ func validate(s *step) error {
 			return evalErr("%s() takes a traversal", s.op)
 		}
 	case "math":
+		src, ok := singleString(s.args)
+		if !ok {
+			return evalErr("math() takes one expression (a string)")
+		}
+		e, err := compileMath(src)
+		if err != nil {
+			return err
+		}
+		s.args = []any{e}
 	case "where":
 		for _, a := range s.args {
 			if c, ok := a.(*Traversal); ok && !whereLabelsOK(c) {
