@@ -63,7 +63,7 @@ type options struct {
 	drain, idle                            time.Duration
 	logLevel                               string
 	stack, binDir, src                     string
-	build, compare, floor                  bool
+	build, compare, floor, ahead           bool
 	gateFlags, compareFlags                []string
 }
 
@@ -87,6 +87,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.players, "players", 2000, "bench players; at saturation each sends its next event once its previous one is decided")
 	fs.IntVar(&o.warmup, "warmup", 500, "events sent and decided before measuring")
 	fs.IntVar(&o.ceilingN, "ceiling-n", 20000, "messages for the raw JetStream ceiling; 0 skips it")
+	fs.BoolVar(&o.ahead, "ahead", false, "moves name where the player will stand once every move sent before has committed, not where its last committed move left it: a flood of valid moves from outside, each player's moves queueing behind each other (with -rate)")
 	fs.StringVar(&o.stack, "stack", StackProcesses, "processes: every component its own OS process, the pipeline's CPU summed from /proc apart from bench's own; embedded: everything inside bench (for -cpuprofile)")
 	fs.StringVar(&o.binDir, "bin-dir", "", "directory of the service binaries of -stack processes (default: one per checkout in the user cache directory)")
 	fs.BoolVar(&o.build, "build", true, "build the service binaries into -bin-dir first; -build=false runs the binaries already there (e.g. built from an older commit)")
@@ -516,6 +517,9 @@ func measure(ctx context.Context, o options, dir string, gateFlags []string, pro
 	}
 	defer t.Stop()
 	gen.Where = t.Where
+	if o.ahead {
+		gen.Where = harness.Ahead()
+	}
 	prog.Update("loading the demo and bench worlds (%d players)", o.players)
 	if err := harness.LoadWorlds(ctx, js, t, o.players); err != nil {
 		return nil, err

@@ -333,3 +333,26 @@ func (p *ReliablePublisher) publish(ctx context.Context, i int) error {
 		}
 	}
 }
+
+// Ahead is a Generator.Where for a flood of valid moves: where each player will stand once
+// every move generated for it before has committed (RoomA first, then across and back). An
+// outside client sending moves without waiting for outcomes sends these; each player's moves
+// then queue behind each other at every ordered stage.
+func Ahead() func(player string) string {
+	var mu sync.Mutex
+	next := map[string]string{}
+	return func(player string) string {
+		mu.Lock()
+		defer mu.Unlock()
+		from := next[player]
+		if from == "" {
+			from = RoomA
+		}
+		if from == RoomA {
+			next[player] = RoomB
+		} else {
+			next[player] = RoomA
+		}
+		return from
+	}
+}
