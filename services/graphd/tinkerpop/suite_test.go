@@ -206,6 +206,9 @@ type world struct {
 	done     bool // the outcome is decided (skipped, refused or wrong)
 	scenario string
 	started  time.Time
+	// gremlinText is the Gremlin of the scenario's initializer and
+	// traversal (see literalWidening).
+	gremlinText string
 }
 
 func (w *world) decide(o outcome, format string, a ...any) {
@@ -258,7 +261,10 @@ func (w *world) chooseGraph(name string) error {
 	return nil
 }
 
-func (w *world) initializer(*godog.DocString) error {
+func (w *world) initializer(doc *godog.DocString) error {
+	if doc != nil {
+		w.gremlinText += doc.Content + "\n"
+	}
 	if w.done {
 		return nil
 	}
@@ -326,7 +332,10 @@ func (w *world) parameterP(name, pName, value string) error {
 	return nil
 }
 
-func (w *world) traversalOf(*godog.DocString) error {
+func (w *world) traversalOf(doc *godog.DocString) error {
+	if doc != nil {
+		w.gremlinText += doc.Content + "\n"
+	}
 	if w.done {
 		return nil
 	}
@@ -421,7 +430,7 @@ func (w *world) resultTable(kind string, table *godog.Table) error {
 		if _, ok := v.(pathExp); ok {
 			expectPath = true
 		}
-		exp = append(exp, v)
+		exp = append(exp, widenExpected(v, literalWidening(w.gremlinText)))
 	}
 	act := w.results
 	if w.next && len(act) == 1 && !expectPath {

@@ -289,14 +289,22 @@ func runDedup(ec *execCtx, s *step, in []*trav) ([]*trav, error) {
 	}
 	if local {
 		out := make([]*trav, 0, len(in))
+		// dedup(local) is a Set (TinkerPop's DedupLocalStep: a
+		// LinkedHashSet of what the object iterates: a collection's or a
+		// path's items, a map's entries, else the object itself).
 		for _, t := range in {
 			l, ok := asList(t.obj)
+			if m, isMap := t.obj.(*gb.Map); isMap {
+				l, ok = make([]any, len(m.Entries)), true
+				for i, e := range m.Entries {
+					l[i] = mapEntry{e.Key, e.Value}
+				}
+			}
 			if !ok {
-				out = append(out, t)
-				continue
+				l = []any{t.obj}
 			}
 			seen := map[any]bool{}
-			var r []any
+			r := []any{}
 			for _, e := range l {
 				k := canon(e)
 				if !seen[k] {
@@ -304,7 +312,7 @@ func runDedup(ec *execCtx, s *step, in []*trav) ([]*trav, error) {
 					r = append(r, e)
 				}
 			}
-			out = append(out, t.split(r))
+			out = append(out, t.split(&gb.Set{Items: r}))
 		}
 		return out, nil
 	}

@@ -2,6 +2,7 @@ package traversal
 
 import (
 	"math"
+	"math/big"
 	"sort"
 	"strings"
 
@@ -418,22 +419,37 @@ func runCount(ec *execCtx, s *step, in []*trav) ([]*trav, error) {
 	return []*trav{fresh(n)}, nil
 }
 
-func reduce(op string, vals []any) (any, bool, error) {
+// reduce is sum/min/max/mean over vals (nulls skipped) with TinkerPop's
+// number types (NumberHelper, see numbers.go). global: the step's global
+// form, where TinkerPop first multiplies each value by its traverser's bulk,
+// a Long, so a global sum of Integers is a Long (local sums stay in the
+// values' common class).
+func reduce(op string, vals []any, global bool) (any, bool, error) {
 	var acc any
 	var fsum, comp float64
-	n := 0
+	n := int64(0)
 	for _, v := range vals {
 		if v == nil {
 			continue
 		}
+		var err error
 		switch op {
 		case "sum", "mean":
 			if !isNumber(v) {
-				return nil, false, evalErr("%s() requires numbers, got %T", op, v)
+				return nil, false, evalErr("%s() requires numbers, got %s", op, describe(v))
 			}
-			acc = add(acc, v)
+			if global {
+				if v, err = numOp("*", v, int64(1), false); err != nil {
+					return nil, false, err
+				}
+			}
+			if acc == nil {
+				acc = v
+			} else if acc, err = numOp("+", acc, v, false); err != nil {
+				return nil, false, err
+			}
 			f, _ := toFloat(v)
-			// Neumaier's compensated sum: a float total does not depend on
+			// Neumaier's compensated sum: a Double total does not depend on
 			// the order the values arrive in (up to the last bit).
 			t := fsum + f
 			if math.Abs(fsum) >= math.Abs(f) {
@@ -443,16 +459,8 @@ func reduce(op string, vals []any) (any, bool, error) {
 			}
 			fsum = t
 		case "min", "max":
-			if acc == nil {
-				acc = v
-			} else {
-				c, ok := compare(v, acc)
-				if !ok {
-					return nil, false, evalErr("%s() cannot compare %T and %T", op, v, acc)
-				}
-				if (op == "min" && c < 0) || (op == "max" && c > 0) {
-					acc = v
-				}
+			if acc, err = numMinMax(op, acc, v); err != nil {
+				return nil, false, err
 			}
 		}
 		n++
@@ -461,12 +469,18 @@ func reduce(op string, vals []any) (any, bool, error) {
 		// Only nulls reduce to null; nothing reduces to nothing.
 		return nil, len(vals) > 0, nil
 	}
-	if _, isFloat := acc.(float64); (isFloat && op == "sum") || op == "mean" {
+	if _, isDouble := acc.(float64); isDouble && (op == "sum" || op == "mean") {
 		if !math.IsInf(fsum, 0) && !math.IsNaN(fsum) {
 			acc = fsum + comp
 		}
 	}
 	if op == "mean" {
+		// div(sum, count, true): a Double, or a BigDecimal for big numbers.
+		switch acc.(type) {
+		case *big.Int, *gb.BigDecimal:
+			m, err := numOp("/", acc, n, true)
+			return m, err == nil, err
+		}
 		f, _ := toFloat(acc)
 		return f / float64(n), true, nil
 	}
@@ -481,7 +495,7 @@ func runReduce(ec *execCtx, s *step, in []*trav) ([]*trav, error) {
 			if !ok {
 				l = []any{t.obj}
 			}
-			v, ok, err := reduce(s.op, l)
+			v, ok, err := reduce(s.op, l, false)
 			if err != nil {
 				return nil, err
 			}
@@ -495,7 +509,7 @@ func runReduce(ec *execCtx, s *step, in []*trav) ([]*trav, error) {
 	for i, t := range in {
 		vals[i] = t.obj
 	}
-	v, ok, err := reduce(s.op, vals)
+	v, ok, err := reduce(s.op, vals, true)
 	if err != nil || !ok {
 		return nil, err
 	}

@@ -359,14 +359,7 @@ func applyOperator(op string, a, b any) (any, error) {
 		}
 		return x || y, nil
 	case "min", "max":
-		c, ok := compare(b, a)
-		if !ok {
-			return nil, evalErr("Operator.%s cannot compare %s and %s", op, describe(a), describe(b))
-		}
-		if (op == "min" && c < 0) || (op == "max" && c > 0) {
-			return b, nil
-		}
-		return a, nil
+		return numMinMax(op, a, b)
 	}
 	if !isNumber(a) || !isNumber(b) {
 		return nil, evalErr("Operator.%s takes numbers", op)

@@ -616,29 +616,6 @@ func buildP(p *gb.P) (pred, error) {
 
 // ---- arithmetic ----
 
-func add(a, b any) any {
-	if a == nil {
-		return b
-	}
-	ia, oka := a.(int32)
-	ib, okb := b.(int32)
-	if oka && okb {
-		s := int64(ia) + int64(ib)
-		if s > math.MaxInt32 || s < math.MinInt32 {
-			return s
-		}
-		return int32(s)
-	}
-	la, oka := toInt64(a)
-	lb, okb := toInt64(b)
-	if oka && okb {
-		return la + lb
-	}
-	fa, _ := toFloat(a)
-	fb, _ := toFloat(b)
-	return fa + fb
-}
-
 // ---- conversion to wire values ----
 
 type wireOpts struct {
@@ -873,50 +850,13 @@ func wireVP(vp *graph.VertexProperty, o wireOpts) *gb.VertexProperty {
 	return w
 }
 
-// arith is sum/minus/mult/div on two numbers with Java's widening: int op
-// int stays an int (a long when it overflows), integer division truncates,
-// anything with a floating-point operand is a double.
+// arith is Operator.sum/minus/mult/div on two numbers: NumberHelper's
+// add/sub/mul/div in the operands' common class (see numbers.go); integral
+// division truncates and by zero is an error.
 func arith(op string, a, b any) (any, error) {
-	if op == "sum" {
-		return add(a, b), nil
+	sym, ok := map[string]string{"sum": "+", "minus": "-", "mult": "*", "div": "/"}[op]
+	if !ok {
+		return nil, evalErr("unknown operator %s", op)
 	}
-	la, oka := toInt64(a)
-	lb, okb := toInt64(b)
-	_, fa := a.(float64)
-	_, fb := b.(float64)
-	_, fa32 := a.(float32)
-	_, fb32 := b.(float32)
-	if oka && okb && !fa && !fb && !fa32 && !fb32 {
-		var r int64
-		switch op {
-		case "minus":
-			r = la - lb
-		case "mult":
-			r = la * lb
-		case "div":
-			if lb == 0 {
-				return nil, evalErr("division by zero")
-			}
-			r = la / lb
-		default:
-			return nil, evalErr("unknown operator %s", op)
-		}
-		_, ia := a.(int32)
-		_, ib := b.(int32)
-		if ia && ib && r >= math.MinInt32 && r <= math.MaxInt32 {
-			return int32(r), nil
-		}
-		return r, nil
-	}
-	x, _ := toFloat(a)
-	y, _ := toFloat(b)
-	switch op {
-	case "minus":
-		return x - y, nil
-	case "mult":
-		return x * y, nil
-	case "div":
-		return x / y, nil
-	}
-	return nil, evalErr("unknown operator %s", op)
+	return numOp(sym, a, b, false)
 }
