@@ -45,6 +45,7 @@ var approvalGate = Spec{
 	// People's decisions, published by operators on proposals.decisions.<operator>.
 	Consumers: []Consumer{{
 		Durable: DecisionsDurable, Subjects: []string{events.SubjectDecisionsAll, events.SubjectDecisions},
+		MovesOn: true, // an approved proposal goes on to the gate after this one
 		Handler: func(g Gate, d Deps) (message.HandlerFunc, error) {
 			a := g.(*approvals)
 			a.store = a.store.WithSigner(d.Signers[Approval])

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/worldgate/worldgate/events"
@@ -25,9 +26,11 @@ import (
 // fallback.IsContent). Accepted fingerprints live in the KV bucket natsx.BucketDedup, one key per kind
 // and target holding the latest Keep entries; a check and its insert are one compare-and-set,
 // so two replicas cannot both accept near-duplicates. "Accepted" means passed this gate and not
-// refused for good by a later gate of the same run (fusion: RefusedLater removes the
-// fingerprint at once): content refused after this gate must not make the next, similar
-// proposal — its regeneration, whose proposal id differs — a duplicate of it.
+// refused for good after it: content refused after this gate must not make the next, similar
+// proposal — its regeneration, whose proposal id differs — a duplicate of it. A later gate of
+// the same run (fusion) has RefusedLater remove the fingerprint at once; a refusal anywhere
+// else (a gate in another process, the event-processor at commit) reaches the gate's own
+// consumer of rejections (DedupRejectionsDurable, see forgetRefused), which removes it then.
 type dedup struct {
 	locks keyLocks
 	kv    jetstream.KeyValue
@@ -43,6 +46,13 @@ var dedupGate = Spec{
 	Name: Dedup, New: newDedup,
 	Summary: "near-duplicates of recently accepted content (SimHash fingerprints in KV)",
 	Buckets: []natsauth.Bucket{{Name: natsx.BucketDedup}},
+	// Every rejection: the fingerprint of content refused for good after this gate is removed.
+	Consumers: []Consumer{{
+		Durable: DedupRejectionsDurable, Subjects: []string{events.SubjectRejectedAll},
+		Handler: func(g Gate, d Deps) (message.HandlerFunc, error) {
+			return g.(*dedup).forgetRefused(*d.Routes, d.Logger), nil
+		},
+	}},
 }
 
 func newDedup(d Deps) (Gate, error) {
@@ -167,9 +177,19 @@ func (g *dedup) Check(ctx context.Context, p *events.Proposal) (Decision, error)
 // RefusedLater forgets p's fingerprint: a later gate of the run refused it for good, so the
 // content will not be committed and must not make similar content a duplicate.
 func (g *dedup) RefusedLater(ctx context.Context, p *events.Proposal) error {
+	_, err := g.forget(ctx, p)
+	return err
+}
+
+// forget removes p's fingerprint, and only p's: the entries of its kind and target that carry
+// its proposal id, written back with compare-and-set on the revision read, so that a
+// fingerprint another proposal added meanwhile is never lost. It reports whether there was one
+// to remove; forgetting what is not there (forgotten already, never fingerprinted, out of the
+// window) is no error.
+func (g *dedup) forget(ctx context.Context, p *events.Proposal) (bool, error) {
 	payload, err := events.DecodePayload(p.Kind, p.Payload)
 	if err != nil || payload.Content() == "" {
-		return nil // never fingerprinted
+		return false, nil // never fingerprinted
 	}
 	key := dedupKey(p.Kind, payload.Target())
 	defer g.locks.lock(key)()
@@ -177,29 +197,29 @@ func (g *dedup) RefusedLater(ctx context.Context, p *events.Proposal) error {
 		e, err := g.kv.Get(ctx, key)
 		switch {
 		case errors.Is(err, jetstream.ErrKeyNotFound):
-			return nil
+			return false, nil
 		case err != nil:
-			return fmt.Errorf("read fingerprints: %w", err)
+			return false, fmt.Errorf("read fingerprints: %w", err)
 		}
 		var cur fingerprints
 		if err := json.Unmarshal(e.Value(), &cur); err != nil {
-			return nil // unreadable: Check starts again from nothing
+			return false, nil // unreadable: Check starts again from nothing
 		}
 		keep := slices.DeleteFunc(slices.Clone(cur.Entries), func(x fingerprint) bool { return x.ProposalID == p.ProposalID })
 		if len(keep) == len(cur.Entries) {
-			return nil
+			return false, nil
 		}
 		data, err := json.Marshal(fingerprints{Entries: keep})
 		if err != nil {
-			return err
+			return false, err
 		}
 		if _, err = g.kv.Update(ctx, key, data, e.Revision()); err == nil {
-			return nil
+			return true, nil
 		} else if !isConflict(err) {
-			return fmt.Errorf("forget fingerprint: %w", err)
+			return false, fmt.Errorf("forget fingerprint: %w", err)
 		}
 	}
-	return errors.New("forget fingerprint: too many concurrent updates of one target")
+	return false, errors.New("forget fingerprint: too many concurrent updates of one target")
 }
 
 // isConflict reports a compare-and-set that lost to another writer.

@@ -74,6 +74,10 @@ type Consumer struct {
 	Subjects []string
 	// Handler returns the handler of the consumer for the built gate g.
 	Handler func(g Gate, d Deps) (message.HandlerFunc, error)
+	// MovesOn: the consumer sends proposals on to the gate's next hops outside a run (the
+	// approval gate forwards a person's decision), so the gate keeps those subjects in its
+	// grant even where fusion would decide the next gate without a hop (Process.Grants).
+	MovesOn bool
 }
 
 var registry = struct {
@@ -233,9 +237,9 @@ func (p Process) User() string {
 
 // Grants are the grants of the process's gates (Grant), as it runs them. With fusion, a gate
 // no longer publishes to a next hop that is a gate of the same process: a run decides that
-// gate without a hop, so the subject is left out of the gate's grant. A gate with extra
-// consumers keeps its next hops, because those consumers move proposals on outside a run (the
-// approval gate forwards a person's decision to the gate after it).
+// gate without a hop, so the subject is left out of the gate's grant. A gate with an extra
+// consumer that moves proposals on outside a run (Consumer.MovesOn: the approval gate forwards
+// a person's decision to the gate after it) keeps its next hops.
 func (p Process) Grants(routes events.Routes) ([]natsauth.Grant, error) {
 	out := make([]natsauth.Grant, 0, len(p.Gates))
 	for _, g := range p.Gates {
@@ -243,7 +247,7 @@ func (p Process) Grants(routes events.Routes) ([]natsauth.Grant, error) {
 		if err != nil {
 			return nil, err
 		}
-		if s, _ := Lookup(g); !p.NoFusion && len(s.Consumers) == 0 {
+		if s, _ := Lookup(g); !p.NoFusion && !slices.ContainsFunc(s.Consumers, func(c Consumer) bool { return c.MovesOn }) {
 			gr.Publish = slices.DeleteFunc(gr.Publish, func(subject string) bool {
 				return slices.ContainsFunc(p.Gates, func(local string) bool { return subject == events.GateSubject(local) })
 			})
