@@ -833,3 +833,67 @@ func TestAIWorkerCannotTouchTheOperatorsControls(t *testing.T) {
 		t.Fatalf("the operator's pause after the ai-worker's attempts: %v %v", e, err)
 	}
 }
+
+// The dedup gate, as its own user gate-dedup (one process per gate), reads the rejections with
+// its own durable consumer: a refusal the event-processor publishes at commit, as its user,
+// makes the gate forget the refused content, so similar content passes next.
+func TestDedupGateForgetsWhatTheEventProcessorRefusesAsItsOwnUser(t *testing.T) {
+	s := startServer(t)
+	nc, js := s.connect(natsauth.GateRole(gates.Dedup))
+	app, err := runtime.New(runtime.Options{Name: "gate", Conn: nc, JetStream: js, Registerer: prometheus.NewRegistry(), Logger: logx.Discard(), Retries: -1, CloseTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := gates.Config{MaxDeliver: 2, Backoff: []time.Duration{20 * time.Millisecond}}
+	if err := gates.Register(app, gates.Deps{JetStream: js, Signers: attesttest.New().Signers, Config: cfg,
+		Registerer: prometheus.NewRegistry(), Logger: logx.Discard()}, []string{gates.Dedup}); err != nil {
+		t.Fatal(err)
+	}
+	runtimetest.Start(t, app)
+
+	_, before := s.connect(natsauth.GateRole(gates.Invariant)) // the gate before dedup
+	_, ep := s.connect(natsauth.EventProcessor)
+	_, ajs := s.connect(natsauth.Admin)
+	ctx := context.Background()
+	propose := func(id string) *events.Proposal {
+		t.Helper()
+		payload, _ := json.Marshal(map[string]any{"locationId": "loc:square", "text": "Rain drums on the slate roofs of the square, and gulls argue over bread.", "mood": "calm"})
+		p := &events.Proposal{ProposalID: id, Kind: events.KindAmbience, SchemaVersion: events.ProposalSchemaVersion, CorrelationID: "c-" + id,
+			CausationID: "e-" + id, AgentRole: "ambience", Actor: events.Actor{Kind: "player", ID: "player:ada"}, Payload: payload,
+			Route: events.Route{Pending: []string{gates.Dedup, gates.Replay, gates.Rate, gates.Audit}}, CreatedUTC: time.Now().UTC()}
+		data, _ := json.Marshal(p)
+		if _, err := before.Publish(ctx, events.GateSubject(gates.Dedup), data, jetstream.WithMsgID(id)); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	passed := func(n uint64) func() bool {
+		return func() bool {
+			return natstest.StreamMsgs(t, ajs, events.StreamProposals, events.GateSubject(gates.Replay)) == n
+		}
+	}
+	first := propose("first")
+	natstest.WaitFor(t, 10*time.Second, "the first proposal passed the dedup gate", passed(1))
+	rej := events.Rejection{ProposalID: first.ProposalID, Kind: first.Kind, Gate: "processor", Code: events.CodeCommitConflict,
+		Reason: "Refused at commit.", CorrelationID: first.CorrelationID, RejectedUTC: time.Now().UTC(), Proposal: first}
+	data, _ := json.Marshal(rej)
+	if _, err := ep.Publish(ctx, events.RejectedSubject("processor"), data); err != nil {
+		t.Fatal(err)
+	}
+	c, err := ajs.Consumer(ctx, events.StreamProposals, gates.DedupRejectionsDurable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	natstest.WaitFor(t, 10*time.Second, "the dedup gate read the rejection", func() bool {
+		info, err := c.Info(ctx)
+		return err == nil && info.NumPending == 0 && info.NumAckPending == 0
+	})
+	propose("again")
+	natstest.WaitFor(t, 10*time.Second, "the similar proposal passed the dedup gate", passed(2))
+	if n := natstest.StreamMsgs(t, ajs, events.StreamProposals, events.RejectedSubject(gates.Dedup)); n != 0 {
+		t.Fatalf("%d refusals by the dedup gate, want none", n)
+	}
+	if n := natstest.StreamMsgs(t, ajs, events.StreamDLQ, ">"); n != 0 {
+		t.Fatalf("%d dead letters", n)
+	}
+}
