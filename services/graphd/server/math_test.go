@@ -70,6 +70,14 @@ func TestMath(t *testing.T) {
 		}
 	}
 
+	// sin, cos and tan are Java's to the last bit (Go's math.Sin(2) is one
+	// unit in the last place off).
+	for expr, want := range map[string]float64{"sin(2)": 0.9092974268256817, "cos(2)": -0.4161468365471424, "tan(2)": -2.185039863261519} {
+		if got := num(expr); got != want {
+			t.Errorf("math(%q) = %v, want exactly %v", expr, got, want)
+		}
+	}
+
 	// Variables: _ and labels, each taking the next by() in turn.
 	for _, c := range []struct {
 		name string

@@ -33,7 +33,7 @@ func init() {
 		"repeat": runRepeat, "loops": runLoops,
 		"group": runGroup, "groupCount": runGroupCount,
 		"sideEffect": runSideEffect, "aggregate": runAggregate, "store": runAggregate, "cap": runCap,
-		"fail": runFail, "identity": runIdentity, "local": runLocal, "barrier": runIdentity,
+		"fail": runFail, "identity": runIdentity, "local": runLocal, "barrier": runBarrier, "sack": runSack,
 		"none": runNone, "discard": runNone, "timeLimit": runIdentity,
 		"flatMap": runLocal, "map": runMap, "filter": runFilter, "element": runElement,
 		"toUpper": runStringStep, "toLower": runStringStep, "trim": runStringStep, "length": runStringStep,

@@ -30,11 +30,11 @@ import (
 // mathFuncs are the functions math() knows (TinkerPop's list).
 var mathFuncs = map[string]func(float64) float64{
 	"abs": math.Abs, "acos": math.Acos, "asin": math.Asin, "atan": math.Atan,
-	"cbrt": math.Cbrt, "ceil": math.Ceil, "cos": math.Cos, "cosh": math.Cosh,
+	"cbrt": math.Cbrt, "ceil": math.Ceil, "cos": javaCos, "cosh": math.Cosh,
 	"exp": math.Exp, "floor": math.Floor,
 	"log": math.Log, "log10": math.Log10, "log2": func(x float64) float64 { return math.Log(x) / math.Log(2) },
-	"signum": signum, "sin": math.Sin, "sinh": math.Sinh, "sqrt": math.Sqrt,
-	"tan": math.Tan, "tanh": math.Tanh,
+	"signum": signum, "sin": javaSin, "sinh": math.Sinh, "sqrt": math.Sqrt,
+	"tan": javaTan, "tanh": math.Tanh,
 }
 
 // exp4jOnly are exp4j's other built-in functions: TinkerPop takes their

@@ -105,6 +105,13 @@ type root struct {
 	declaredMaps map[string]bool
 	sub          *subgraph
 	part         *partition
+	// sackInit is withSack's initial value (hasSackInit: withSack was
+	// given), sackMerge its merge Operator ("" for none).
+	sackInit    any
+	hasSackInit bool
+	sackMerge   string
+	// oneBulk is withBulk(false): traversers merged by a barrier count once.
+	oneBulk bool
 }
 
 type stepFn func(ec *execCtx, s *step, in []*trav) ([]*trav, error)
@@ -184,6 +191,10 @@ type trav struct {
 	path      *pnode
 	loops     int
 	loopStack []int
+	// sack is the traverser's sack (withSack, sack()); hasSack says it was
+	// given one (a traverser a step creates anew gets the initial sack).
+	sack    any
+	hasSack bool
 	// bulk is how many identical traversers this one stands for (0 means 1).
 	// Traversers are merged only in traversals that never look at paths or
 	// labels (Traversal.bulking), and expanded before any step that is not
@@ -200,7 +211,7 @@ func (t *trav) n() int64 {
 }
 
 func (t *trav) split(obj any) *trav {
-	return &trav{obj: obj, path: &pnode{parent: t.path, obj: obj}, loops: t.loops, loopStack: t.loopStack, bulk: t.bulk}
+	return &trav{obj: obj, path: &pnode{parent: t.path, obj: obj}, loops: t.loops, loopStack: t.loopStack, bulk: t.bulk, sack: t.sack, hasSack: t.hasSack}
 }
 
 func fresh(obj any) *trav { return &trav{obj: obj, path: &pnode{obj: obj}} }
@@ -256,7 +267,17 @@ func Compile(bc *gb.Bytecode) (*Traversal, error) {
 					return nil, evalErr("strategy %s is not supported by graphd", name)
 				}
 			}
-		case "withoutStrategies", "with", "withBulk", "withPath":
+		case "withSack":
+			if err := t.withSack(src.Args); err != nil {
+				return nil, err
+			}
+		case "withBulk":
+			if len(src.Args) == 1 {
+				if b, ok := src.Args[0].(bool); ok && !b {
+					t.oneBulk = true
+				}
+			}
+		case "withoutStrategies", "with", "withPath":
 		case "withSideEffect":
 			if len(src.Args) < 2 {
 				return nil, evalErr("withSideEffect requires a key and a value")
@@ -741,6 +762,14 @@ type execCtx struct {
 	declaredMaps map[string]bool
 	// typeErrs counts comparisons that were errors (see comparisonError).
 	typeErrs int
+	// sacks: withSack's initial value and merge operator, withBulk(false).
+	sackInit    any
+	hasSackInit bool
+	sackMerge   string
+	oneBulk     bool
+	// readsPaths: the traversal reads paths or step labels (a barrier
+	// cannot merge its traversers then).
+	readsPaths bool
 }
 
 // ErrTooManyResults is returned when a traversal exceeds MaxResults.
@@ -789,7 +818,9 @@ func (t *Traversal) Execute(ctx context.Context, g *graph.Graph, tx *graph.Tx, l
 // ExecuteBulk is Execute with the traversers' bulks: vals[i] stands for
 // bulks[i] results (GraphBinary Traverser bulk; clients expand it).
 func (t *Traversal) ExecuteBulk(ctx context.Context, g *graph.Graph, tx *graph.Tx, lim Limits, includeProperties bool) (vals []any, bulks []int64, err error) {
-	ec := &execCtx{ctx: ctx, g: g, tx: tx, sideEffects: map[string]any{}, maxResults: lim.MaxResults, productiveBy: t.productiveBy, bulking: t.bulking, labelsOnly: t.labelsOnly, declared: t.declared, declaredMaps: t.declaredMaps, sideEffectOps: t.sideEffectOps, sub: t.sub, part: t.part}
+	ec := &execCtx{ctx: ctx, g: g, tx: tx, sideEffects: map[string]any{}, maxResults: lim.MaxResults, productiveBy: t.productiveBy, bulking: t.bulking, labelsOnly: t.labelsOnly, declared: t.declared, declaredMaps: t.declaredMaps, sideEffectOps: t.sideEffectOps, sub: t.sub, part: t.part,
+		sackInit: t.sackInit, hasSackInit: t.hasSackInit, sackMerge: t.sackMerge, oneBulk: t.oneBulk,
+		readsPaths: readsPaths(t, pathStepsOnly) || readsPaths(t, labelSteps)}
 	for _, se := range t.sideEffects {
 		if k, ok := se.Key.(string); ok {
 			ec.sideEffects[k] = se.Value
@@ -843,6 +874,9 @@ func (ec *execCtx) run(t *Traversal, in []*trav) ([]*trav, error) {
 			for i, tr := range out {
 				out[i] = withLabels(tr, s.labels)
 			}
+		}
+		if ec.hasSackInit {
+			ec.giveSacks(out)
 		}
 		if err := ec.checkSize(len(out)); err != nil {
 			return nil, err
@@ -967,8 +1001,11 @@ func labelledKey(p *pnode) string {
 // pathSteps read whole paths: a traversal containing any of them never merges
 // traversers. labelSteps (and as() labels) read only labelled objects.
 var (
-	pathSteps  = map[string]bool{"path": true, "simplePath": true, "cyclicPath": true, "match": true, "tree": true, "sack": true}
-	labelSteps = map[string]bool{"select": true, "where": true, "addE": true, "mergeE": true, "dedup": true}
+	pathSteps = map[string]bool{"path": true, "simplePath": true, "cyclicPath": true, "match": true, "tree": true, "sack": true}
+	// pathStepsOnly are the steps that read whole paths (sack() is in
+	// pathSteps only to keep traversers with their own sacks apart).
+	pathStepsOnly = map[string]bool{"path": true, "simplePath": true, "cyclicPath": true, "match": true, "tree": true}
+	labelSteps    = map[string]bool{"select": true, "where": true, "addE": true, "mergeE": true, "dedup": true}
 )
 
 // readsPaths reports whether t or any child traversal has a step of ops
