@@ -44,6 +44,7 @@ func init() {
 		"disjunct": runListOp, "product": runListOp, "conjoin": runConjoin,
 		"any": runAnyAll, "all": runAnyAll, "reverse": runReverse, "index": runIndex,
 		"coin": runCoin, "sample": runSample, "math": runMath,
+		"asDate": runAsDate, "dateAdd": runDateAdd, "dateDiff": runDateDiff,
 	}
 }
 
