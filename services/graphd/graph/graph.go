@@ -863,7 +863,22 @@ func (g *Graph) SetEdgeProperty(tx *Tx, e *Edge, key string, value any) error {
 }
 
 // Apply replays one redo operation (from the log or a snapshot).
-func (g *Graph) Apply(op any) error {
+func (g *Graph) Apply(op any) error { return g.ApplyTx(nil, op) }
+
+// IDCounters returns the next generated element and vertex-property ids.
+func (g *Graph) IDCounters() (next, nextVP int64) { return g.nextID, g.nextVPID }
+
+// KeepIDCounters raises the id counters to at least next and nextVP: ids a
+// rolled-back execution handed out are not handed out again.
+func (g *Graph) KeepIDCounters(next, nextVP int64) {
+	g.nextID = max(g.nextID, next)
+	g.nextVPID = max(g.nextVPID, nextVP)
+}
+
+// ApplyTx replays one redo operation, recording it in tx (nil records
+// nothing). An operation on an element that no longer exists, or that
+// creates an id that is taken, is an error.
+func (g *Graph) ApplyTx(tx *Tx, op any) error {
 	l, ok := op.([]any)
 	if !ok || len(l) == 0 {
 		return fmt.Errorf("bad log record %T", op)
@@ -878,11 +893,17 @@ func (g *Graph) Apply(op any) error {
 	str := func(i int) string { s, _ := arg(i).(string); return s }
 	switch name {
 	case "addV":
-		_, err := g.AddVertex(nil, arg(1), str(2))
+		_, err := g.AddVertex(tx, arg(1), str(2))
 		return err
 	case "addE":
 		out, in := g.Vertex(arg(3)), g.Vertex(arg(4))
-		_, err := g.AddEdge(nil, arg(1), str(2), out, in)
+		if out == nil {
+			return fmt.Errorf("addE: no vertex %v", arg(3))
+		}
+		if in == nil {
+			return fmt.Errorf("addE: no vertex %v", arg(4))
+		}
+		_, err := g.AddEdge(tx, arg(1), str(2), out, in)
 		return err
 	case "vprop":
 		// storage format 1: values only (ids are generated)
@@ -891,7 +912,7 @@ func (g *Graph) Apply(op any) error {
 			return fmt.Errorf("vprop: no vertex %v", arg(1))
 		}
 		vals, _ := arg(3).([]any)
-		g.SetVertexPropertyValues(nil, v, str(2), vals)
+		g.SetVertexPropertyValues(tx, v, str(2), vals)
 		return nil
 	case "vprop2":
 		v := g.Vertex(arg(1))
@@ -917,27 +938,29 @@ func (g *Graph) Apply(op any) error {
 			}
 			next = append(next, vp)
 		}
+		prev, _ := v.snapshotKey(str(2))
 		g.setKey(v, str(2), next)
+		g.logKey(tx, v, str(2), prev)
 		return nil
 	case "eprop":
 		e := g.Edge(arg(1))
 		if e == nil {
 			return fmt.Errorf("eprop: no edge %v", arg(1))
 		}
-		return g.SetEdgeProperty(nil, e, str(2), arg(3))
+		return g.SetEdgeProperty(tx, e, str(2), arg(3))
 	case "dropV":
 		v := g.Vertex(arg(1))
 		if v == nil {
 			return fmt.Errorf("dropV: no vertex %v", arg(1))
 		}
-		g.RemoveVertex(nil, v)
+		g.RemoveVertex(tx, v)
 		return nil
 	case "dropE":
 		e := g.Edge(arg(1))
 		if e == nil {
 			return fmt.Errorf("dropE: no edge %v", arg(1))
 		}
-		g.RemoveEdge(nil, e)
+		g.RemoveEdge(tx, e)
 		return nil
 	}
 	return fmt.Errorf("unknown log operation %q", name)

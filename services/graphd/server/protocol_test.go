@@ -133,7 +133,15 @@ func TestProtocolErrors(t *testing.T) {
 
 	id = uuid.New()
 	r.request(id, "bytecode", "session", bytecodeArg(gb.Instruction{Op: "V"}))
-	check("session", 499, "sessions are not supported", id)
+	check("session without an id", 499, "needs a session argument", id)
+
+	id = uuid.New()
+	r.request(id, "bytecode", "traversal", gb.MapEntry{Key: "gremlin", Value: &gb.Bytecode{Sources: []gb.Instruction{{Op: "tx", Args: []any{"commit"}}}}})
+	check("commit without a session", 499, "needs a session", id)
+
+	id = uuid.New()
+	r.request(id, "bytecode", "cluster", bytecodeArg(gb.Instruction{Op: "V"}))
+	check("unknown processor", 499, "processor \"cluster\" is not supported", id)
 
 	id = uuid.New()
 	r.request(id, "bytecode", "traversal")

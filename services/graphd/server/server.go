@@ -65,6 +65,9 @@ type Config struct {
 	// DataDir, source NAME keeps its graph in DataDir/sources/NAME; g stays
 	// in DataDir itself.
 	Sources []string
+	// SessionTimeout is how long an idle session keeps its open
+	// transaction (default DefaultSessionTimeout).
+	SessionTimeout time.Duration
 	// Registerer receives graphd's metrics and Gatherer is what /metrics serves; nil: a
 	// registry of graphd's own (with the Go and process collectors).
 	Registerer prometheus.Registerer
@@ -96,10 +99,13 @@ type Server struct {
 	http     *http.Server
 	url      string
 	conns    map[*conn]struct{}
-	closing  bool
-	closed   bool
-	inflight sync.WaitGroup
-	connWG   sync.WaitGroup
+	sessions map[string]*session
+	// endedSessions: sessions that timed out or lost their connection, and why.
+	endedSessions map[string]string
+	closing       bool
+	closed        bool
+	inflight      sync.WaitGroup
+	connWG        sync.WaitGroup
 	// pool runs requests on reused goroutines: a goroutine started per request grew its stack,
 	// by copying, on every request (perf: 1.35 % of a move's CPU in graphd's morestack).
 	pool *ants.Pool
@@ -336,6 +342,7 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
 		delete(s.conns, c)
 		s.mu.Unlock()
+		s.dropConnSessions(c)
 		c.close()
 		s.connWG.Done()
 	}()
@@ -588,13 +595,32 @@ func (c *conn) serve(req *gb.Request) (string, int32) {
 	case "eval":
 		return fail("eval", gb.StatusInvalidArguments, "graphd does not evaluate Gremlin scripts (op eval): scripts are not supported; submit bytecode traversals")
 	case "close":
+		if req.Processor == "session" {
+			if id, ok := sessionID(req); ok {
+				c.s.mu.Lock()
+				ss := c.s.sessions[id]
+				c.s.mu.Unlock()
+				if ss != nil {
+					c.s.endSession(ss, "closed by the client")
+				}
+			}
+		}
 		c.send(&gb.Response{RequestID: req.ID, Code: gb.StatusNoContent})
 		return "close", gb.StatusNoContent
 	default:
 		return fail("invalid", gb.StatusInvalidArguments, fmt.Sprintf("unknown op %q (graphd supports bytecode and authentication)", req.Op))
 	}
-	if req.Processor != "traversal" && req.Processor != "" {
-		return fail("invalid", gb.StatusInvalidArguments, fmt.Sprintf("processor %q is not supported (sessions are not supported; use sessionless traversals)", req.Processor))
+	var sessID string
+	switch req.Processor {
+	case "traversal", "":
+	case "session":
+		id, ok := sessionID(req)
+		if !ok {
+			return fail("invalid", gb.StatusInvalidArguments, "a request with processor session needs a session argument (the session id)")
+		}
+		sessID = id
+	default:
+		return fail("invalid", gb.StatusInvalidArguments, fmt.Sprintf("processor %q is not supported (graphd serves traversal and session)", req.Processor))
 	}
 	g, _ := req.Arg("gremlin")
 	bc, ok := g.(*gb.Bytecode)
@@ -634,7 +660,27 @@ func (c *conn) serve(req *gb.Request) (string, int32) {
 	}
 
 	start := time.Now()
-	results, err := c.s.execute(st, bc, c.currentUser(), timeout, includeProps)
+	var results results
+	var err error
+	if txop, isTx := txOp(bc); isTx {
+		op = "write" // a commit is a write (with its WAL fsync); a rollback is counted with them
+		if sessID == "" {
+			return fail(op, gb.StatusInvalidArguments, fmt.Sprintf("g.tx().%s() needs a session: open a transaction with g.tx() (gremlin-go: g.Tx().Begin()) and commit or roll back through it", txop))
+		}
+		ss, serr := c.s.sessionFor(c, sessID, st, userName(c.currentUser()))
+		if serr == nil {
+			serr = c.s.finishTx(ss, txop, timeout)
+		}
+		err = serr
+	} else if sessID != "" {
+		ss, serr := c.s.sessionFor(c, sessID, st, userName(c.currentUser()))
+		if serr == nil {
+			results, serr = c.s.executeInSession(ss, bc, c.currentUser(), timeout, includeProps)
+		}
+		err = serr
+	} else {
+		results, err = c.s.execute(st, bc, c.currentUser(), timeout, includeProps)
+	}
 	if err != nil {
 		code := gb.StatusEvaluation
 		var te *traversal.Error
@@ -673,18 +719,49 @@ type results struct {
 	bulks []int64
 }
 
-// execute compiles and runs one traversal atomically.
-func (s *Server) execute(st *store.Store, bc *gb.Bytecode, user *User, timeout time.Duration, includeProps bool) (results, error) {
+// compile compiles a traversal and checks that user may run it.
+func (s *Server) compile(bc *gb.Bytecode, user *User) (*traversal.Traversal, bool, error) {
 	t, err := traversal.Compile(bc)
 	if err != nil {
-		return results{}, err
+		return nil, false, err
 	}
 	mutating := traversal.Mutating(bc)
 	if mutating && t.ReadOnlyStrategy {
-		return results{}, traversal.ErrReadOnly
+		return nil, false, traversal.ErrReadOnly
 	}
 	if mutating && user != nil && user.ReadOnly {
-		return results{}, &accessError{code: gb.StatusForbidden, msg: fmt.Sprintf("user %q is read-only and may not run mutating traversals", user.Name)}
+		return nil, false, &accessError{code: gb.StatusForbidden, msg: fmt.Sprintf("user %q is read-only and may not run mutating traversals", user.Name)}
+	}
+	return t, mutating, nil
+}
+
+func userName(u *User) string {
+	if u == nil {
+		return ""
+	}
+	return u.Name
+}
+
+// sessionID is a session request's session argument.
+func sessionID(req *gb.Request) (string, bool) {
+	v, ok := req.Arg("session")
+	if !ok {
+		return "", false
+	}
+	switch x := v.(type) {
+	case string:
+		return x, x != ""
+	case uuid.UUID:
+		return x.String(), true
+	}
+	return "", false
+}
+
+// execute compiles and runs one traversal atomically.
+func (s *Server) execute(st *store.Store, bc *gb.Bytecode, user *User, timeout time.Duration, includeProps bool) (results, error) {
+	t, mutating, err := s.compile(bc, user)
+	if err != nil {
+		return results{}, err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
