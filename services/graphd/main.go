@@ -46,6 +46,17 @@ func parseUsers(s string) ([]server.User, error) {
 	return out, nil
 }
 
+// parseSources splits the -sources list (names are checked by server.New).
+func parseSources(s string) []string {
+	var out []string
+	for _, part := range strings.Split(s, ",") {
+		if part = strings.TrimSpace(part); part != "" {
+			out = append(out, part)
+		}
+	}
+	return out
+}
+
 func main() {
 	fs := flag.NewFlagSet("graphd", flag.ExitOnError)
 	listen := fs.String("listen", "127.0.0.1:8182", "listen address (WORLDGATE_GRAPHD_LISTEN)")
@@ -56,6 +67,8 @@ func main() {
 	timeout := fs.Duration("timeout", server.DefaultTraversalTimeout, "per-traversal time limit (WORLDGATE_GRAPHD_TIMEOUT)")
 	maxResults := fs.Int("max-results", server.DefaultMaxResults, "per-traversal result limit (WORLDGATE_GRAPHD_MAX_RESULTS)")
 	level := fs.String("log-level", "info", "debug, info, warn or error (WORLDGATE_GRAPHD_LOG_LEVEL)")
+	sources := fs.String("sources", "", "traversal sources served besides g, comma separated (gmodern,gcrew); each its own graph, in <data>/sources/<name> (WORLDGATE_GRAPHD_SOURCES)")
+	sessionTimeout := fs.Duration("session-timeout", server.DefaultSessionTimeout, "how long an idle session keeps its open transaction (WORLDGATE_GRAPHD_SESSION_TIMEOUT)")
 	if err := config.Parse(fs, os.Args[1:], "WORLDGATE_GRAPHD_"); err != nil {
 		fmt.Fprintln(os.Stderr, "graphd:", err)
 		os.Exit(2)
@@ -76,6 +89,7 @@ func main() {
 	srv, err := server.New(server.Config{
 		Listen: *listen, DataDir: *data, Users: us, BatchSize: *batch, MaxFrameBytes: *maxFrame,
 		TraversalTimeout: *timeout, MaxResults: *maxResults, Logger: log,
+		Sources: parseSources(*sources), SessionTimeout: *sessionTimeout,
 	})
 	if err != nil {
 		log.Error("graphd: startup failed", "err", err)
