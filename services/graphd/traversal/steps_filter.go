@@ -280,8 +280,17 @@ func runRange(ec *execCtx, s *step, in []*trav) ([]*trav, error) {
 
 func runDedup(ec *execCtx, s *step, in []*trav) ([]*trav, error) {
 	args, local := scopeLocal(s.args)
-	if len(args) > 0 {
-		return nil, evalErr("dedup() with step labels is not supported by graphd")
+	// dedup(labels...): the duplicates are traversers whose labelled
+	// objects (each through the by() modulator) are all equal; a label no
+	// scope holds is an error, a by() that produces nothing filters.
+	// dedup(local, labels...) ignores the labels, as TinkerPop does.
+	var labels []string
+	for _, a := range args {
+		l, ok := a.(string)
+		if !ok {
+			return nil, evalErr("dedup() takes step labels (strings), got %s", describe(a))
+		}
+		labels = append(labels, l)
 	}
 	var by any
 	if len(s.by) > 0 {
@@ -321,9 +330,28 @@ func runDedup(ec *execCtx, s *step, in []*trav) ([]*trav, error) {
 		seen = map[any]bool{}
 	}
 	out, err := filter(ec, in, func(t *trav) (bool, error) {
-		v, ok, err := ec.byValue(by, t)
-		if err != nil || !ok {
-			return false, err
+		var v any
+		if len(labels) == 0 {
+			var ok bool
+			var err error
+			v, ok, err = ec.byValue(by, t)
+			if err != nil || !ok {
+				return false, err
+			}
+		} else {
+			objs := make([]any, len(labels))
+			for i, l := range labels {
+				o, found := ec.scopeValue(t, l)
+				if !found {
+					return false, evalErr("dedup(): neither the map, the side effects nor the path has a label %s", l)
+				}
+				o, ok, err := ec.byValue(by, t.split(o))
+				if err != nil || !ok {
+					return false, err
+				}
+				objs[i] = o
+			}
+			v = objs
 		}
 		k := canon(v)
 		if seen[k] {
