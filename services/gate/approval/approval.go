@@ -31,8 +31,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/worldgate/worldgate/events"
+	"github.com/worldgate/worldgate/events/slip"
 	"github.com/worldgate/worldgate/services/gate/attest"
-	"github.com/worldgate/worldgate/services/gate/slip"
 	"github.com/worldgate/worldgate/shared/natsx"
 	"github.com/worldgate/worldgate/shared/natsx/natsauth"
 )

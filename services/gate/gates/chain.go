@@ -12,8 +12,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/worldgate/worldgate/events"
+	"github.com/worldgate/worldgate/events/slip"
 	"github.com/worldgate/worldgate/services/gate/attest"
-	"github.com/worldgate/worldgate/services/gate/slip"
 	"github.com/worldgate/worldgate/shared/logx"
 	"github.com/worldgate/worldgate/shared/metrics"
 	"github.com/worldgate/worldgate/shared/runtime"

@@ -29,8 +29,8 @@ import (
 	"strings"
 
 	"github.com/worldgate/worldgate/events"
+	"github.com/worldgate/worldgate/events/slip"
 	"github.com/worldgate/worldgate/services/gate/attest"
-	"github.com/worldgate/worldgate/services/gate/slip"
 )
 
 // Gate checks proposals.

@@ -3,7 +3,10 @@
 // deterministic message id. The gate runtime and the approval decisions (made later by a
 // person) both use it, so a proposal moves the same way whoever moves it.
 //
-// Pure: it builds messages, it does not publish them.
+// Pure: it builds messages, it does not publish them. It lives in the events module, below the
+// services, because more than one service moves proposals along their routes (the gate service,
+// and `worldgate proposals approve|reject` through services/gate/approval); it needs nothing but
+// package events.
 package slip
 
 import (
