@@ -18,6 +18,16 @@ const (
 	GateAudit    = "audit"
 )
 
+// The other built-in gates' names (GateSafety and GateReplay are with the narrator's route
+// rule): the services that only need a gate's name (emitters, the event-processor, the
+// dev tooling) take it from here instead of from the gate service (services/gate/gates), and
+// events/route lists them all (route.Known).
+const (
+	GateInvariant = "invariant"
+	GateDedup     = "dedup"
+	GateRate      = "rate"
+)
+
 // Routes maps each proposal kind to the gates a new proposal of that kind passes, in order.
 // The zero value has no routes. The routes file and its loader live with the gate service
 // (services/gate/route); this type is what emitters and gates share.

@@ -21,10 +21,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/worldgate/worldgate/events"
+	"github.com/worldgate/worldgate/events/route"
 	"github.com/worldgate/worldgate/services/event-processor/processor"
 	"github.com/worldgate/worldgate/services/gate/attest"
-	"github.com/worldgate/worldgate/services/gate/gates"
-	"github.com/worldgate/worldgate/services/gate/route"
 	"github.com/worldgate/worldgate/shared/admin"
 	"github.com/worldgate/worldgate/shared/config"
 	"github.com/worldgate/worldgate/shared/gctune"
@@ -74,7 +73,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	routes, err := route.Load(*routesFile, gates.Known()...)
+	routes, err := route.Load(*routesFile, route.Known()...)
 	if err != nil {
 		return err
 	}

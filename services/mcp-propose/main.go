@@ -19,7 +19,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/worldgate/worldgate/services/gate/route"
+	"github.com/worldgate/worldgate/events/route"
 	"github.com/worldgate/worldgate/services/mcp-propose/proposetools"
 	"github.com/worldgate/worldgate/shared/config"
 	"github.com/worldgate/worldgate/shared/gctune"

@@ -12,8 +12,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/worldgate/worldgate/events"
+	"github.com/worldgate/worldgate/events/route"
 	"github.com/worldgate/worldgate/services/gate/gates"
-	"github.com/worldgate/worldgate/services/gate/route"
 	"github.com/worldgate/worldgate/services/worldgate/stack"
 	"github.com/worldgate/worldgate/services/worldgate/worldfile"
 	"github.com/worldgate/worldgate/shared/natsx/natsauth"

@@ -14,8 +14,8 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/worldgate/worldgate/events"
+	"github.com/worldgate/worldgate/events/route"
 	"github.com/worldgate/worldgate/services/gate/gates"
-	"github.com/worldgate/worldgate/services/gate/route"
 	"github.com/worldgate/worldgate/services/worldgate/policy"
 	"github.com/worldgate/worldgate/shared/logx"
 	"github.com/worldgate/worldgate/shared/natsx"

@@ -16,7 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/worldgate/worldgate/events"
-	"github.com/worldgate/worldgate/services/gate/route"
+	"github.com/worldgate/worldgate/events/route"
 	"github.com/worldgate/worldgate/services/worldgate/policy"
 	"github.com/worldgate/worldgate/shared/llm"
 	"github.com/worldgate/worldgate/shared/llm/openai"

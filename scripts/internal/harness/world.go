@@ -10,7 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/worldgate/worldgate/events"
-	"github.com/worldgate/worldgate/services/gate/route"
+	"github.com/worldgate/worldgate/events/route"
 	"github.com/worldgate/worldgate/services/worldgate/worldfile"
 	"github.com/worldgate/worldgate/shared/runtime"
 )

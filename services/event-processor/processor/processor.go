@@ -27,10 +27,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/worldgate/worldgate/events"
+	"github.com/worldgate/worldgate/events/route"
 	"github.com/worldgate/worldgate/services/event-processor/apply"
 	"github.com/worldgate/worldgate/services/gate/attest"
-	"github.com/worldgate/worldgate/services/gate/gates"
-	"github.com/worldgate/worldgate/services/gate/route"
 	"github.com/worldgate/worldgate/shared/graphx"
 	"github.com/worldgate/worldgate/shared/logx"
 	"github.com/worldgate/worldgate/shared/metrics"
@@ -114,7 +113,7 @@ func New(d Deps) (*Processor, error) {
 	if d.Routes == nil {
 		r := route.Default()
 		d.Routes = &r
-	} else if err := d.Routes.Validate(gates.Known()); err != nil {
+	} else if err := d.Routes.Validate(route.Known()); err != nil {
 		return nil, err
 	}
 	if d.MaxInFlight <= 0 {
@@ -292,7 +291,7 @@ func (p *Processor) Handle(msg *message.Message) ([]*message.Message, error) {
 func (p *Processor) verify(prop *events.Proposal) *attest.Refusal {
 	emitter := ""
 	for _, h := range prop.Route.Trail {
-		if h.Gate == gates.Schema && h.Outcome == events.OutcomePassed {
+		if h.Gate == events.GateSchema && h.Outcome == events.OutcomePassed {
 			emitter = h.Emitter
 			break
 		}
@@ -301,7 +300,7 @@ func (p *Processor) verify(prop *events.Proposal) *attest.Refusal {
 	if err != nil {
 		return &attest.Refusal{Reason: err.Error()}
 	}
-	err = p.d.Keyring.Verify(prop, want, gates.Approval, gates.Schema)
+	err = p.d.Keyring.Verify(prop, want, events.GateApproval, events.GateSchema)
 	if err == nil {
 		return nil
 	}

@@ -39,7 +39,7 @@ type dedup struct {
 }
 
 // Dedup is the dedup gate's name.
-const Dedup = "dedup"
+const Dedup = events.GateDedup
 
 // dedupGate declares the dedup gate (see Spec).
 var dedupGate = Spec{

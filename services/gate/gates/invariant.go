@@ -69,7 +69,7 @@ const (
 var errPreviousMove = errors.New("the player's previous move has not committed yet: deciding this one again after its backoff")
 
 // Invariant is the invariant gate's name.
-const Invariant = "invariant"
+const Invariant = events.GateInvariant
 
 // invariantGate declares the invariant gate (see Spec).
 var invariantGate = Spec{

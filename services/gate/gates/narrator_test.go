@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/worldgate/worldgate/events"
-	"github.com/worldgate/worldgate/services/gate/route"
+	"github.com/worldgate/worldgate/events/route"
 )
 
 // narrated returns a narrator's ambience proposal as mcp-propose builds it.

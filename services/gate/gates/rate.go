@@ -56,7 +56,7 @@ type rate struct {
 }
 
 // Rate is the rate gate's name.
-const Rate = "rate"
+const Rate = events.GateRate
 
 // rateGate declares the rate gate (see Spec).
 var rateGate = Spec{

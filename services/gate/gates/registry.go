@@ -11,6 +11,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 
 	"github.com/worldgate/worldgate/events"
+	"github.com/worldgate/worldgate/events/route"
 	"github.com/worldgate/worldgate/shared/natsx"
 	"github.com/worldgate/worldgate/shared/natsx/natsauth"
 )
@@ -107,6 +108,10 @@ func Define(s Spec) error {
 			}
 		}
 	}
+	// The name is also recorded where the services that need only names read it (events/route).
+	if err := route.Define(s.Name); err != nil {
+		return err
+	}
 	registry.specs = append(registry.specs, cloneSpec(s))
 	return nil
 }
@@ -161,7 +166,8 @@ func Lookup(name string) (Spec, bool) {
 	return Spec{}, false
 }
 
-// Known lists the name of every defined gate: the gates a route may name.
+// Known lists the name of every defined gate: the gates a route may name. It equals
+// route.Known(), which the services that only need the names read.
 func Known() []string {
 	registry.RLock()
 	defer registry.RUnlock()

@@ -18,7 +18,7 @@ type replay struct {
 }
 
 // Replay is the replay gate's name.
-const Replay = "replay"
+const Replay = events.GateReplay
 
 // replayGate declares the replay gate (see Spec).
 var replayGate = Spec{

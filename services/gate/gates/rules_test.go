@@ -11,7 +11,7 @@ import (
 
 	"github.com/worldgate/worldgate/events"
 	"github.com/worldgate/worldgate/events/provenance"
-	"github.com/worldgate/worldgate/services/gate/route"
+	"github.com/worldgate/worldgate/events/route"
 )
 
 func TestSafetyDecisionPerPolicyVersion(t *testing.T) {
@@ -213,6 +213,11 @@ func TestRegistryShape(t *testing.T) {
 	if err := route.Default().Validate(Known()); err != nil {
 		t.Fatalf("embedded routes against the registry: %v", err)
 	}
+	// The services that need only gate names (the event-processor, emitters) read them from
+	// events/route: its list is the registry's.
+	if !slices.Equal(Known(), route.Known()) {
+		t.Errorf("route.Known() = %v, the registry defines %v", route.Known(), Known())
+	}
 	for _, g := range Known() {
 		if !route.Default().Uses(g) {
 			t.Errorf("gate %s is defined but no route names it", g)
@@ -248,7 +253,7 @@ func TestDefineRefusesBadSpecs(t *testing.T) {
 			t.Errorf("Define(%q) = %v, want an error naming %q", tc.spec.Name, err, tc.want)
 		}
 	}
-	if slices.Contains(Known(), "nothing") || slices.Contains(Known(), "x") {
+	if slices.Contains(Known(), "nothing") || slices.Contains(Known(), "x") || slices.Contains(route.Known(), "y") {
 		t.Fatal("a refused spec was registered")
 	}
 }

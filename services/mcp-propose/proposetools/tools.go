@@ -27,8 +27,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/worldgate/worldgate/events"
-	"github.com/worldgate/worldgate/services/gate/gates"
-	"github.com/worldgate/worldgate/services/gate/route"
+	"github.com/worldgate/worldgate/events/route"
 	"github.com/worldgate/worldgate/shared/mcpx"
 	"github.com/worldgate/worldgate/shared/runtime"
 )
@@ -76,7 +75,7 @@ func New(o Options) (*Server, error) {
 	if o.Routes == nil {
 		r := route.Default()
 		o.Routes = &r
-	} else if err := o.Routes.Validate(gates.Known()); err != nil {
+	} else if err := o.Routes.Validate(route.Known()); err != nil {
 		return nil, err
 	}
 	if o.StatusWait <= 0 {

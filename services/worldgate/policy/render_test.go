@@ -8,7 +8,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 
-	"github.com/worldgate/worldgate/services/gate/route"
+	"github.com/worldgate/worldgate/events/route"
 	"github.com/worldgate/worldgate/services/worldgate/policy"
 	"github.com/worldgate/worldgate/shared/natsx/natsauth"
 )

@@ -13,9 +13,8 @@ import (
 	"time"
 
 	"github.com/worldgate/worldgate/events"
+	"github.com/worldgate/worldgate/events/route"
 	"github.com/worldgate/worldgate/services/gate/attest"
-	"github.com/worldgate/worldgate/services/gate/gates"
-	"github.com/worldgate/worldgate/services/gate/route"
 )
 
 // Keys are one in-memory key per known gate.
@@ -43,7 +42,7 @@ func (k *Keys) WritePublic(dir string) error {
 // New generates a key per known gate.
 func New() *Keys {
 	k := &Keys{Signers: map[string]*attest.Signer{}, Ring: attest.NewKeyring(), pubs: map[string]ed25519.PublicKey{}}
-	for _, g := range gates.Known() {
+	for _, g := range route.Known() {
 		pub, priv, err := ed25519.GenerateKey(rand.Reader)
 		if err != nil {
 			panic(err) // crypto/rand does not fail
@@ -70,9 +69,9 @@ func (k *Keys) PassAll(p *events.Proposal, approver string) error {
 	for _, g := range hops {
 		h := events.Hop{Gate: g, Outcome: events.OutcomePassed, At: time.Now().UTC()}
 		switch g {
-		case gates.Schema:
+		case events.GateSchema:
 			h.Emitter = p.AgentRole
-		case gates.Approval:
+		case events.GateApproval:
 			h.Outcome, h.Approver = events.OutcomeApproved, approver
 		}
 		p.Route.Trail = append(p.Route.Trail, h)

@@ -3,8 +3,11 @@
 // replace. Emitters call Default().For(kind) (or Load(path)) to fill a new proposal's
 // Route.Pending; the gate service validates the same configuration at start-up.
 //
-// The package knows gate names only; it does not run gates and has no I/O beyond reading the
-// configuration file.
+// The package knows gate names only (Known); it does not run gates and has no I/O beyond
+// reading the configuration file. It lives in the events module, below the services, because
+// emitters (the ai-worker, mcp-propose, the world loader), the gate service and the
+// event-processor all read the same routes and gate names; importing it costs a publisher who
+// does not nothing (its YAML parser is compiled only into programs that import this package).
 package route
 
 import (
@@ -41,7 +44,7 @@ func Default() events.Routes {
 }
 
 // Load reads routes from the YAML file at path, or returns the default when path is empty.
-// known are the gate names a route may use (the gate registry's, gates.Known()); without
+// known are the gate names a route may use (Known: the gate registry's); without
 // them names are checked where the gates run.
 func Load(path string, known ...string) (events.Routes, error) {
 	if path == "" {
@@ -63,7 +66,7 @@ func Load(path string, known ...string) (events.Routes, error) {
 }
 
 // Parse parses and validates a routes document (the shape of routes.yaml). known are the gate
-// names a route may use (gates.Known()); without them names are checked where the gate
+// names a route may use (Known()); without them names are checked where the gate
 // registry is known (services/gate/gates.Deps, the event-processor, the NATS policy).
 func Parse(data []byte, known ...string) (events.Routes, error) {
 	var f file

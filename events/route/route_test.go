@@ -8,8 +8,7 @@ import (
 	"testing"
 
 	"github.com/worldgate/worldgate/events"
-	"github.com/worldgate/worldgate/services/gate/gates"
-	"github.com/worldgate/worldgate/services/gate/route"
+	"github.com/worldgate/worldgate/events/route"
 )
 
 func TestDefaultRoutes(t *testing.T) {
@@ -84,7 +83,7 @@ func TestStartupValidationNamesTheProblem(t *testing.T) {
 		{"unknown field", "routes: {}\nextra: 1\n", []string{"extra"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := route.Parse([]byte(c.doc), gates.Known()...)
+			_, err := route.Parse([]byte(c.doc), route.Known()...)
 			if err == nil {
 				t.Fatal("accepted")
 			}
