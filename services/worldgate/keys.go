@@ -7,8 +7,8 @@ import (
 	"io"
 	"strings"
 
-	"github.com/worldgate/worldgate/services/gate/attest"
 	"github.com/worldgate/worldgate/services/gate/gates"
+	"github.com/worldgate/worldgate/shared/attest"
 )
 
 func init() {

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/worldgate/worldgate/services/gate/attest"
+	"github.com/worldgate/worldgate/shared/attest"
 )
 
 // `worldgate keys` writes a key pair per gate, private keys 0600; -rotate replaces a key and

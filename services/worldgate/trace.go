@@ -17,7 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/worldgate/worldgate/events"
-	"github.com/worldgate/worldgate/services/gate/attest"
+	"github.com/worldgate/worldgate/shared/attest"
 	"github.com/worldgate/worldgate/shared/logx"
 	"github.com/worldgate/worldgate/shared/natsx"
 )

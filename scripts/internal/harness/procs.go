@@ -26,9 +26,9 @@ import (
 
 	"github.com/worldgate/worldgate/events/route"
 	"github.com/worldgate/worldgate/services/ai-worker/templates"
-	"github.com/worldgate/worldgate/services/gate/attest"
 	"github.com/worldgate/worldgate/services/gate/gates"
 	"github.com/worldgate/worldgate/services/worldgate/policy"
+	"github.com/worldgate/worldgate/shared/attest"
 	"github.com/worldgate/worldgate/shared/mcpx"
 	"github.com/worldgate/worldgate/shared/natsx"
 	"github.com/worldgate/worldgate/shared/natsx/natsauth"

@@ -29,7 +29,7 @@ import (
 	"github.com/worldgate/worldgate/services/ai-worker/fallback"
 	"github.com/worldgate/worldgate/services/ai-worker/roles"
 	"github.com/worldgate/worldgate/services/ai-worker/templates"
-	"github.com/worldgate/worldgate/services/gate/attest"
+	"github.com/worldgate/worldgate/shared/attest"
 	"github.com/worldgate/worldgate/shared/llm"
 	"github.com/worldgate/worldgate/shared/llm/prompt"
 	"github.com/worldgate/worldgate/shared/logx"

@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/worldgate/worldgate/events"
-	"github.com/worldgate/worldgate/services/gate/attest"
+	"github.com/worldgate/worldgate/shared/attest"
 )
 
 // CommitGate is the name the event-processor gives itself in its refusals, published on

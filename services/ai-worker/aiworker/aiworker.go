@@ -26,7 +26,7 @@ import (
 	"github.com/worldgate/worldgate/services/ai-worker/agent"
 	"github.com/worldgate/worldgate/services/ai-worker/fallback"
 	"github.com/worldgate/worldgate/services/ai-worker/roles"
-	"github.com/worldgate/worldgate/services/gate/attest"
+	"github.com/worldgate/worldgate/shared/attest"
 	"github.com/worldgate/worldgate/shared/llm"
 	"github.com/worldgate/worldgate/shared/logx"
 	"github.com/worldgate/worldgate/shared/runtime"

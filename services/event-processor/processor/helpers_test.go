@@ -15,9 +15,9 @@ import (
 
 	"github.com/worldgate/worldgate/events"
 	"github.com/worldgate/worldgate/services/event-processor/processor"
-	"github.com/worldgate/worldgate/services/gate/attest/attesttest"
 	"github.com/worldgate/worldgate/services/graphd/graphdtest"
 	"github.com/worldgate/worldgate/services/graphd/server"
+	"github.com/worldgate/worldgate/shared/attest/attesttest"
 	"github.com/worldgate/worldgate/shared/graphx"
 	"github.com/worldgate/worldgate/shared/logx"
 	"github.com/worldgate/worldgate/shared/natsx/natstest"

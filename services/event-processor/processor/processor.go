@@ -29,7 +29,7 @@ import (
 	"github.com/worldgate/worldgate/events"
 	"github.com/worldgate/worldgate/events/route"
 	"github.com/worldgate/worldgate/services/event-processor/apply"
-	"github.com/worldgate/worldgate/services/gate/attest"
+	"github.com/worldgate/worldgate/shared/attest"
 	"github.com/worldgate/worldgate/shared/graphx"
 	"github.com/worldgate/worldgate/shared/logx"
 	"github.com/worldgate/worldgate/shared/metrics"

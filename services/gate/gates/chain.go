@@ -13,7 +13,7 @@ import (
 
 	"github.com/worldgate/worldgate/events"
 	"github.com/worldgate/worldgate/events/slip"
-	"github.com/worldgate/worldgate/services/gate/attest"
+	"github.com/worldgate/worldgate/shared/attest"
 	"github.com/worldgate/worldgate/shared/logx"
 	"github.com/worldgate/worldgate/shared/metrics"
 	"github.com/worldgate/worldgate/shared/runtime"

@@ -30,7 +30,7 @@ import (
 
 	"github.com/worldgate/worldgate/events"
 	"github.com/worldgate/worldgate/events/slip"
-	"github.com/worldgate/worldgate/services/gate/attest"
+	"github.com/worldgate/worldgate/shared/attest"
 )
 
 // Gate checks proposals.

@@ -14,8 +14,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/worldgate/worldgate/events"
-	"github.com/worldgate/worldgate/services/gate/attest/attesttest"
 	"github.com/worldgate/worldgate/services/gate/gates"
+	"github.com/worldgate/worldgate/shared/attest/attesttest"
 	"github.com/worldgate/worldgate/shared/logx"
 	"github.com/worldgate/worldgate/shared/natsx"
 	"github.com/worldgate/worldgate/shared/natsx/natstest"

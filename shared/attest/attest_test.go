@@ -18,7 +18,7 @@ import (
 
 	"github.com/worldgate/worldgate/events"
 	"github.com/worldgate/worldgate/events/provenance"
-	"github.com/worldgate/worldgate/services/gate/attest"
+	"github.com/worldgate/worldgate/shared/attest"
 )
 
 var aiRoute = []string{"schema", "safety", "invariant", "dedup", "replay", "rate", "audit"}

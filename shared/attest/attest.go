@@ -28,6 +28,14 @@
 // verifier then holds every gate's key and can forge any hop, and nothing else (the audit
 // gate, `worldgate trace`) can check a hop without being able to forge it; Ed25519 public keys
 // let anyone verify and only the gate sign, at a cost small against a gate's own work.
+//
+// # Why in shared
+//
+// The gate service signs, the event-processor (and the ai-worker, the dev tooling) verify: the
+// package sits below the services so that none of them imports another. It is not in the
+// events module, the contract game backends import, because it needs curve25519-voi (a
+// batch-verifying Ed25519 implementation with assembly) that no publisher uses: publishers never
+// sign or verify a hop.
 package attest
 
 import (
