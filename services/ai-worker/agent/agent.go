@@ -24,9 +24,9 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/worldgate/worldgate/events"
+	"github.com/worldgate/worldgate/events/fallback"
 	"github.com/worldgate/worldgate/events/provenance"
 	"github.com/worldgate/worldgate/services/ai-worker/budget"
-	"github.com/worldgate/worldgate/services/ai-worker/fallback"
 	"github.com/worldgate/worldgate/services/ai-worker/roles"
 	"github.com/worldgate/worldgate/services/ai-worker/templates"
 	"github.com/worldgate/worldgate/shared/attest"

@@ -22,9 +22,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/worldgate/worldgate/events"
+	"github.com/worldgate/worldgate/events/fallback"
 	"github.com/worldgate/worldgate/events/route"
 	"github.com/worldgate/worldgate/services/ai-worker/agent"
-	"github.com/worldgate/worldgate/services/ai-worker/fallback"
 	"github.com/worldgate/worldgate/services/ai-worker/roles"
 	"github.com/worldgate/worldgate/shared/attest"
 	"github.com/worldgate/worldgate/shared/llm"

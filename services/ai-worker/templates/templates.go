@@ -18,8 +18,8 @@ import (
 	"sync"
 
 	"github.com/worldgate/worldgate/events"
+	"github.com/worldgate/worldgate/events/fallback"
 	"github.com/worldgate/worldgate/schemas"
-	"github.com/worldgate/worldgate/services/ai-worker/fallback"
 	"github.com/worldgate/worldgate/shared/llm/prompt"
 )
 

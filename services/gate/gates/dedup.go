@@ -15,7 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/worldgate/worldgate/events"
-	"github.com/worldgate/worldgate/services/ai-worker/fallback"
+	"github.com/worldgate/worldgate/events/fallback"
 	"github.com/worldgate/worldgate/shared/natsx"
 	"github.com/worldgate/worldgate/shared/natsx/natsauth"
 )

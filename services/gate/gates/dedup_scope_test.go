@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/worldgate/worldgate/events"
-	"github.com/worldgate/worldgate/services/ai-worker/fallback"
+	"github.com/worldgate/worldgate/events/fallback"
 	"github.com/worldgate/worldgate/shared/natsx/natstest"
 )
 

@@ -6,6 +6,10 @@
 //
 // A proposal built from this table records the table's id, version and SHA-256 as its prompt
 // template, and why it fell back in provenance.fallback. Changing an entry needs a new version.
+//
+// The table is a contract between two services, so it lives in the events module below both:
+// the ai-worker proposes its content, and the dedup gate recognises it (IsContent) and passes
+// it without comparing. It needs nothing but package events.
 package fallback
 
 import (

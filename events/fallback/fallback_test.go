@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/worldgate/worldgate/events"
-	"github.com/worldgate/worldgate/services/ai-worker/fallback"
+	"github.com/worldgate/worldgate/events/fallback"
 )
 
 // Every entry of the table must pass its kind's schema, or a fallback would be refused too.
