@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/worldgate/worldgate/services/ai-worker/budget"
+	"github.com/worldgate/worldgate/shared/actorpolicy"
 	"github.com/worldgate/worldgate/shared/logx"
 	"github.com/worldgate/worldgate/shared/natsx"
 )
@@ -126,7 +127,7 @@ func runBudget(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return showBudgets(ctx, b, now, *actor, *subjects, *asJSON, stdout)
 	case "actor":
 		if *clearPolicy {
-			if err := budget.ClearActorPolicy(ctx, b.Control, names[0]); err != nil {
+			if err := actorpolicy.Clear(ctx, b.Control, names[0]); err != nil {
 				return err
 			}
 			fmt.Fprintf(stdout, "actor %s: policy cleared; its per-actor budgets are the file's again\n", names[0])
@@ -138,11 +139,11 @@ func runBudget(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		if *multiplier == 0 && *coolDown <= 0 {
 			return errors.New("budget actor needs -multiplier, -cool-down or -clear")
 		}
-		p := budget.ActorPolicy{Actor: names[0], Multiplier: *multiplier, Reason: cmpOr(*reason, "set by "+*by), At: now.UTC()}
+		p := actorpolicy.Policy{Actor: names[0], Multiplier: *multiplier, Reason: cmpOr(*reason, "set by "+*by), At: now.UTC()}
 		if *coolDown > 0 {
 			p.CoolDownUntil = now.Add(*coolDown).UTC()
 		}
-		if err := budget.SetActorPolicy(ctx, b.Control, p); err != nil {
+		if err := actorpolicy.Set(ctx, b.Control, p); err != nil {
 			return err
 		}
 		return printJSONOr(stdout, *asJSON, p, func() {
@@ -246,8 +247,8 @@ func budgetAmounts(usd, tokens string) (*float64, *int64, error) {
 type budgetView struct {
 	Budgets []budgetRow          `json:"budgets"`
 	Actor   string               `json:"actor,omitempty"`
-	Policy  *budget.ActorPolicy  `json:"policy,omitempty"`
-	Actors  []budget.ActorPolicy `json:"actorPolicies,omitempty"`
+	Policy  *actorpolicy.Policy  `json:"policy,omitempty"`
+	Actors  []actorpolicy.Policy `json:"actorPolicies,omitempty"`
 }
 
 type budgetRow struct {
@@ -284,10 +285,10 @@ func showBudgets(ctx context.Context, b budget.Buckets, now time.Time, actor str
 		v.Budgets = append(v.Budgets, row)
 	}
 	if actor != "" {
-		if v.Policy, err = budget.GetActorPolicy(ctx, b.Control, actor); err != nil {
+		if v.Policy, err = actorpolicy.Get(ctx, b.Control, actor); err != nil {
 			return err
 		}
-	} else if v.Actors, err = budget.ActorPolicies(ctx, b.Control); err != nil {
+	} else if v.Actors, err = actorpolicy.List(ctx, b.Control); err != nil {
 		return err
 	}
 	if asJSON {
@@ -364,7 +365,7 @@ func showBudgets(ctx context.Context, b budget.Buckets, now time.Time, actor str
 	return nil
 }
 
-func policyText(p budget.ActorPolicy, now time.Time) string {
+func policyText(p actorpolicy.Policy, now time.Time) string {
 	var parts []string
 	if m := p.MultiplierAt(now); m > 0 && m != 1 {
 		if p.DecayUntil.IsZero() {

@@ -9,21 +9,18 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/worldgate/worldgate/shared/actorpolicy"
 )
 
-// Control keys of the control bucket.
+// Control keys of the control bucket (the actor policies' are package shared/actorpolicy's).
 const (
-	defPrefix   = "def."
-	ctlPrefix   = "ctl."
-	actorPrefix = "actor."
+	defPrefix = "def."
+	ctlPrefix = "ctl."
 )
 
 func defKey(name string) string { return defPrefix + name }
 func ctlKey(name string) string { return ctlPrefix + name }
-
-// ActorPolicyKeys is the key pattern of the actor policies in the control bucket: what a
-// reader of repeat offenders' policies (the rate gate) is granted.
-const ActorPolicyKeys = actorPrefix + ">"
 
 // DefinitionKeys and OffenceKeys are the control keys the ai-worker writes besides actor
 // policies: the budgets' definitions it runs with, and players' offences (NATS permissions
@@ -32,9 +29,6 @@ const (
 	DefinitionKeys = defPrefix + ">"
 	OffenceKeys    = offencePrefix + ">"
 )
-
-// actorKey is where an actor's policy lives (hashed: actor ids may hold any character).
-func actorKey(actor string) string { return actorPrefix + hashID(actor) }
 
 // Override is an operator's runtime change to a budget, kept in the control bucket until
 // removed: a new limit (replacing the file's), or a pause (the kill switch: no call under
@@ -45,81 +39,6 @@ type Override struct {
 	Paused bool      `json:"paused,omitempty"`
 	By     string    `json:"by,omitempty"`
 	At     time.Time `json:"at"`
-}
-
-// ActorPolicy tightens one actor's per-actor budgets (for repeat offenders; the moderation
-// side sets it): Multiplier scales the limits of every actor-scoped budget for that actor
-// (0.5 halves them; 0 or 1 leaves them), and until CoolDownUntil the actor's calls are not
-// paid for at all (static content instead). Replicas apply a change within a second.
-type ActorPolicy struct {
-	Actor         string    `json:"actor"`
-	Multiplier    float64   `json:"multiplier,omitempty"`
-	CoolDownUntil time.Time `json:"coolDownUntil,omitzero"`
-	// DecayUntil, when set, makes the multiplier return linearly to 1 between At and
-	// DecayUntil (a repeat offender's limits recover over time); after it the policy changes
-	// nothing.
-	DecayUntil time.Time `json:"decayUntil,omitzero"`
-	// Strikes is the repeat-offender strike that set the policy (0: set by an operator).
-	Strikes int       `json:"strikes,omitempty"`
-	Reason  string    `json:"reason,omitempty"`
-	At      time.Time `json:"at"`
-}
-
-// MultiplierAt is the multiplier in force at now (0: the limits are unchanged).
-func (p ActorPolicy) MultiplierAt(now time.Time) float64 {
-	m := p.Multiplier
-	if !(m > 0 && m < 1) || p.DecayUntil.IsZero() {
-		return m
-	}
-	if !now.Before(p.DecayUntil) {
-		return 0
-	}
-	span := p.DecayUntil.Sub(p.At)
-	if span <= 0 || now.Before(p.At) {
-		return m
-	}
-	return m + (1-m)*float64(now.Sub(p.At))/float64(span)
-}
-
-// SetActorPolicy stores p for p.Actor (the control bucket, natsx.BucketBudget).
-func SetActorPolicy(ctx context.Context, control jetstream.KeyValue, p ActorPolicy) error {
-	if p.Actor == "" {
-		return errors.New("budget: an actor policy needs the actor's id")
-	}
-	if p.Multiplier < 0 {
-		return fmt.Errorf("budget: multiplier %v is negative", p.Multiplier)
-	}
-	if p.At.IsZero() {
-		p.At = time.Now().UTC()
-	}
-	raw, _ := json.Marshal(p)
-	_, err := control.Put(ctx, actorKey(p.Actor), raw)
-	return err
-}
-
-// ClearActorPolicy removes an actor's policy: its budgets are the file's again.
-func ClearActorPolicy(ctx context.Context, control jetstream.KeyValue, actor string) error {
-	err := control.Delete(ctx, actorKey(actor))
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return nil
-	}
-	return err
-}
-
-// GetActorPolicy reads an actor's policy (nil when it has none).
-func GetActorPolicy(ctx context.Context, control jetstream.KeyValue, actor string) (*ActorPolicy, error) {
-	e, err := control.Get(ctx, actorKey(actor))
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	var p ActorPolicy
-	if err := json.Unmarshal(e.Value(), &p); err != nil {
-		return nil, err
-	}
-	return &p, nil
 }
 
 // Change is an operator's change to one budget.
@@ -279,7 +198,7 @@ func Reports(ctx context.Context, b Buckets, now time.Time, subject string) ([]R
 			r.Subject = subject
 			lim := r.Limit
 			if d.Scope == ScopeActor {
-				if p, err := GetActorPolicy(ctx, b.Control, subject); err == nil && p != nil {
+				if p, err := actorpolicy.Get(ctx, b.Control, subject); err == nil && p != nil {
 					lim = Effective(d.Limit(), r.Override, p.MultiplierAt(now))
 					r.Limit = lim
 				}
@@ -304,7 +223,7 @@ func Reports(ctx context.Context, b Buckets, now time.Time, subject string) ([]R
 				lim := r.Limit
 				if d.Scope == ScopeActor && w.Subject != "" {
 					// A repeat offender is measured against its own, tighter limit.
-					if p, err := GetActorPolicy(ctx, b.Control, w.Subject); err == nil && p != nil {
+					if p, err := actorpolicy.Get(ctx, b.Control, w.Subject); err == nil && p != nil {
 						lim = Effective(d.Limit(), r.Override, p.MultiplierAt(now))
 					}
 				}

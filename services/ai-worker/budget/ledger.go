@@ -16,6 +16,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/worldgate/worldgate/shared/actorpolicy"
 	"github.com/worldgate/worldgate/shared/llm"
 	"github.com/worldgate/worldgate/shared/natsx"
 )
@@ -78,8 +79,8 @@ type Ledger struct {
 	now     func() time.Time
 
 	mu       sync.RWMutex
-	override map[string]*Override    // by budget name
-	actors   map[string]*ActorPolicy // by actor id
+	override map[string]*Override           // by budget name
+	actors   map[string]*actorpolicy.Policy // by actor id
 	stop     context.CancelFunc
 	watching chan struct{}
 }
@@ -107,7 +108,7 @@ func NewLedger(ctx context.Context, b Buckets, cfg *Config, o Options) (*Ledger,
 		o.Now = time.Now
 	}
 	l := &Ledger{b: b, budgets: cfg.Budgets, log: o.Logger, m: o.Metrics, now: o.Now,
-		override: map[string]*Override{}, actors: map[string]*ActorPolicy{}}
+		override: map[string]*Override{}, actors: map[string]*actorpolicy.Policy{}}
 	for _, bd := range cfg.Budgets {
 		raw, _ := json.Marshal(bd)
 		if _, err := b.Control.Put(ctx, defKey(bd.Name), raw); err != nil {
@@ -186,11 +187,11 @@ func (l *Ledger) apply(e jetstream.KeyValueEntry) {
 		}
 		l.override[name] = &o
 		l.log.Info("budget: override applied", "budget", name, "paused", o.Paused, "usd", o.USD, "tokens", o.Tokens, "by", o.By)
-	case strings.HasPrefix(key, actorPrefix):
-		var p ActorPolicy
+	case actorpolicy.IsKey(key):
+		var p actorpolicy.Policy
 		if deleted || json.Unmarshal(e.Value(), &p) != nil || p.Actor == "" {
 			for id := range l.actors {
-				if actorKey(id) == key {
+				if actorpolicy.Key(id) == key {
 					delete(l.actors, id)
 				}
 			}
@@ -307,7 +308,7 @@ func (l *Ledger) Admit(ctx context.Context, a llm.Admission) (llm.Ticket, error)
 func (l *Ledger) limitOf(m match, now time.Time) (Limit, string, float64) {
 	l.mu.RLock()
 	o := l.override[m.b.Name]
-	var ap *ActorPolicy
+	var ap *actorpolicy.Policy
 	if m.b.Scope == ScopeActor {
 		ap = l.actors[m.subject]
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/worldgate/worldgate/services/ai-worker/budget"
 	"github.com/worldgate/worldgate/services/ai-worker/llmsetup"
 	"github.com/worldgate/worldgate/services/ai-worker/scripted"
+	"github.com/worldgate/worldgate/shared/actorpolicy"
 	"github.com/worldgate/worldgate/shared/llm"
 	"github.com/worldgate/worldgate/shared/logx"
 	"github.com/worldgate/worldgate/shared/metrics/metricstest"
@@ -253,7 +254,7 @@ func TestActorPolicyTightensOneActorsBudget(t *testing.T) {
 		return n
 	}
 	full := count(bram)
-	if err := budget.SetActorPolicy(context.Background(), r.b.Control, budget.ActorPolicy{Actor: "player:ada", Multiplier: 0.5, Reason: "repeat offender"}); err != nil {
+	if err := actorpolicy.Set(context.Background(), r.b.Control, actorpolicy.Policy{Actor: "player:ada", Multiplier: 0.5, Reason: "repeat offender"}); err != nil {
 		t.Fatal(err)
 	}
 	natstest.WaitFor(t, time.Second, "the policy to reach the ledger", func() bool {
@@ -265,7 +266,7 @@ func TestActorPolicyTightensOneActorsBudget(t *testing.T) {
 		t.Fatalf("bram got %d calls, ada with multiplier 0.5 got %d", full, half)
 	}
 	// A cool-down pays for nothing.
-	if err := budget.SetActorPolicy(context.Background(), r.b.Control, budget.ActorPolicy{Actor: "player:bram", CoolDownUntil: time.Now().Add(time.Hour)}); err != nil {
+	if err := actorpolicy.Set(context.Background(), r.b.Control, actorpolicy.Policy{Actor: "player:bram", CoolDownUntil: time.Now().Add(time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
 	natstest.WaitFor(t, time.Second, "the cool-down", func() bool {

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/worldgate/worldgate/shared/actorpolicy"
 )
 
 // Metrics are the ledger's counters. Labels are budget names (from the file) and fixed
@@ -132,7 +134,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		c.log.Warn("budget: cannot read the budgets for /metrics", "error", err)
 		return
 	}
-	if ps, err := ActorPolicies(ctx, c.b.Control); err == nil {
+	if ps, err := actorpolicy.List(ctx, c.b.Control); err == nil {
 		n := 0
 		for _, p := range ps {
 			if p.Active(now) {

@@ -14,13 +14,15 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/worldgate/worldgate/shared/actorpolicy"
 )
 
 // Repeat offenders: the ai-worker's input rail reports each player whose words were flagged
 // (a blocked category or prompt injection, agent.RailConfig.OnFlag). Offenders counts those
 // flags per player in the control bucket (compare-and-set, so every replica counts into one
 // record); the Threshold-th flag within Window is a strike, and a strike sets the player's
-// ActorPolicy: their per-actor budgets scaled by Multiplier (squared at the second strike, and
+// actor policy (actorpolicy.Policy): their per-actor budgets scaled by Multiplier (squared at the second strike, and
 // so on, never below MinMultiplier), no paid call at all for CoolDown, and the tighter limits
 // decaying back to the file's over Decay. Every ledger applies the policy within a second;
 // worldgate budget lists it.
@@ -106,10 +108,10 @@ func (p OffenderPolicy) Record(o Offences, now time.Time, categories []string) (
 }
 
 // Policy is the actor policy a strike sets.
-func (p OffenderPolicy) Policy(o Offences, now time.Time) ActorPolicy {
+func (p OffenderPolicy) Policy(o Offences, now time.Time) actorpolicy.Policy {
 	p = p.withDefaults()
 	m := max(math.Pow(p.Multiplier, float64(max(o.Strikes, 1))), p.MinMultiplier)
-	return ActorPolicy{Actor: o.Actor, Multiplier: m, CoolDownUntil: now.Add(p.CoolDown).UTC(), DecayUntil: now.Add(p.Decay).UTC(),
+	return actorpolicy.Policy{Actor: o.Actor, Multiplier: m, CoolDownUntil: now.Add(p.CoolDown).UTC(), DecayUntil: now.Add(p.Decay).UTC(),
 		Reason:  fmt.Sprintf("repeat offender: strike %d, %d flagged utterances within %s (%s)", o.Strikes, p.Threshold, p.Window, strings.Join(o.Categories, ", ")),
 		Strikes: o.Strikes, At: now.UTC()}
 }
@@ -158,7 +160,7 @@ func NewOffenders(control jetstream.KeyValue, p OffenderPolicy, reg prometheus.R
 
 // Flag records one flagged utterance of actor and, at a strike, sets the actor's policy. It
 // returns the policy set (nil when the flag was not a strike).
-func (o *Offenders) Flag(ctx context.Context, actor string, categories []string) (*ActorPolicy, error) {
+func (o *Offenders) Flag(ctx context.Context, actor string, categories []string) (*actorpolicy.Policy, error) {
 	if actor == "" {
 		return nil, errors.New("budget: a flag needs the player's id")
 	}
@@ -202,7 +204,7 @@ func (o *Offenders) Flag(ctx context.Context, actor string, categories []string)
 			return nil, nil
 		}
 		p := o.p.Policy(next, now)
-		if err := SetActorPolicy(ctx, o.control, p); err != nil {
+		if err := actorpolicy.Set(ctx, o.control, p); err != nil {
 			return nil, err
 		}
 		o.strikes.Inc()

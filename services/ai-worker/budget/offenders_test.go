@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/worldgate/worldgate/services/ai-worker/budget"
+	"github.com/worldgate/worldgate/shared/actorpolicy"
 	"github.com/worldgate/worldgate/shared/llm"
 	"github.com/worldgate/worldgate/shared/metrics/metricstest"
 	"github.com/worldgate/worldgate/shared/natsx/natstest"
@@ -103,7 +104,7 @@ func TestRepeatOffenderTightensAcrossReplicas(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if p, _ := budget.GetActorPolicy(ctx, reps[0].b.Control, "player:mo"); p != nil {
+	if p, _ := actorpolicy.Get(ctx, reps[0].b.Control, "player:mo"); p != nil {
 		t.Fatalf("two flags set a policy: %+v", p)
 	}
 	p, err := offs[2].Flag(ctx, "player:mo", []string{"prompt_injection"})

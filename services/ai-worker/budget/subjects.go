@@ -2,22 +2,21 @@ package budget
 
 import (
 	"context"
-	"encoding/json"
 	"sort"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
+	"github.com/worldgate/worldgate/shared/actorpolicy"
 )
 
 // SubjectUsage is one subject's (actor's, location's or region's) current window of a
 // per-subject budget, measured against that subject's own limit (an actor policy may tighten
 // it).
 type SubjectUsage struct {
-	Subject string       `json:"subject"`
-	Used    Usage        `json:"used"`
-	Limit   Limit        `json:"limit"`
-	Ratio   float64      `json:"ratio"`
-	Policy  *ActorPolicy `json:"policy,omitempty"`
+	Subject string              `json:"subject"`
+	Used    Usage               `json:"used"`
+	Limit   Limit               `json:"limit"`
+	Ratio   float64             `json:"ratio"`
+	Policy  *actorpolicy.Policy `json:"policy,omitempty"`
 }
 
 // Subjects lists the subjects with a window in per-subject budget r's current window, the
@@ -40,7 +39,7 @@ func Subjects(ctx context.Context, b Buckets, r Report, now time.Time, n int) ([
 		}
 		s := SubjectUsage{Subject: w.Subject, Used: w.Usage, Limit: Effective(r.Budget.Limit(), r.Override, 0)}
 		if r.Budget.Scope == ScopeActor {
-			if p, err := GetActorPolicy(ctx, b.Control, w.Subject); err == nil && p != nil {
+			if p, err := actorpolicy.Get(ctx, b.Control, w.Subject); err == nil && p != nil {
 				s.Policy = p
 				s.Limit = Effective(r.Budget.Limit(), r.Override, p.MultiplierAt(now))
 			}
@@ -58,34 +57,4 @@ func Subjects(ctx context.Context, b Buckets, r Report, now time.Time, n int) ([
 		out = out[:n]
 	}
 	return out, nil
-}
-
-// ActorPolicies lists every actor policy in the control bucket (repeat offenders and
-// operators' per-actor changes), the most recent first; Active says whether it still changes
-// anything.
-func ActorPolicies(ctx context.Context, control jetstream.KeyValue) ([]ActorPolicy, error) {
-	keys, err := control.ListKeysFiltered(ctx, actorPrefix+">")
-	if err != nil {
-		return nil, err
-	}
-	var out []ActorPolicy
-	for k := range keys.Keys() {
-		e, err := control.Get(ctx, k)
-		if err != nil {
-			continue
-		}
-		var p ActorPolicy
-		if json.Unmarshal(e.Value(), &p) == nil && p.Actor != "" {
-			out = append(out, p)
-		}
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].At.After(out[j].At) })
-	return out, nil
-}
-
-// Active reports whether p still changes anything at now: a multiplier other than 1, or a
-// cool-down not yet over.
-func (p ActorPolicy) Active(now time.Time) bool {
-	m := p.MultiplierAt(now)
-	return (m > 0 && m != 1) || now.Before(p.CoolDownUntil)
 }

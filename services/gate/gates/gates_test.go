@@ -15,6 +15,7 @@ import (
 	"github.com/worldgate/worldgate/services/ai-worker/budget"
 	"github.com/worldgate/worldgate/services/gate/approval"
 	"github.com/worldgate/worldgate/services/gate/gates"
+	"github.com/worldgate/worldgate/shared/actorpolicy"
 	"github.com/worldgate/worldgate/shared/attest"
 	"github.com/worldgate/worldgate/shared/metrics/metricstest"
 	"github.com/worldgate/worldgate/shared/natsx"
@@ -816,7 +817,7 @@ func TestRateGateTightensARepeatOffendersWindow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var strike *budget.ActorPolicy
+	var strike *actorpolicy.Policy
 	for range 3 {
 		if strike, err = off.Flag(ctx, "player:ada", []string{"harassment"}); err != nil {
 			t.Fatal(err)

@@ -18,7 +18,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/worldgate/worldgate/events"
-	"github.com/worldgate/worldgate/services/ai-worker/budget"
+	"github.com/worldgate/worldgate/shared/actorpolicy"
 	"github.com/worldgate/worldgate/shared/natsx"
 	"github.com/worldgate/worldgate/shared/natsx/natsauth"
 )
@@ -41,16 +41,16 @@ import (
 // a write; another replica's write makes it a conflict, and the window is read again.
 //
 // A repeat offender (a player the ai-worker's input rail flagged often enough for a strike,
-// budget.Offenders) gets a tighter window while the strike's cool-down lasts: the actor
+// services/ai-worker/budget.Offenders) gets a tighter window while the strike's cool-down lasts: the actor
 // limits scaled by the strike's multiplier. The gate reads the actor policies from the
-// budget control bucket (read only), kept in memory by a watch of their keys.
+// budget control bucket (read only; package shared/actorpolicy), kept in memory by a watch of their keys.
 type rate struct {
 	locks    keyLocks // releases
 	mu       sync.Mutex
 	queues   map[string]*reserveQueue // per key: reservations waiting for the leader (see reserve)
 	written  map[string]windowState   // per key: what this replica last wrote (see settle)
 	kv       jetstream.KeyValue
-	policies *budget.PolicyWatch
+	policies *actorpolicy.Watch
 	cfg      RateConfig
 	now      func() time.Time
 }
@@ -63,7 +63,7 @@ var rateGate = Spec{
 	Name: Rate, New: newRate,
 	Summary: "per-actor and global budgets in windows, shared across replicas (KV)",
 	// The repeat offenders' actor policies: read and watched only, and only those keys.
-	Buckets: []natsauth.Bucket{{Name: natsx.BucketRate}, {Name: natsx.BucketBudget, Keys: budget.ActorPolicyKeys, ReadOnly: true, Watch: true}},
+	Buckets: []natsauth.Bucket{{Name: natsx.BucketRate}, {Name: natsx.BucketBudget, Keys: actorpolicy.Keys, ReadOnly: true, Watch: true}},
 }
 
 func newRate(d Deps) (Gate, error) {
@@ -80,9 +80,9 @@ func newRate(d Deps) (Gate, error) {
 		return nil, fmt.Errorf("%w (provision the topology first)", err)
 	}
 	// The gate lives as long as its process: so does the watch.
-	var policies *budget.PolicyWatch
+	var policies *actorpolicy.Watch
 	if err := natsx.Await(ctx, "the actor policies of "+natsx.BucketBudget, d.Logger, func(ctx context.Context) (err error) {
-		if policies, err = budget.WatchActorPolicies(ctx, control, d.Logger); err != nil {
+		if policies, err = actorpolicy.StartWatch(ctx, control, d.Logger); err != nil {
 			// A watch the server refuses goes unanswered: say so rather than wait (NATS
 			// permissions from before the watch, deploy/nats).
 			if last := d.JetStream.Conn().LastError(); errors.Is(last, nats.ErrPermissionViolation) && strings.Contains(strings.ToLower(last.Error()), strings.ToLower("KV_"+natsx.BucketBudget)) {
@@ -176,7 +176,7 @@ func (g *rate) Check(ctx context.Context, p *events.Proposal) (Decision, error) 
 	win := strconv.FormatInt(start.Unix(), 10)
 	who := budgetHolder(p)
 	actorLimit := limit{b.ActorCount, micros(b.ActorCostUSD)}
-	var tightened *budget.ActorPolicy
+	var tightened *actorpolicy.Policy
 	if !actorLimit.unlimited() {
 		pol := g.policies.Get(who)
 		if l, ok := tighten(actorLimit, pol, g.now()); ok {
@@ -340,7 +340,7 @@ func (g *rate) admitted(ctx context.Context, marker string) (bool, error) {
 // tighten is the pure rule for a repeat offender: while the actor policy's cool-down lasts,
 // the actor's limits are scaled by its multiplier (never below one proposal or one micro-USD);
 // it reports whether it changed anything.
-func tighten(l limit, p *budget.ActorPolicy, now time.Time) (limit, bool) {
+func tighten(l limit, p *actorpolicy.Policy, now time.Time) (limit, bool) {
 	if p == nil || !now.Before(p.CoolDownUntil) || !(p.Multiplier > 0 && p.Multiplier < 1) {
 		return l, false
 	}

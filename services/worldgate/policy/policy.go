@@ -19,6 +19,7 @@ import (
 	"github.com/worldgate/worldgate/services/event-processor/processor"
 	"github.com/worldgate/worldgate/services/gate/gates"
 	"github.com/worldgate/worldgate/services/memory-writer/memory"
+	"github.com/worldgate/worldgate/shared/actorpolicy"
 	"github.com/worldgate/worldgate/shared/natsx"
 	"github.com/worldgate/worldgate/shared/natsx/natsauth"
 )
@@ -129,7 +130,7 @@ func aiWorker(routes events.Routes) natsauth.Worker {
 		// operators' ctl.* keys (the kill switch, pauses, raises) are the operators' alone.
 		{Name: natsx.BucketBudget, ReadOnly: true, Watch: true},
 		{Name: natsx.BucketBudget, Keys: budget.DefinitionKeys}, {Name: natsx.BucketBudget, Keys: budget.OffenceKeys},
-		{Name: natsx.BucketBudget, Keys: budget.ActorPolicyKeys},
+		{Name: natsx.BucketBudget, Keys: actorpolicy.Keys},
 		// The windows' keys are listed by the budget collector (subjects of per-actor budgets).
 		{Name: natsx.BucketBudgetShort, Watch: true}, {Name: natsx.BucketBudgetLong, Watch: true}}}
 	for _, r := range roles.All() {

@@ -24,6 +24,7 @@ import (
 	"github.com/worldgate/worldgate/services/mcp-world/worldtools"
 	"github.com/worldgate/worldgate/services/memory-writer/memory"
 	"github.com/worldgate/worldgate/services/worldgate/policy"
+	"github.com/worldgate/worldgate/shared/actorpolicy"
 	"github.com/worldgate/worldgate/shared/attest/attesttest"
 	"github.com/worldgate/worldgate/shared/graphx"
 	"github.com/worldgate/worldgate/shared/logx"
@@ -741,7 +742,7 @@ func TestRateGateWatchesOnlyActorPolicies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := budget.SetActorPolicy(ctx, adminControl, budget.ActorPolicy{Actor: "player:ada", Multiplier: 0.5}); err != nil {
+	if err := actorpolicy.Set(ctx, adminControl, actorpolicy.Policy{Actor: "player:ada", Multiplier: 0.5}); err != nil {
 		t.Fatal(err)
 	}
 	for _, role := range []string{natsauth.GateRole(gates.Rate), natsauth.Gates} {
@@ -750,7 +751,7 @@ func TestRateGateWatchesOnlyActorPolicies(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		w, err := budget.WatchActorPolicies(ctx, control, logx.Discard())
+		w, err := actorpolicy.StartWatch(ctx, control, logx.Discard())
 		if err != nil {
 			t.Fatalf("%s watching actor policies: %v", role, err)
 		}

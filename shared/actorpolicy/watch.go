@@ -1,4 +1,4 @@
-package budget
+package actorpolicy
 
 import (
 	"context"
@@ -11,23 +11,23 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// PolicyWatch is every actor policy of the control bucket, kept in memory by a watch of the
-// policy keys (ActorPolicyKeys): a change applies as soon as NATS delivers it, and reading an
-// actor's policy costs no request. WatchActorPolicies returns once the stored policies are in.
-type PolicyWatch struct {
+// Watch is every actor policy of the control bucket, kept in memory by a watch of the
+// policy keys (Keys): a change applies as soon as NATS delivers it, and reading an
+// actor's policy costs no request. StartWatch returns once the stored policies are in.
+type Watch struct {
 	mu    sync.RWMutex
-	byKey map[string]*ActorPolicy
+	byKey map[string]*Policy
 }
 
-// WatchActorPolicies starts the watch, which lasts as long as the process; ctx bounds only the
+// StartWatch starts the watch, which lasts as long as the process; ctx bounds only the
 // wait for the stored policies. A policy that cannot be decoded is logged and treated as
 // absent (the file's limits).
-func WatchActorPolicies(ctx context.Context, control jetstream.KeyValue, log *slog.Logger) (*PolicyWatch, error) {
-	w, err := control.Watch(context.Background(), ActorPolicyKeys)
+func StartWatch(ctx context.Context, control jetstream.KeyValue, log *slog.Logger) (*Watch, error) {
+	w, err := control.Watch(context.Background(), Keys)
 	if err != nil {
 		return nil, fmt.Errorf("watch actor policies: %w", err)
 	}
-	ps := &PolicyWatch{byKey: map[string]*ActorPolicy{}}
+	ps := &Watch{byKey: map[string]*Policy{}}
 	for {
 		select {
 		case e, ok := <-w.Updates():
@@ -46,7 +46,7 @@ func WatchActorPolicies(ctx context.Context, control jetstream.KeyValue, log *sl
 	}
 }
 
-func (ps *PolicyWatch) follow(w jetstream.KeyWatcher, log *slog.Logger) {
+func (ps *Watch) follow(w jetstream.KeyWatcher, log *slog.Logger) {
 	for e := range w.Updates() {
 		if e != nil {
 			ps.apply(e, log)
@@ -54,14 +54,14 @@ func (ps *PolicyWatch) follow(w jetstream.KeyWatcher, log *slog.Logger) {
 	}
 }
 
-func (ps *PolicyWatch) apply(e jetstream.KeyValueEntry, log *slog.Logger) {
+func (ps *Watch) apply(e jetstream.KeyValueEntry, log *slog.Logger) {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	if e.Operation() != jetstream.KeyValuePut {
 		delete(ps.byKey, e.Key())
 		return
 	}
-	var p ActorPolicy
+	var p Policy
 	if err := json.Unmarshal(e.Value(), &p); err != nil {
 		log.Warn("an actor policy cannot be read; the actor keeps the file's limits", "key", e.Key(), "err", err)
 		delete(ps.byKey, e.Key())
@@ -71,8 +71,8 @@ func (ps *PolicyWatch) apply(e jetstream.KeyValueEntry, log *slog.Logger) {
 }
 
 // Get is actor's policy, nil when it has none.
-func (ps *PolicyWatch) Get(actor string) *ActorPolicy {
+func (ps *Watch) Get(actor string) *Policy {
 	ps.mu.RLock()
 	defer ps.mu.RUnlock()
-	return ps.byKey[actorKey(actor)]
+	return ps.byKey[Key(actor)]
 }

@@ -1,11 +1,11 @@
-package budget_test
+package actorpolicy_test
 
 import (
 	"context"
 	"testing"
 	"time"
 
-	"github.com/worldgate/worldgate/services/ai-worker/budget"
+	"github.com/worldgate/worldgate/shared/actorpolicy"
 	"github.com/worldgate/worldgate/shared/logx"
 	"github.com/worldgate/worldgate/shared/natsx"
 	"github.com/worldgate/worldgate/shared/natsx/natstest"
@@ -20,10 +20,10 @@ func TestPolicyWatchFollowsTheControlBucket(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := budget.SetActorPolicy(ctx, control, budget.ActorPolicy{Actor: "player:ada", Multiplier: 0.5}); err != nil {
+	if err := actorpolicy.Set(ctx, control, actorpolicy.Policy{Actor: "player:ada", Multiplier: 0.5}); err != nil {
 		t.Fatal(err)
 	}
-	w, err := budget.WatchActorPolicies(ctx, control, logx.Discard())
+	w, err := actorpolicy.StartWatch(ctx, control, logx.Discard())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,10 +33,10 @@ func TestPolicyWatchFollowsTheControlBucket(t *testing.T) {
 	if p := w.Get("player:bo"); p != nil {
 		t.Fatalf("bo has no policy, got %+v", p)
 	}
-	if err := budget.SetActorPolicy(ctx, control, budget.ActorPolicy{Actor: "player:bo", Multiplier: 0.25}); err != nil {
+	if err := actorpolicy.Set(ctx, control, actorpolicy.Policy{Actor: "player:bo", Multiplier: 0.25}); err != nil {
 		t.Fatal(err)
 	}
-	if err := budget.ClearActorPolicy(ctx, control, "player:ada"); err != nil {
+	if err := actorpolicy.Clear(ctx, control, "player:ada"); err != nil {
 		t.Fatal(err)
 	}
 	natstest.WaitFor(t, 5*time.Second, "the watch to follow", func() bool {
