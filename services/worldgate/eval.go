@@ -16,7 +16,7 @@ import (
 
 	"github.com/worldgate/worldgate/events"
 	"github.com/worldgate/worldgate/services/event-processor/processor"
-	"github.com/worldgate/worldgate/services/gate/evalset"
+	"github.com/worldgate/worldgate/services/worldgate/evalset"
 	"github.com/worldgate/worldgate/shared/logx"
 	"github.com/worldgate/worldgate/shared/natsx"
 	"github.com/worldgate/worldgate/shared/textstats"
@@ -26,7 +26,7 @@ func init() {
 	commands["eval"] = command{"grade the invariant, dedup and safety gates on the labelled evaluation set (precision and recall per gate and category, both halves)", runEval}
 }
 
-// runEval runs the gates' own rules on the labelled set (services/gate/evalset) with real parts
+// runEval runs the gates' own rules on the labelled set (services/worldgate/evalset) with real parts
 // started in this process, prints the scores of both halves, and exits 1 when a gate is below
 // its bar. -misses prints the tuning half's wrong verdicts, never the held-out half's.
 func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error {

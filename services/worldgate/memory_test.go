@@ -14,9 +14,9 @@ import (
 
 	"github.com/worldgate/worldgate/events"
 	"github.com/worldgate/worldgate/events/provenance"
-	"github.com/worldgate/worldgate/services/ai-worker/replay"
 	"github.com/worldgate/worldgate/services/mcp-world/worldtools"
 	"github.com/worldgate/worldgate/services/memory-writer/memory"
+	"github.com/worldgate/worldgate/services/worldgate/replay"
 	"github.com/worldgate/worldgate/shared/natsx/natsauth"
 	"github.com/worldgate/worldgate/shared/natsx/natstest"
 )

@@ -17,7 +17,7 @@ import (
 	"github.com/worldgate/worldgate/events"
 	"github.com/worldgate/worldgate/events/route"
 	"github.com/worldgate/worldgate/services/ai-worker/llmsetup"
-	"github.com/worldgate/worldgate/services/ai-worker/replay"
+	"github.com/worldgate/worldgate/services/worldgate/replay"
 	"github.com/worldgate/worldgate/shared/llm"
 	"github.com/worldgate/worldgate/shared/logx"
 	"github.com/worldgate/worldgate/shared/mcpx/client"

@@ -21,7 +21,7 @@ const shingle = 5
 // SimHash is a 64-bit SimHash of text over character shingles (every run of 5 characters of the
 // normalised text, words joined by single spaces): texts that share most shingles get
 // fingerprints a small Hamming distance apart. Character shingles, tuned on the evaluation set's
-// tuning half (services/gate/evalset), replaced word shingles (single words and adjacent pairs):
+// tuning half (services/worldgate/evalset), replaced word shingles (single words and adjacent pairs):
 // a short line has few words, so one changed word (a contraction, "on" for "upon") moved a
 // third of the features and up to 19 bits, as far as a new line on the same subject; with
 // 5-character shingles the near-duplicates of the tuning half are at most 14 bits apart and

@@ -4,7 +4,7 @@ import _ "embed"
 
 // labelledModeration is the labelled moderation set (testdata/moderation/README.md): the one
 // copy, read by TestModerationSet and, through LabelledModerationSet, by the gates' evaluation
-// set (services/gate/evalset), whose safety cases it is.
+// set (services/worldgate/evalset), whose safety cases it is.
 //
 //go:embed testdata/moderation/labelled.tsv
 var labelledModeration []byte

@@ -4,6 +4,10 @@
 // evaluation world, embedded NATS for dedup's KV bucket, mcp-classify over MCP), so what is
 // measured is the decision code the gates run. See README.md for the set, its categories and
 // its split. The package writes nothing outside the parts it starts.
+//
+// It is tooling (`worldgate eval`), not part of the gate service: it starts parts of several
+// services (graphd, mcp-classify, the event-processor's graph writes), so it lives under the
+// worldgate CLI, the one composition root that may import more than one service.
 package evalset
 
 import (

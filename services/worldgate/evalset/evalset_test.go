@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/worldgate/worldgate/services/gate/evalset"
+	"github.com/worldgate/worldgate/services/worldgate/evalset"
 )
 
 // TestSetIsWellFormed: the set loads (every payload decodes strictly for its kind, the world

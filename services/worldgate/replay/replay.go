@@ -9,6 +9,10 @@
 // the recording lacks are then called live (the MCP tools are read-only), and the run says so.
 //
 // Nothing here publishes or commits: the regenerated proposal is returned, never sent.
+//
+// It is tooling of the worldgate CLI (`worldgate replay`, `worldgate shadow`): it composes the
+// ai-worker's agent with the gates' dry run, so it lives under the CLI, the one composition root
+// that may import more than one service.
 package replay
 
 import (
