@@ -71,3 +71,8 @@ var eventNamespace = uuid.MustParse("6f1c3f4e-5d1a-4c59-9b0e-8e2f0a7c1d11")
 func DomainEventID(proposalID string, n int) string {
 	return uuid.NewSHA1(eventNamespace, []byte(proposalID+"/"+strconv.Itoa(n))).String()
 }
+
+// MarkerID is the graph vertex id of a domain event's apply-once marker: "evt:" + the
+// deterministic event id. The event-processor writes the marker when it applies (or refuses)
+// the event; the invariant gate reads it to settle a proposal whose event was already decided.
+func MarkerID(eventID string) string { return "evt:" + eventID }

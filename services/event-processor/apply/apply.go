@@ -34,14 +34,12 @@ import (
 )
 
 // Marker labels. AppliedEvent's existence means the event was applied; CommitConflict's that
-// it was refused at commit time. Both have T.id = MarkerID(eventID).
+// it was refused at commit time. Both have T.id = events.MarkerID(eventID), which the
+// invariant gate reads too.
 const (
 	LabelApplied  = "AppliedEvent"
 	LabelConflict = "CommitConflict"
 )
-
-// MarkerID is the vertex id of an event's marker: "evt:" + the deterministic event id.
-func MarkerID(eventID string) string { return "evt:" + eventID }
 
 var __ = gremlingo.T__
 
@@ -88,12 +86,12 @@ func (c Command) Reasons() []string {
 // Traversal builds the apply-once traversal of c on g.
 func (c Command) Traversal(g *gremlingo.GraphTraversalSource, m Meta) *gremlingo.GraphTraversal {
 	marker := func(t *gremlingo.GraphTraversal, label string) *gremlingo.GraphTraversal {
-		return t.AddV(label).Property(gremlingo.T.Id, MarkerID(c.EventID)).
+		return t.AddV(label).Property(gremlingo.T.Id, events.MarkerID(c.EventID)).
 			Property("type", c.Type).Property("proposalId", m.ProposalID).
 			Property("correlationId", m.CorrelationID).Property("committedUtc", m.CommittedUTC).
 			Property("source", m.Source)
 	}
-	branches := []any{__.V(MarkerID(c.EventID))}
+	branches := []any{__.V(events.MarkerID(c.EventID))}
 	for _, gd := range c.guards {
 		branches = append(branches, marker(gd.violated(), LabelConflict).Property("reason", gd.reason))
 	}

@@ -11,7 +11,6 @@ import (
 	lru "github.com/hashicorp/golang-lru/v2"
 
 	"github.com/worldgate/worldgate/events"
-	"github.com/worldgate/worldgate/services/event-processor/apply"
 	"github.com/worldgate/worldgate/shared/graphx"
 	"github.com/worldgate/worldgate/shared/runtime"
 )
@@ -225,7 +224,7 @@ func (g *invariant) Check(ctx context.Context, p *events.Proposal) (Decision, er
 		return Decision{}, err
 	}
 	n := needsOf(payload)
-	n.marker = apply.MarkerID(events.DomainEventID(p.ProposalID, 0))
+	n.marker = events.MarkerID(events.DomainEventID(p.ProposalID, 0))
 	deadline := time.Now().Add(g.cfg.ReferenceWait)
 	for {
 		f, err := g.facts(ctx, n)
