@@ -115,7 +115,7 @@ const (
 // over the proposal id, the digest of the proposal's content (everything but the route), the
 // gate, the outcome, the round (how many times the gate decided on it before), Emitter and
 // Approver. The event-processor commits a proposal only if every gate of its kind's configured
-// route passed it, in order, with a valid signature (services/gate/attest).
+// route passed it, in order, with a valid signature (shared/attest).
 type Hop struct {
 	Gate       string    `json:"gate"`
 	Outcome    string    `json:"outcome"`

@@ -30,7 +30,7 @@ const (
 
 // Routes maps each proposal kind to the gates a new proposal of that kind passes, in order.
 // The zero value has no routes. The routes file and its loader live with the gate service
-// (services/gate/route); this type is what emitters and gates share.
+// (events/route); this type is what emitters and gates share.
 type Routes struct {
 	byKind map[string][]string
 }
