@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"github.com/worldgate/worldgate/events"
+	"github.com/worldgate/worldgate/events/slip"
 	"github.com/worldgate/worldgate/services/event-processor/processor"
 	"github.com/worldgate/worldgate/services/gate/gates"
-	"github.com/worldgate/worldgate/services/gate/slip"
 	"github.com/worldgate/worldgate/shared/natsx/natstest"
 )
 
