@@ -352,51 +352,35 @@ func (r *Registry) tryTargets(ctx context.Context, req *Request, tier string, ta
 			continue
 		}
 		preq := prepare(req, t, e.caps)
-		var ticket Ticket
-		if r.admit != nil {
-			a := r.admission(req, preq, tier, t, degradable)
-			tk, err := r.admit.Admit(ctx, a)
-			if err != nil {
-				if ctx.Err() != nil {
-					return nil, attempts, TransportError(r.Name(), ctx.Err())
-				}
-				var le *Error
-				if !errors.As(err, &le) || le.Kind != KindBudget {
-					// The ledger could not answer: nothing is paid for without a reservation.
-					err = &Error{Kind: KindBudget, Provider: t.Provider, Message: "budget ledger unavailable: " + err.Error(), Err: err}
-				}
-				lastErr, budgetErr = err, err
-				r.skip(req, t, KindBudget)
-				continue
+		ticket, err := r.reserve(ctx, req, preq, tier, t, degradable)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, attempts, TransportError(r.Name(), ctx.Err())
 			}
-			ticket = tk
+			lastErr, budgetErr = err, err
+			r.skip(req, t, KindBudget)
+			continue
 		}
 		resp, n, err := r.attempts(ctx, e, t, preq, deliver, emitted)
 		attempts += n
+		// The call is settled at its own cost before any repair: a repair is another paid
+		// call, which reserves its own estimate (enforceSchema).
+		r.settle(ctx, req, t, ticket, resp, err)
 		if err == nil && req.Output != nil && len(resp.ToolCalls) == 0 {
 			var m int
-			resp, m, err = r.enforceSchema(ctx, e, t, preq, resp)
+			resp, m, err = r.enforceSchema(ctx, e, t, preq, resp, tier, degradable)
 			attempts += m
-		}
-		if ticket != nil {
-			// The reservation is settled or released even when the caller's context ended:
-			// the ledger must not keep an estimate the call no longer holds.
-			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			var serr error
-			if err == nil {
-				serr = ticket.Settle(sctx, resp.Usage, resp.CostUSD)
-			} else {
-				serr = ticket.Release(sctx)
-			}
-			cancel()
-			if serr != nil {
-				r.log.Warn("llm: could not settle the call's budget reservation", "ai.purpose", req.Purpose, "ai.target", t.String(), "error", serr)
-			}
 		}
 		if err == nil {
 			return resp, attempts, nil
 		}
 		lastErr = err
+		if KindOf(err) == KindBudget && !*emitted && ctx.Err() == nil {
+			// A budget refused the repair: another target, or a cheaper tier, may be paid for.
+			budgetErr = err
+			r.skip(req, t, KindBudget)
+			continue
+		}
 		if !FailsOver(err) || ctx.Err() != nil || *emitted {
 			return nil, attempts, err
 		}
@@ -412,6 +396,44 @@ func (r *Registry) tryTargets(ctx context.Context, req *Request, tier string, ta
 		lastErr = &Error{Kind: KindUnavailable, Provider: r.Name(), Message: "no provider could serve the request"}
 	}
 	return nil, attempts, lastErr
+}
+
+// reserve asks the Admitter (if any) to pay for the call preq on t: a nil ticket without
+// one. A refusal, or a ledger that cannot answer, is an *Error of KindBudget: nothing is paid
+// for without a reservation.
+func (r *Registry) reserve(ctx context.Context, req, preq *Request, tier string, t Target, degradable bool) (Ticket, error) {
+	if r.admit == nil {
+		return nil, nil
+	}
+	tk, err := r.admit.Admit(ctx, r.admission(req, preq, tier, t, degradable))
+	if err != nil {
+		var le *Error
+		if !errors.As(err, &le) || le.Kind != KindBudget {
+			err = &Error{Kind: KindBudget, Provider: t.Provider, Message: "budget ledger unavailable: " + err.Error(), Err: err}
+		}
+		return nil, err
+	}
+	return tk, nil
+}
+
+// settle closes a call's reservation: settled at what the call cost, or released when it
+// failed. It runs even when the caller's context ended: the ledger must not keep an estimate
+// the call no longer holds.
+func (r *Registry) settle(ctx context.Context, req *Request, t Target, ticket Ticket, resp *Response, err error) {
+	if ticket == nil {
+		return
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	var serr error
+	if err == nil {
+		serr = ticket.Settle(sctx, resp.Usage, resp.CostUSD)
+	} else {
+		serr = ticket.Release(sctx)
+	}
+	if serr != nil {
+		r.log.Warn("llm: could not settle the call's budget reservation", "ai.purpose", req.Purpose, "ai.target", t.String(), "error", serr)
+	}
 }
 
 // admission describes the call on t for the Admitter: the prompt estimate plus the
@@ -550,7 +572,7 @@ func (r *Registry) once(ctx context.Context, e *entry, req *Request, onDelta fun
 
 // enforceSchema validates a final answer against the request's output
 // schema and, if it does not conform, reprompts once with the error.
-func (r *Registry) enforceSchema(ctx context.Context, e *entry, t Target, req *Request, resp *Response) (*Response, int, error) {
+func (r *Registry) enforceSchema(ctx context.Context, e *entry, t Target, req *Request, resp *Response, tier string, degradable bool) (*Response, int, error) {
 	schema := req.Output.Schema
 	text := ExtractJSON(resp.Text)
 	verr := ValidateJSON(schema, []byte(text))
@@ -565,8 +587,17 @@ func (r *Registry) enforceSchema(ctx context.Context, e *entry, t Target, req *R
 		Message{Role: RoleAssistant, Content: resp.Text},
 		Message{Role: RoleUser, Content: RepairPrompt(req.Output.Name, verr)},
 	)
+	// The repair is a call of its own: it reserves its estimate (the longer prompt) first.
+	ticket, err := r.reserve(ctx, repair, repair, tier, t, degradable)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, 0, TransportError(r.Name(), ctx.Err())
+		}
+		return nil, 0, err
+	}
 	noEmit := false
 	fixed, n, err := r.attempts(ctx, e, t, repair, nil, &noEmit)
+	r.settle(ctx, repair, t, ticket, fixed, err)
 	if err != nil {
 		return nil, n, err
 	}

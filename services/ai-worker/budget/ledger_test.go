@@ -42,7 +42,7 @@ func provisioned(t testing.TB) *natstest.Env {
 	return e
 }
 
-func newReplica(t testing.TB, e *natstest.Env, cfg *budget.Config, tiers llm.Config) *replica {
+func newReplica(t testing.TB, e *natstest.Env, cfg *budget.Config, tiers llm.Config, opts ...llm.Option) *replica {
 	t.Helper()
 	nc, err := nats.Connect(e.Server.ClientURL())
 	if err != nil {
@@ -71,8 +71,8 @@ func newReplica(t testing.TB, e *natstest.Env, cfg *budget.Config, tiers llm.Con
 		t.Fatal(err)
 	}
 	t.Cleanup(l.Close)
-	reg, err := llm.NewRegistry(tiers, llm.WithProviders(scripted.New(scripted.Options{})), llm.WithAdmitter(l),
-		llm.WithMetrics(prom), llm.WithLogger(logx.Discard()))
+	reg, err := llm.NewRegistry(tiers, append([]llm.Option{llm.WithProviders(scripted.New(scripted.Options{})), llm.WithAdmitter(l),
+		llm.WithMetrics(prom), llm.WithLogger(logx.Discard())}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
