@@ -11,9 +11,14 @@ import (
 	"github.com/google/uuid"
 )
 
-// OutcomeSchemaVersion is the Outcome format version this module reads and writes. A new field
-// bumps it; readers refuse versions they do not know (DecodeOutcome names the field).
-const OutcomeSchemaVersion = "1"
+// OutcomeSchemaVersion is the Outcome format version this module writes. A new field or kind
+// bumps it; readers refuse versions they do not know (DecodeOutcome names the field). Version 2
+// added kind skipped and its Skip: a version 1 outcome (which cannot carry either) is still
+// read, so outcomes in flight across an upgrade drain.
+const OutcomeSchemaVersion = "2"
+
+// OutcomeSchemaAccepted reports whether this module reads outcomes of schema version v.
+func OutcomeSchemaAccepted(v string) bool { return v == OutcomeSchemaVersion || v == "1" }
 
 // OutcomeKind is how a request ended.
 type OutcomeKind string
@@ -29,11 +34,15 @@ const (
 	// OutcomeRefused: nothing was committed for this request and nothing more will be tried;
 	// Refusal says which gate refused it, with which code, and a reason a game can show.
 	OutcomeRefused OutcomeKind = "refused"
+	// OutcomeSkipped: the agent role decided not to act on the event (the place's ambience is
+	// still fresh, say): nothing was proposed and nothing refused. Skip says why, with a
+	// reason a game can show, and when the same request may be acted on again.
+	OutcomeSkipped OutcomeKind = "skipped"
 )
 
 // OutcomeKinds lists every outcome kind.
 func OutcomeKinds() []OutcomeKind {
-	return []OutcomeKind{OutcomeCommitted, OutcomeFallback, OutcomeRefused}
+	return []OutcomeKind{OutcomeCommitted, OutcomeFallback, OutcomeRefused, OutcomeSkipped}
 }
 
 // Refusal codes that are not a gate's rejection code.
@@ -47,6 +56,13 @@ const (
 	// is not a valid envelope, its Nats-Msg-Id is not its idempotency key, it occurred outside
 	// the accepted clock window); it was dead-lettered with the same reason.
 	CodeEventRefused Code = "EVENT_REFUSED"
+)
+
+// Skip codes (Skip.Code): why an agent role did not act on an event.
+const (
+	// CodeAmbienceFresh: the place the player moved into has ambience committed recently
+	// enough; none is generated until Skip.RetryAfter has passed.
+	CodeAmbienceFresh Code = "AMBIENCE_FRESH"
 )
 
 // Outcome is the final decision on one request: a world event (EventID) and the proposal an
@@ -77,6 +93,8 @@ type Outcome struct {
 	FallbackReason string `json:"fallbackReason,omitempty"`
 	// Refusal says who refused what and why (refused only).
 	Refusal *Refusal `json:"refusal,omitempty"`
+	// Skip says why the agent role did not act on the event (skipped only).
+	Skip *Skip `json:"skip,omitempty"`
 	// Journey summarises how the decision was reached, for consoles and reports.
 	Journey    *Journey  `json:"journey,omitempty"`
 	DecidedUTC time.Time `json:"decidedUtc"`
@@ -90,6 +108,16 @@ type Refusal struct {
 	Reason     string  `json:"reason"`
 	Transient  bool    `json:"transient"`
 	RetryAfter float64 `json:"retryAfter,omitempty"` // seconds
+}
+
+// Skip is why an agent role did not act on an event: a stable code, a sentence a game can
+// show, and when the same request may be acted on again (RetryAfter seconds after the
+// decision, RetryAtUTC; zero: no sooner than any other request).
+type Skip struct {
+	Code       Code       `json:"code"`
+	Reason     string     `json:"reason"`
+	RetryAfter float64    `json:"retryAfter,omitempty"` // seconds
+	RetryAtUTC *time.Time `json:"retryAtUtc,omitempty"`
 }
 
 // Journey is what the final proposal went through: its attempt (0 = the first answer, n = after
@@ -204,10 +232,15 @@ func (d Decoder) checkOutcome(data []byte) error {
 		return err
 	}
 	if probs := check(compiled().outcome, doc, ""); len(probs) > 0 {
+		m, _ := doc.(map[string]any)
 		for i, p := range probs {
-			if p.Path == "/schemaVersion" {
+			switch {
+			case p.Path == "/schemaVersion":
 				probs[i] = Problem{ProblemSpecVersion, p.Path,
-					fmt.Sprintf("outcome schemaVersion %v is not supported by this reader (it reads %q): upgrade the events module", doc.(map[string]any)["schemaVersion"], OutcomeSchemaVersion)}
+					fmt.Sprintf("outcome schemaVersion %v is not supported by this reader (it reads 1 to %s): upgrade the events module", m["schemaVersion"], OutcomeSchemaVersion)}
+			case m["schemaVersion"] == "1" && (p.Path == "/kind" && m["kind"] == string(OutcomeSkipped) || p.Path == "/skip"):
+				probs[i] = Problem{ProblemInvalidField, p.Path,
+					"an outcome of schemaVersion 1 cannot be skipped nor carry a skip: publish it as schemaVersion " + OutcomeSchemaVersion}
 			}
 		}
 		return &InvalidError{What: "outcome", Problems: probs}
@@ -299,6 +332,25 @@ func RequestRefused(env *Envelope, role, locationID string, code Code, reason st
 	}
 }
 
+// SkippedOutcome is the outcome of a world event that agent role decided not to act on (see
+// OutcomeSkipped): one per (event, role), its OutcomeID derived from both, so a redelivered
+// trigger is the same outcome. retryAfter (≥ 0) says when the same request may be acted on.
+func SkippedOutcome(env *Envelope, role, locationID string, code Code, reason string, retryAfter time.Duration, at time.Time) *Outcome {
+	at = at.UTC()
+	skip := &Skip{Code: code, Reason: clip(reason)}
+	if retryAfter > 0 {
+		// Whole milliseconds: the same skip reads the same in every language.
+		retryAfter = retryAfter.Round(time.Millisecond)
+		when := at.Add(retryAfter)
+		skip.RetryAfter, skip.RetryAtUTC = retryAfter.Seconds(), &when
+	}
+	return &Outcome{
+		SchemaVersion: OutcomeSchemaVersion, OutcomeID: OutcomeID("skipped", env.EventID+"/"+role), Kind: OutcomeSkipped,
+		EventID: env.EventID, CorrelationID: env.CorrelationID, AgentRole: role, Actor: env.Actor, LocationID: locationID,
+		Skip: skip, DecidedUTC: at,
+	}
+}
+
 // EventRefused is the outcome of a world event that role refused to act on at all (see
 // CodeEventRefused), addressed to the actor the envelope claims, so whoever published it and
 // awaits it (Await, edge) learns why instead of waiting for its deadline. The claimed actor
@@ -341,9 +393,10 @@ func (e *MisroutedError) Error() string {
 
 // CheckOutcomeSubject reports whether o may be believed as published on subject. NATS lets
 // only the event-processor publish on world.outcomes.committed.> and .fallback.>, and the
-// ai-worker only on .refused.> (worldgate nats-config): the subject is the publisher's
-// identity, so a reader believes a body only where it matches its subject — its kind, its
-// actor — and a refusal only when it carries no content. Watch applies it to every outcome.
+// ai-worker only on .refused.> and .skipped.> (worldgate nats-config): the subject is the
+// publisher's identity, so a reader believes a body only where it matches its subject — its
+// kind, its actor — and a refusal or a skip only when it carries no content. Watch applies it
+// to every outcome.
 func CheckOutcomeSubject(subject string, o *Outcome) error {
 	if want := o.Subject(); subject != want {
 		return &MisroutedError{Subject: subject, Want: want}
@@ -351,8 +404,12 @@ func CheckOutcomeSubject(subject string, o *Outcome) error {
 	switch {
 	case o.Kind == OutcomeRefused && o.Event != nil:
 		return &MisroutedError{Subject: subject, Want: "nowhere: a refused outcome carries no committed event"}
+	case o.Kind == OutcomeSkipped && o.Event != nil:
+		return &MisroutedError{Subject: subject, Want: "nowhere: a skipped outcome carries no committed event"}
 	case o.Kind != OutcomeRefused && o.Refusal != nil:
 		return &MisroutedError{Subject: subject, Want: "nowhere: a " + string(o.Kind) + " outcome carries no refusal"}
+	case o.Kind != OutcomeSkipped && o.Skip != nil:
+		return &MisroutedError{Subject: subject, Want: "nowhere: a " + string(o.Kind) + " outcome carries no skip"}
 	}
 	return nil
 }

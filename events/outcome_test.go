@@ -2,6 +2,7 @@ package events
 
 import (
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -68,7 +69,7 @@ func TestDecodeOutcomeProblems(t *testing.T) {
 		path string
 	}{
 		{"unknown field", mutate(func(m map[string]any) { m["extra"] = 1 }), ProblemUnknownField, "/extra"},
-		{"newer version", mutate(func(m map[string]any) { m["schemaVersion"] = "2" }), ProblemSpecVersion, "/schemaVersion"},
+		{"newer version", mutate(func(m map[string]any) { m["schemaVersion"] = "3" }), ProblemSpecVersion, "/schemaVersion"},
 		{"refused without refusal", mutate(func(m map[string]any) { delete(m, "refusal") }), ProblemMissingField, "/refusal"},
 		{"unknown kind", mutate(func(m map[string]any) { m["kind"] = "maybe" }), ProblemInvalidField, "/kind"},
 		{"not json", []byte(`{"kind":`), ProblemMalformed, ""},
@@ -78,6 +79,89 @@ func TestDecodeOutcomeProblems(t *testing.T) {
 		if !Has(err, c.code) || !strings.Contains(err.Error(), c.path) {
 			t.Errorf("%s: got %v, want %s at %q", c.name, err, c.code, c.path)
 		}
+	}
+}
+
+// A world event an agent role decides not to act on gets a skipped outcome (issue 40 item 3):
+// a reason, when to ask again, no event and no refusal, believed only on its own subject.
+func TestSkippedOutcome(t *testing.T) {
+	env := &Envelope{EventID: "0190a8f0-0000-7000-8000-000000000001", CorrelationID: "c-1", Type: PlayerMoved,
+		Actor: Actor{Kind: "player", ID: "player:ada"}}
+	at := time.Date(2026, 11, 27, 10, 0, 0, 0, time.UTC)
+	o := SkippedOutcome(env, "ambience", "loc:tavern", CodeAmbienceFresh, "loc:tavern has fresh ambience", 90*time.Second, at)
+	raw, err := o.Encode()
+	if err != nil {
+		t.Fatalf("a skipped outcome is invalid: %v", err)
+	}
+	back, err := DecodeOutcome(raw)
+	if err != nil || back.Kind != OutcomeSkipped || back.Skip == nil || back.Skip.Code != CodeAmbienceFresh || back.Skip.RetryAfter != 90 ||
+		!back.Skip.RetryAtUTC.Equal(at.Add(90*time.Second)) || back.Event != nil || back.Refusal != nil {
+		t.Fatalf("skipped outcome read back as %+v (%v)", back, err)
+	}
+	if o.Subject() != "world.outcomes.skipped.player:ada" || CheckOutcomeSubject(o.Subject(), o) != nil {
+		t.Fatalf("skipped outcome on %s: %v", o.Subject(), CheckOutcomeSubject(o.Subject(), o))
+	}
+	if again := SkippedOutcome(env, "ambience", "loc:tavern", CodeAmbienceFresh, "other words", time.Second, at.Add(time.Minute)); again.OutcomeID != o.OutcomeID {
+		t.Error("a redelivered skip has another outcome id")
+	}
+	if other := SkippedOutcome(env, "npc-dialogue", "", CodeAmbienceFresh, "x", 0, at); other.OutcomeID == o.OutcomeID || other.Skip.RetryAtUTC != nil {
+		t.Errorf("another role's skip: %+v", other)
+	}
+	var mis *MisroutedError
+	if err := CheckOutcomeSubject(OutcomeSubject(OutcomeRefused, "player:ada"), o); !errors.As(err, &mis) {
+		t.Errorf("a skip on the refusals' subject: %v", err)
+	}
+	p := sampleProposal()
+	evt := DomainEvent{EventID: DomainEventID(p.ProposalID, 0), Type: "NPCDialogueAccepted", ProposalID: p.ProposalID,
+		CorrelationID: "c-1", OccurredUTC: at, CommittedUTC: at, Payload: p.Payload}
+	smuggled := *o
+	smuggled.Event = &evt
+	if err := CheckOutcomeSubject(smuggled.Subject(), &smuggled); !errors.As(err, &mis) {
+		t.Errorf("a skip carrying an event: %v", err)
+	}
+	if _, err := smuggled.Encode(); err == nil {
+		t.Error("the outcome schema accepts a skip carrying an event")
+	}
+	committed := CommittedOutcome(p, evt)
+	committed.Skip = o.Skip
+	if err := CheckOutcomeSubject(committed.Subject(), committed); !errors.As(err, &mis) {
+		t.Errorf("a commit carrying a skip: %v", err)
+	}
+	noSkip := *o
+	noSkip.Skip = nil
+	if _, err := noSkip.Encode(); err == nil {
+		t.Error("the outcome schema accepts a skipped outcome without its skip")
+	}
+}
+
+// Outcomes written before kind skipped (schemaVersion 1) are still read, so those in flight
+// across an upgrade drain; a version 1 outcome cannot be skipped; an unknown version is
+// refused with a sentence.
+func TestOutcomeVersions(t *testing.T) {
+	v1 := []byte(`{"schemaVersion":"1","outcomeId":"6f1c1f5e-4b0b-5a43-9d63-2a8c1f0e0a11","kind":"refused",` +
+		`"eventId":"0190a8f0-0000-7000-8000-000000000001","correlationId":"c-1","agentRole":"world-rules",` +
+		`"actor":{"kind":"player","id":"player:ada"},"locationId":"loc:square",` +
+		`"refusal":{"gate":"world-rules","code":"MOVE_REFUSED","reason":"loc:square has no exit west","transient":false},` +
+		`"decidedUtc":"2026-11-27T10:00:00Z"}`)
+	o, err := DecodeOutcome(v1)
+	if err != nil || o.SchemaVersion != "1" || o.Kind != OutcomeRefused || o.Refusal.Code != CodeMoveRefused {
+		t.Fatalf("a v1 outcome no longer decodes: %+v %v", o, err)
+	}
+	if CheckOutcomeSubject(o.Subject(), o) != nil {
+		t.Error("a v1 refusal is not believed on its own subject")
+	}
+	skipped := strings.Replace(string(v1), `"kind":"refused"`, `"kind":"skipped"`, 1)
+	skipped = strings.Replace(skipped, `"refusal":{"gate":"world-rules","code":"MOVE_REFUSED","reason":"loc:square has no exit west","transient":false}`,
+		`"skip":{"code":"AMBIENCE_FRESH","reason":"fresh"}`, 1)
+	if _, err := DecodeOutcome([]byte(skipped)); !Has(err, ProblemInvalidField) || !strings.Contains(err.Error(), "schemaVersion 1 cannot be skipped") {
+		t.Errorf("a v1 skipped outcome: %v", err)
+	}
+	if _, err := DecodeOutcome([]byte(strings.Replace(skipped, `"schemaVersion":"1"`, `"schemaVersion":"2"`, 1))); err != nil {
+		t.Errorf("the same outcome as v2: %v", err)
+	}
+	future := strings.Replace(string(v1), `"schemaVersion":"1"`, `"schemaVersion":"9"`, 1)
+	if _, err := DecodeOutcome([]byte(future)); !Has(err, ProblemSpecVersion) || !strings.Contains(err.Error(), "upgrade the events module") {
+		t.Errorf("an unknown version: %v", err)
 	}
 }
 

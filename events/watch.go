@@ -234,7 +234,7 @@ func (e *PendingError) Error() string {
 	} else {
 		fmt.Fprintf(&b, "; still pending: %d outcome(s)", e.Want-len(e.Got))
 	}
-	b.WriteString(" (no proposal committed or refused for good yet: the agents may be busy or stopped, a proposal may be held for approval or retrying; `worldgate trace " + e.CorrelationID + "` shows where it is)")
+	b.WriteString(" (every event the agents consume gets an outcome — committed, fallback, refused or skipped — and this one has none yet: the agents may be busy or stopped, a proposal may be held for approval or retrying; `worldgate trace " + e.CorrelationID + "` shows where it is)")
 	return b.String()
 }
 
@@ -248,7 +248,8 @@ func cmpOr(s, def string) string {
 }
 
 // Await publishes env (as Publish does) and waits for its final outcome(s): by default the
-// first; AwaitCount and AwaitRoles ask for more. It watches before publishing, so nothing
+// first; AwaitCount and AwaitRoles ask for more. Every outcome is final, a skipped one too (the
+// agent role decided not to act on the event: Outcome.Skip says why and when to ask again). It watches before publishing, so nothing
 // decided in between is missed. When ctx ends first, the error is a *PendingError saying what
 // arrived and what is still pending. A republished envelope (same idempotency key) is not
 // published twice; its outcomes are found only if they are decided after the watch starts.

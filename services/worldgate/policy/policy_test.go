@@ -142,20 +142,22 @@ func TestOnlyTheEventProcessorPublishesCommittedEvents(t *testing.T) {
 		default:
 			refused(t, nc, r.Name, events.Subject(events.PlayerMoved))
 		}
-		// Outcomes: committed and fallback only from the event-processor, refused only from
-		// the ai-worker.
+		// Outcomes: committed and fallback only from the event-processor, refused and skipped
+		// only from the ai-worker.
 		committed, refusal := events.OutcomeSubject(events.OutcomeCommitted, "player:a"), events.OutcomeSubject(events.OutcomeRefused, "player:a")
+		skip := events.OutcomeSubject(events.OutcomeSkipped, "player:a")
 		switch r.Name {
 		case natsauth.Admin:
 			stored(t, js, r.Name, committed, events.StreamOutcomes)
 		case natsauth.EventProcessor:
 			stored(t, js, r.Name, committed, events.StreamOutcomes)
-			refused(t, nc, r.Name, refusal)
+			refused(t, nc, r.Name, refusal, skip)
 		case natsauth.AIWorker:
 			stored(t, js, r.Name, refusal, events.StreamOutcomes)
+			stored(t, js, r.Name, skip, events.StreamOutcomes)
 			refused(t, nc, r.Name, committed)
 		default:
-			refused(t, nc, r.Name, committed, refusal)
+			refused(t, nc, r.Name, committed, refusal, skip)
 		}
 		if r.Name != natsauth.Admin {
 			// Nobody but the admin changes the topology.
