@@ -82,6 +82,9 @@ func runBudget(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			return fmt.Errorf("budget %s needs -usd, -tokens or both", verb)
 		}
 		if verb == "set" {
+			if err := positiveAmounts(u, t); err != nil {
+				return err
+			}
 			change.SetUSD, change.SetTokens = u, t
 		} else {
 			change.RaiseUSD, change.RaiseTokens = u, t
@@ -241,6 +244,20 @@ func budgetAmounts(usd, tokens string) (*float64, *int64, error) {
 		t = &v
 	}
 	return u, t, nil
+}
+
+// positiveAmounts refuses a limit of zero or less before anything is changed: a limit is an
+// amount per window, and stopping every call is what pause is for. (A raise is checked
+// against the limit in force by budget.Apply.)
+func positiveAmounts(usd *float64, tokens *int64) error {
+	const stop = "; to stop paying for calls under a budget, use `worldgate budget pause NAME` (reset restores the file's limit)"
+	if usd != nil && !(*usd > 0) {
+		return fmt.Errorf("-usd %s: a USD limit must be more than $0%s", strconv.FormatFloat(*usd, 'f', -1, 64), stop)
+	}
+	if tokens != nil && *tokens <= 0 {
+		return fmt.Errorf("-tokens %d: a token limit must be more than 0%s", *tokens, stop)
+	}
+	return nil
 }
 
 // budgetView is what worldgate budget show prints (and -json encodes).

@@ -358,3 +358,20 @@ func TestRepeatOffenderOnTheDevStack(t *testing.T) {
 		t.Error("/metrics names the player")
 	}
 }
+
+// `budget set` with a limit of zero or less is refused before anything is changed (no NATS
+// connection is made), with a sentence pointing at pause; before, -usd 0 made the budget
+// unlimited and the command printed "limit $0".
+func TestBudgetSetRefusesNonPositiveLimits(t *testing.T) {
+	for _, args := range [][]string{
+		{"set", "global-day", "-usd", "0"},
+		{"set", "global-day", "-usd", "-1"},
+		{"set", "-global", "-tokens", "0"},
+	} {
+		var out, errOut bytes.Buffer
+		err := runBudget(context.Background(), append(args, "-nats-url", "nats://127.0.0.1:1", "-timeout", "1s"), &out, &errOut)
+		if err == nil || !strings.Contains(err.Error(), "must be more than") || !strings.Contains(err.Error(), "worldgate budget pause") {
+			t.Errorf("%v: want a refusal pointing at pause, got %v (%s)", args, err, out.String())
+		}
+	}
+}

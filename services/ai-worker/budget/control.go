@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -88,15 +89,9 @@ func Apply(ctx context.Context, control jetstream.KeyValue, name string, c Chang
 			}
 		}
 		if c.SetUSD != nil {
-			if *c.SetUSD < 0 {
-				return nil, errors.New("a limit cannot be negative")
-			}
 			o.USD = ptr(*c.SetUSD)
 		}
 		if c.SetTokens != nil {
-			if *c.SetTokens < 0 {
-				return nil, errors.New("a limit cannot be negative")
-			}
 			o.Tokens = ptr(*c.SetTokens)
 		}
 		if c.RaiseUSD != nil {
@@ -104,14 +99,17 @@ func Apply(ctx context.Context, control jetstream.KeyValue, name string, c Chang
 			if o.USD != nil {
 				base = *o.USD
 			}
-			o.USD = ptr(max(base+*c.RaiseUSD, 0))
+			o.USD = ptr(base + *c.RaiseUSD)
 		}
 		if c.RaiseTokens != nil {
 			base := def.Tokens
 			if o.Tokens != nil {
 				base = *o.Tokens
 			}
-			o.Tokens = ptr(max(base+*c.RaiseTokens, 0))
+			o.Tokens = ptr(base + *c.RaiseTokens)
+		}
+		if err := positiveLimits(name, c, o); err != nil {
+			return nil, err
 		}
 		if c.Pause {
 			o.Paused = true
@@ -137,6 +135,21 @@ func Apply(ctx context.Context, control jetstream.KeyValue, name string, c Chang
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// positiveLimits refuses a change that would leave a limit of zero or less. A limit is an
+// amount per window; "no call is paid for" is a pause, which says so everywhere (and, unlike
+// a limit of 0, which the file format reads as "no limit", can never be mistaken for one).
+func positiveLimits(name string, c Change, o Override) error {
+	const stop = "to stop paying for calls under it, use `worldgate budget pause %s` (budget.Change{Pause: true}); `budget reset` restores the file's limit"
+	switch {
+	case (c.SetUSD != nil || c.RaiseUSD != nil) && o.USD != nil && !(*o.USD > 0):
+		return fmt.Errorf("a USD limit must be more than $0, and this change leaves $%s; "+stop,
+			strconv.FormatFloat(*o.USD, 'f', -1, 64), name)
+	case (c.SetTokens != nil || c.RaiseTokens != nil) && o.Tokens != nil && *o.Tokens <= 0:
+		return fmt.Errorf("a token limit must be more than 0, and this change leaves %d; "+stop, *o.Tokens, name)
+	}
+	return nil
+}
 
 // Report is one budget's state for worldgate budget and the metrics.
 type Report struct {

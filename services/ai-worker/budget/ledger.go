@@ -314,8 +314,13 @@ func (l *Ledger) limitOf(m match, now time.Time) (Limit, string, float64) {
 	}
 	l.mu.RUnlock()
 	paused := ""
-	if o != nil && o.Paused {
+	switch {
+	case o != nil && o.Paused:
 		paused = "paused by " + cmpOr(o.By, "an operator")
+	case o != nil && (o.USD != nil && !(*o.USD > 0) || o.Tokens != nil && *o.Tokens <= 0):
+		// Kept by a release that read 0 as "no limit"; Apply refuses it now. A limit of 0
+		// stops calls rather than letting every one through.
+		paused = "limit of 0 set by " + cmpOr(o.By, "an operator") + "; `worldgate budget reset " + m.b.Name + "` restores the file's limit"
 	}
 	mult := 0.0
 	if ap != nil {
