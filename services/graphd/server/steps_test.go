@@ -226,7 +226,7 @@ func TestUnsupportedStepNamed(t *testing.T) {
 		tr   GT
 		want string
 	}{
-		{g.V().Match(__.As("a").Out().As("b")), "match"},
+		{g.V().Out().Tree(), "tree"},
 		{g.V().Profile(), "profile"},
 		{g.WithStrategies(gremlingo.SeedStrategy(gremlingo.SeedStrategyConfig{Seed: 1})).V(), "SeedStrategy"},
 	} {

@@ -149,6 +149,7 @@ type modulators struct {
 	hasTimes       bool
 	timesPre       bool   // times() came before repeat()
 	hints          []hint // V()'s index lookups (addHints)
+	match          *matchSpec
 }
 
 // mods returns s's modulators, the zero value when it has none.
@@ -568,6 +569,8 @@ func validate(s *step) error {
 			return err
 		}
 		s.args = []any{e}
+	case "match":
+		return compileMatch(s)
 	case "where":
 		for _, a := range s.args {
 			if c, ok := a.(*Traversal); ok && !whereLabelsOK(c) {
@@ -1119,7 +1122,9 @@ func (ec *execCtx) mut() (*graph.Tx, error) {
 	return ec.tx, nil
 }
 
-func isInfix(s *step, op string) bool { return s.op == op && len(s.args) == 0 && len(s.labels) == 0 }
+// isInfix: a.and().b, a.or().b (the connective's own labels, as in
+// a.and().as('x').b, label the start of its right operand).
+func isInfix(s *step, op string) bool { return s.op == op && len(s.args) == 0 }
 
 // infixConnectives rewrites the infix forms a.and().b and a.or().b as
 // TinkerPop's ConnectiveStrategy does: and() binds tighter than or(); the
@@ -1148,6 +1153,9 @@ func infixConnectives(steps []*step, root bool) []*step {
 			if isInfix(s, op) {
 				parts = append(parts, cur)
 				cur = []*step{}
+				if len(s.labels) > 0 {
+					cur = append(cur, &step{op: "identity", labels: s.labels, run: runIdentity})
+				}
 				continue
 			}
 			cur = append(cur, s)
