@@ -147,10 +147,14 @@ type Result struct {
 	NotBefore time.Time
 	// Note says why nothing was proposed, or what was done.
 	Note string
-	// Downgrade: a budget moved the content to a cheaper tier ("rich→cheap: reason").
+	// Downgrade: a budget moved the content to a cheaper tier ("rich→cheap: reason"), or
+	// refused every tier ("every tier refused: reason"; the content is then fallback content,
+	// whose player-facing reason names no budget). For operators only: the proposal's
+	// downgrade header, which worldgate trace shows.
 	Downgrade string
 	// Outcome is the request's final outcome when this decision ends it (a refused move, a
-	// proposal refused for good); published to the OUTCOMES stream.
+	// proposal refused for good, an event the role decided not to act on); published to the
+	// OUTCOMES stream.
 	Outcome *events.Outcome
 }
 
@@ -225,11 +229,13 @@ func (a *Agent) Handle(ctx context.Context, role roles.Role, env *events.Envelop
 		return a.resolveMove(ctx, role, env, in)
 	}
 	if role.Kind == events.KindAmbience {
-		if note := a.freshAmbience(ctx, role, in.LocationID); note != "" {
+		if note, fresh := a.freshAmbience(ctx, role, in.LocationID); note != "" {
 			a.m.tasks.WithLabelValues(role.Name, "skipped").Inc()
 			a.logger(ctx).Info(telemetry.PromptSkipped, "correlationId", env.CorrelationID, telemetry.DimRole, role.Name,
 				telemetry.DimPurpose, string(role.Purpose), "locationId", in.LocationID, "reason", note)
-			return &Result{Note: note}, nil
+			// Not acting is a decision too: whoever awaits the event learns it, and when the
+			// place may get new ambience, instead of waiting for nothing.
+			return &Result{Note: note, Outcome: events.SkippedOutcome(env, role.Name, in.LocationID, events.CodeAmbienceFresh, note, fresh, a.cfg.Now())}, nil
 		}
 	}
 	// The input rail: the player's words are moderated before any model reads them.
@@ -454,9 +460,7 @@ func (a *Agent) callModel(ctx context.Context, t *task, req *llm.Request) (*turn
 		case llm.KindInvalidOutput:
 			cause = CauseInvalidOutput
 		case llm.KindBudget:
-			a.logger(ctx).Warn(telemetry.BudgetRefused, "correlationId", env.CorrelationID, telemetry.DimRole, role.Name,
-				telemetry.DimPurpose, string(role.Purpose), telemetry.DimBudgetReason, err.Error())
-			done, err := a.fallback(ctx, t, CauseBudget, "the spending budgets refused every model tier: "+err.Error())
+			done, err := a.budgetFallback(ctx, t, err)
 			return nil, done, err
 		}
 		done, err := a.fallback(ctx, t, cause, "the model failed after the provider layer's retries: "+err.Error())
@@ -473,6 +477,29 @@ func (a *Agent) callModel(ctx context.Context, t *task, req *llm.Request) (*turn
 		}
 	}
 	return &turn{Text: resp.Text, ToolCalls: resp.ToolCalls, Provider: resp.Provider, Model: resp.Model}, nil, nil
+}
+
+// BudgetFallbackReason is the reason fallback content carries when no model call could be
+// paid for. It reaches the player (the outcome's fallbackReason), so it says what the player
+// may do and names no budget, amount, actor or strike: the refusal itself is for operators,
+// in the log (Prompt.Budget.Refused), the proposal's downgrade header (worldgate trace) and
+// the metrics (worldgate_budget_refusals_total{budget,reason}).
+const BudgetFallbackReason = "no model answer can be paid for right now; try again later"
+
+// budgetFallback ends a task whose model call a budget refused: the refusal goes to the
+// operators, the player gets fallback content with BudgetFallbackReason.
+func (a *Agent) budgetFallback(ctx context.Context, t *task, refusal error) (*Result, error) {
+	a.logger(ctx).Warn(telemetry.BudgetRefused, "correlationId", t.env.CorrelationID, telemetry.DimRole, t.role.Name,
+		telemetry.DimPurpose, string(t.role.Purpose), telemetry.DimBudgetReason, refusal.Error())
+	detail := "every tier refused: " + refusal.Error()
+	if t.downgrade != "" {
+		detail = t.downgrade + "; then " + detail
+	}
+	if len(detail) > 960 {
+		detail = detail[:960] + "…"
+	}
+	t.downgrade = detail
+	return a.fallback(ctx, t, CauseBudget, BudgetFallbackReason)
 }
 
 // account adds a model call's usage, cost and latency to the task.
@@ -497,6 +524,11 @@ func (a *Agent) checkAnswer(ctx context.Context, t *task, req *llm.Request, c *c
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, nil, ctx.Err()
+			}
+			if llm.KindOf(err) == llm.KindBudget {
+				// The repair is a paid call of its own, which a budget may refuse.
+				done, err := a.budgetFallback(ctx, t, err)
+				return nil, done, err
 			}
 			done, err := a.fallback(ctx, t, CauseLLMError, "the repair reprompt failed: "+err.Error())
 			return nil, done, err
@@ -815,6 +847,7 @@ func (a *Agent) fallback(ctx context.Context, t *task, cause, reason string) (*R
 	if err != nil {
 		return nil, err
 	}
+	res.Downgrade = t.downgrade
 	a.m.fallbacks.WithLabelValues(string(t.role.Purpose), cause).Inc()
 	a.m.toolCalls.WithLabelValues(string(t.role.Purpose)).Observe(float64(t.executed))
 	a.m.tasks.WithLabelValues(t.role.Name, "fallback").Inc()

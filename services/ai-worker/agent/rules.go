@@ -104,21 +104,21 @@ type recentEvents struct {
 }
 
 // freshAmbience reports (as a reason) that the location's ambience was committed recently
-// enough that it needs none; "" means generate. It is one policy read before the task, not a
-// call on the model's behalf; if it fails, ambience is generated (the dedup gate still stops
-// a near-copy).
-func (a *Agent) freshAmbience(ctx context.Context, role roles.Role, locationID string) string {
+// enough that it needs none, and how long it stays fresh; "" means generate. It is one policy
+// read before the task, not a call on the model's behalf; if it fails, ambience is generated
+// (the dedup gate still stops a near-copy).
+func (a *Agent) freshAmbience(ctx context.Context, role roles.Role, locationID string) (string, time.Duration) {
 	if a.cfg.AmbienceFreshFor < 0 || !role.Allows("list-recent-events") {
-		return ""
+		return "", 0
 	}
 	res, err := a.cfg.Tools.Call(ctx, "list-recent-events", map[string]any{"entityId": locationID, "limit": 20})
 	if err != nil {
 		a.logger(ctx).Debug("ambience freshness check failed; generating", "locationId", locationID, "error", err.Error())
-		return ""
+		return "", 0
 	}
 	var out recentEvents
 	if err := res.Decode(&out); err != nil {
-		return ""
+		return "", 0
 	}
 	now := a.cfg.Now()
 	for _, e := range out.Events {
@@ -126,9 +126,10 @@ func (a *Agent) freshAmbience(ctx context.Context, role roles.Role, locationID s
 			continue
 		}
 		at, err := time.Parse(time.RFC3339Nano, e.CommittedUtc)
-		if err == nil && now.Sub(at) < a.cfg.AmbienceFreshFor {
-			return fmt.Sprintf("%s has ambience committed %s ago (fresh for %s)", locationID, now.Sub(at).Round(time.Second), a.cfg.AmbienceFreshFor)
+		if age := now.Sub(at); err == nil && age < a.cfg.AmbienceFreshFor {
+			return fmt.Sprintf("%s has ambience committed %s ago (fresh for %s): none is generated until then", locationID, age.Round(time.Second), a.cfg.AmbienceFreshFor),
+				a.cfg.AmbienceFreshFor - age
 		}
 	}
-	return ""
+	return "", 0
 }

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -220,12 +221,38 @@ func (w *Worker) triggerHandler(r roles.Role) message.HandlerFunc {
 		if err := w.checkTime(env); err != nil {
 			return nil, w.refuseEvent(m, r, err)
 		}
+		// The role reads the payload of its trigger type: an event of another type on this
+		// role's subject would fail on every delivery and be dead-lettered unanswered.
+		if env.Type != r.Trigger {
+			return nil, w.refuseEvent(m, r, fmt.Errorf("the %s event %s was published on %s, the subject of %s events: publish each event on its own type's subject (events.Publish does)",
+				env.Type, env.EventID, m.Metadata.Get(runtime.MetaSubject), r.Trigger))
+		}
 		res, err := w.agent.Handle(m.Context(), r, env)
 		if err != nil {
-			return nil, err
+			return nil, w.giveUp(m, r, env, err)
 		}
 		return toMessages(res)
 	}
+}
+
+// giveUp is err as the trigger handler returns it: on the last delivery (or when err is
+// permanent) the trigger is dead-lettered, and whoever awaits the event gets a refused Outcome
+// (code GAVE_UP, transient: publishing it again later may succeed) instead of silence.
+func (w *Worker) giveUp(m *message.Message, r roles.Role, env *events.Envelope, err error) error {
+	limit, _ := strconv.Atoi(m.Metadata.Get(runtime.MetaMaxDeliver))
+	n := runtime.Deliveries(m)
+	if !runtime.IsPermanent(err) && (limit <= 0 || n < limit) {
+		return err
+	}
+	o := events.RequestRefused(env, r.Name, "", events.CodeGaveUp,
+		fmt.Sprintf("Worldgate's %s role could not act on this %s event after %d attempts, so nothing was done; publish it again later (operators find why in deadletter.%s).",
+			r.Name, env.Type, n, r.Durable()), w.d.Now())
+	o.Refusal.Transient = true
+	om, oerr := runtime.OutcomeMessage(o)
+	if oerr != nil {
+		return err
+	}
+	return runtime.PermanentWith(err, om)
 }
 
 // refuseEvent dead-letters a trigger that role r will not act on, and publishes first the

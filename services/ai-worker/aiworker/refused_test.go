@@ -51,7 +51,22 @@ func TestRefusedEventsAreAnswered(t *testing.T) {
 	spoof := mk(bob, time.Now())
 	send(spoof, spoof.IdempotencyKey)
 
-	want := map[string]string{wrongID.EventID: "Nats-Msg-Id", future.EventID: "in the future", spoof.EventID: "player:bob"}
+	// A Player.Moved on the npc-dialogue role's subject: that role cannot read it (it failed
+	// on every delivery and was dead-lettered unanswered).
+	moved, err := events.NewEnvelope(events.PlayerMoved, "test", ada, events.PlayerMovedPayload{PlayerID: ada.ID, FromLocationID: "loc:square", ToLocationID: "loc:gate", Direction: "north"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := json.Marshal(moved)
+	misrouted := nats.NewMsg(events.Subject(events.PlayerSpokeToNPC))
+	misrouted.Data = raw
+	misrouted.Header.Set(events.HeaderMsgID, moved.IdempotencyKey)
+	if _, err := s.nats.JS.PublishMsg(ctx, misrouted); err != nil {
+		t.Fatal(err)
+	}
+
+	want := map[string]string{wrongID.EventID: "Nats-Msg-Id", future.EventID: "in the future", spoof.EventID: "player:bob",
+		moved.EventID: "the subject of Player.SpokeToNPC events"}
 	got := map[string]*events.Outcome{}
 	natstest.WaitFor(t, 20*time.Second, "a refused outcome for each refused event", func() bool {
 		st, err := s.nats.JS.Stream(ctx, events.StreamOutcomes)
@@ -86,13 +101,13 @@ func TestRefusedEventsAreAnswered(t *testing.T) {
 		}
 	}
 	// And each is still dead-lettered with its reason.
-	natstest.WaitFor(t, 10*time.Second, "three dead letters", func() bool {
+	natstest.WaitFor(t, 10*time.Second, "four dead letters", func() bool {
 		st, err := s.nats.JS.Stream(ctx, events.StreamDLQ)
 		if err != nil {
 			return false
 		}
 		info, err := st.Info(ctx)
-		return err == nil && info.State.Msgs >= 3
+		return err == nil && info.State.Msgs >= 4
 	})
 	// Nothing was proposed for them.
 	if ps := s.proposals(schemaSubject); len(ps) != 0 {
