@@ -554,7 +554,7 @@ func onCreateMap(search, create *gb.Map, what string) (*gb.Map, error) {
 	}
 	for _, e := range create.Entries {
 		if v, ok := search.Get(e.Key); ok {
-			if !equal(v, e.Value) {
+			if !mergeEqual(v, e.Value) {
 				return nil, evalErr("option(onCreate) cannot override values from merge() argument: (%s, %s)", gremlinString(e.Key), gremlinString(e.Value))
 			}
 			continue
@@ -724,41 +724,70 @@ func runMergeV(ec *execCtx, s *step, in []*trav) ([]*trav, error) {
 	return out, nil
 }
 
+// mergeEndpoint resolves a Direction.OUT/IN value of a mergeE() map to a
+// vertex: Merge.outV/inV (the option's traversal or value: a vertex, or a map
+// the vertex must match), a vertex, or a vertex id. A vertex id that does
+// not exist resolves to nil (the search then matches nothing and creating
+// the edge fails, as in TinkerPop).
 func (ec *execCtx) mergeEndpoint(s *step, t *trav, v any, which string) (*graph.Vertex, error) {
 	if e, ok := v.(gb.Enum); ok && e.Type == gb.TypeMerge {
 		o, ok := s.option(e.Name)
 		if !ok {
-			return nil, evalErr("mergeE(): Merge.%s used without option(Merge.%s, ...)", e.Name, e.Name)
+			return nil, evalErr("option(%s) must be specified if it is used for %s", e.Name, which)
 		}
-		m, err := ec.mergeMap(o, t, "option(Merge."+e.Name+")")
-		if err != nil {
-			return nil, err
-		}
-		if m == nil {
-			return nil, evalErr("mergeE(): option(Merge.%s) produced no map", e.Name)
-		}
-		var found *graph.Vertex
-		for _, cand := range ec.g.Vertices() {
-			if vertexMatches(cand, m) {
-				if found != nil {
-					return nil, evalErr("mergeE(): option(Merge.%s) matched more than one vertex", e.Name)
-				}
-				found = cand
+		r := o
+		if c, isTrav := o.(*Traversal); isTrav {
+			first, ok, err := ec.first(c, t)
+			if err != nil {
+				return nil, err
 			}
+			if !ok {
+				return nil, evalErr("Could not resolve vertex for option(%s)", e.Name)
+			}
+			r = first
 		}
-		if found == nil {
-			return nil, evalErr("mergeE(): option(Merge.%s) matched no vertex", e.Name)
+		switch x := r.(type) {
+		case *graph.Vertex:
+			return x, nil
+		case *gb.Vertex:
+			if gv := ec.g.Vertex(x.ID); gv != nil {
+				return gv, nil
+			}
+			return nil, evalErr("Vertex could not be resolved from mergeE: v[%v]", x.ID)
+		case *gb.Map:
+			var found *graph.Vertex
+			for _, cand := range ec.g.Vertices() {
+				if vertexMatches(cand, x) {
+					if found != nil {
+						return nil, evalErr("mergeE(): option(Merge.%s) matched more than one vertex", e.Name)
+					}
+					found = cand
+				}
+			}
+			if found == nil {
+				return nil, evalErr("mergeE(): option(Merge.%s) matched no vertex", e.Name)
+			}
+			return found, nil
 		}
-		return found, nil
+		return nil, evalErr("Vertex could not be resolved from mergeE: %s", gremlinString(r))
 	}
 	if gv, ok := v.(*graph.Vertex); ok {
 		return gv, nil
 	}
-	gv := ec.g.Vertex(idArg(v))
-	if gv == nil {
-		return nil, evalErr("mergeE(): %s vertex %v does not exist", which, idArg(v))
+	return ec.g.Vertex(idArg(v)), nil
+}
+
+// mergeEqual is Objects.equals for merge map values: elements are equal
+// when their ids are.
+func mergeEqual(a, b any) bool {
+	switch a.(type) {
+	case *gb.Vertex, *graph.Vertex, *gb.Edge, *graph.Edge:
+		switch b.(type) {
+		case *gb.Vertex, *graph.Vertex, *gb.Edge, *graph.Edge:
+			return equal(idArg(a), idArg(b))
+		}
 	}
-	return gv, nil
+	return equal(a, b)
 }
 
 func edgeMatches(e *graph.Edge, m *gb.Map, out, in *graph.Vertex) bool {
@@ -822,18 +851,24 @@ func runMergeE(ec *execCtx, s *step, in []*trav) ([]*trav, error) {
 			return nil, err
 		}
 		var outV, inV *graph.Vertex
+		// missing: a Direction names a vertex id that does not exist, so
+		// no edge matches.
+		missing := false
 		if v, ok := search.Get(dirOut); ok {
 			if outV, err = ec.mergeEndpoint(s, t, v, "OUT"); err != nil {
 				return nil, err
 			}
+			missing = outV == nil
 		}
 		if v, ok := search.Get(dirIn); ok {
 			if inV, err = ec.mergeEndpoint(s, t, v, "IN"); err != nil {
 				return nil, err
 			}
+			missing = missing || inV == nil
 		}
 		var matches []*graph.Edge
-		if id, ok := search.Get(tID); ok {
+		if missing {
+		} else if id, ok := search.Get(tID); ok {
 			if e := ec.g.Edge(idArg(id)); e != nil && edgeMatches(e, search, outV, inV) {
 				matches = []*graph.Edge{e}
 			}
@@ -867,18 +902,24 @@ func runMergeE(ec *execCtx, s *step, in []*trav) ([]*trav, error) {
 			if err != nil {
 				return nil, err
 			}
-			if v, ok := full.Get(dirOut); ok && outV == nil {
-				if outV, err = ec.mergeEndpoint(s, t, v, "OUT"); err != nil {
+			for _, d := range []struct {
+				key  gb.Enum
+				v    **graph.Vertex
+				name string
+			}{{dirOut, &outV, "Out"}, {dirIn, &inV, "In"}} {
+				v, ok := full.Get(d.key)
+				if !ok {
+					return nil, evalErr("%s Vertex not specified in onCreate - edge cannot be created", d.name)
+				}
+				if *d.v != nil {
+					continue
+				}
+				if *d.v, err = ec.mergeEndpoint(s, t, v, d.key.Name); err != nil {
 					return nil, err
 				}
-			}
-			if v, ok := full.Get(dirIn); ok && inV == nil {
-				if inV, err = ec.mergeEndpoint(s, t, v, "IN"); err != nil {
-					return nil, err
+				if *d.v == nil {
+					return nil, evalErr("Vertex id could not be resolved from mergeE: %s", gremlinString(idArg(v)))
 				}
-			}
-			if outV == nil || inV == nil {
-				return nil, evalErr("mergeE(): creating an edge needs Direction.OUT and Direction.IN")
 			}
 			var id any
 			label := "edge"
