@@ -211,6 +211,24 @@ func strArgs(s *step) ([]string, error) {
 	return out, nil
 }
 
+// propertyKeys are the property keys of values()/properties()/valueMap()/
+// elementMap(): a null key names no property (TinkerPop ignores it), so
+// only null keys (none) select no property at all, where no keys select all.
+func propertyKeys(op string, args []any) (keys []string, none bool, err error) {
+	keys = make([]string, 0, len(args))
+	for _, a := range args {
+		if a == nil {
+			continue
+		}
+		k, ok := a.(string)
+		if !ok {
+			return nil, false, evalErr("%s() expects property keys (strings), got %s", op, describe(a))
+		}
+		keys = append(keys, k)
+	}
+	return keys, len(args) > 0 && len(keys) == 0, nil
+}
+
 func scopeLocal(args []any) ([]any, bool) {
 	if len(args) > 0 {
 		if e, ok := args[0].(gb.Enum); ok && e.Type == gb.TypeScope {

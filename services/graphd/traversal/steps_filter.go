@@ -51,6 +51,10 @@ func runHas(ec *execCtx, s *step, in []*trav) ([]*trav, error) {
 		label = &l
 		args = args[1:]
 	}
+	if len(args) > 0 && len(args) <= 2 && args[0] == nil {
+		// a null key names no property: nothing has it
+		return nil, nil
+	}
 	if len(args) == 1 {
 		switch k := args[0].(type) {
 		case string:

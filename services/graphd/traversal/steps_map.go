@@ -16,8 +16,8 @@ import (
 // ---- maps ----
 
 func runValues(ec *execCtx, s *step, in []*trav) ([]*trav, error) {
-	keys, err := strArgs(s)
-	if err != nil {
+	keys, none, err := propertyKeys(s.op, s.args)
+	if err != nil || none {
 		return nil, err
 	}
 	var out []*trav
@@ -74,8 +74,8 @@ func runValues(ec *execCtx, s *step, in []*trav) ([]*trav, error) {
 }
 
 func runProperties(ec *execCtx, s *step, in []*trav) ([]*trav, error) {
-	keys, err := strArgs(s)
-	if err != nil {
+	keys, none, err := propertyKeys(s.op, s.args)
+	if err != nil || none {
 		return nil, err
 	}
 	var out []*trav
@@ -139,13 +139,9 @@ func runValueMap(ec *execCtx, s *step, in []*trav) ([]*trav, error) {
 		}
 		includeID, includeLabel = bits&1 != 0, bits&2 != 0
 	}
-	keys := make([]string, 0, len(args))
-	for _, a := range args {
-		k, ok := a.(string)
-		if !ok {
-			return nil, evalErr("valueMap() expects property keys")
-		}
-		keys = append(keys, k)
+	keys, none, err := propertyKeys("valueMap", args)
+	if err != nil {
+		return nil, err
 	}
 	var out []*trav
 	for _, t := range in {
@@ -165,7 +161,7 @@ func runValueMap(ec *execCtx, s *step, in []*trav) ([]*trav, error) {
 		default:
 			return nil, evalErr("valueMap() requires an element, got %s", describe(t.obj))
 		}
-		if len(keys) > 0 {
+		if len(keys) > 0 || none {
 			ks = keys
 		}
 		if includeID {
@@ -216,7 +212,7 @@ func refMap(v *graph.Vertex) *gb.Map {
 }
 
 func runElementMap(ec *execCtx, s *step, in []*trav) ([]*trav, error) {
-	keys, err := strArgs(s)
+	keys, none, err := propertyKeys(s.op, s.args)
 	if err != nil {
 		return nil, err
 	}
@@ -235,7 +231,7 @@ func runElementMap(ec *execCtx, s *step, in []*trav) ([]*trav, error) {
 		default:
 			return nil, evalErr("elementMap() requires an element, got %s", describe(t.obj))
 		}
-		if len(keys) > 0 {
+		if len(keys) > 0 || none {
 			ks = keys
 		}
 		for _, k := range ks {
