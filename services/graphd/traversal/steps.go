@@ -43,7 +43,7 @@ func init() {
 		"combine": runListOp, "merge": runListOp, "difference": runListOp, "intersect": runListOp,
 		"disjunct": runListOp, "product": runListOp, "conjoin": runConjoin,
 		"any": runAnyAll, "all": runAnyAll, "reverse": runReverse, "index": runIndex,
-		"coin": runCoin, "sample": runSample, "math": runMath, "match": runMatch,
+		"coin": runCoin, "sample": runSample, "math": runMath, "match": runMatch, "call": runCall,
 		"asDate": runAsDate, "dateAdd": runDateAdd, "dateDiff": runDateDiff,
 	}
 }

@@ -571,6 +571,8 @@ func validate(s *step) error {
 		s.args = []any{e}
 	case "match":
 		return compileMatch(s)
+	case "call":
+		return validateCall(s)
 	case "where":
 		for _, a := range s.args {
 			if c, ok := a.(*Traversal); ok && !whereLabelsOK(c) {
@@ -833,7 +835,7 @@ func (t *Traversal) ExecuteBulk(ctx context.Context, g *graph.Graph, tx *graph.T
 		return nil, nil, nil
 	}
 	if !startSteps[t.steps[0].op] {
-		return nil, nil, evalErr("a traversal must start with V(), E(), addV(), addE(), mergeV(), mergeE(), inject() or union(), not %s()", t.steps[0].op)
+		return nil, nil, evalErr("a traversal must start with V(), E(), addV(), addE(), mergeV(), mergeE(), inject(), union() or call(), not %s()", t.steps[0].op)
 	}
 	out, err := ec.run(t, []*trav{{}})
 	if err != nil {
@@ -855,7 +857,7 @@ func (t *Traversal) ExecuteBulk(ctx context.Context, g *graph.Graph, tx *graph.T
 	return vals, bulks, nil
 }
 
-var startSteps = map[string]bool{"V": true, "E": true, "addV": true, "addE": true, "mergeV": true, "mergeE": true, "inject": true, "union": true}
+var startSteps = map[string]bool{"V": true, "E": true, "addV": true, "addE": true, "mergeV": true, "mergeE": true, "inject": true, "union": true, "call": true}
 
 func (ec *execCtx) run(t *Traversal, in []*trav) ([]*trav, error) {
 	cur := in
