@@ -1,13 +1,17 @@
 package console_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os/exec"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/worldgate/worldgate/events"
 	"github.com/worldgate/worldgate/services/edge/console"
@@ -129,5 +133,58 @@ func TestConsoleKeyOnlyForItsOwnPage(t *testing.T) {
 	noKey.ServeHTTP(rec, httptest.NewRequest("GET", "/play/config.json", nil))
 	if rec.Code != 404 {
 		t.Fatalf("a console without a key: %d", rec.Code)
+	}
+}
+
+// The console shows every outcome kind for what it sent, a skipped one with its reason and when
+// to ask again, instead of leaving the event "sent" for ever (issue 40 item 3). The page's own
+// script runs under Node with a minimal DOM (skipped where Node is not installed).
+func TestConsoleShowsEveryOutcomeKind(t *testing.T) {
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Skip("node is not installed")
+	}
+	env, err := events.NewEnvelope(events.PlayerMoved, "play-console", events.Actor{Kind: "player", ID: "player:ana"},
+		events.PlayerMovedPayload{PlayerID: "player:ana", FromLocationID: "loc:ash-gate", ToLocationID: "loc:tavern", Direction: "east"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	skipped := events.SkippedOutcome(env, "ambience", "loc:tavern", events.CodeAmbienceFresh,
+		"loc:tavern has ambience committed 1m0s ago (fresh for 10m0s): none is generated until then", 9*time.Minute, time.Now())
+	refused := events.RequestRefused(env, "world-rules", "loc:ash-gate", events.CodeMoveRefused, "loc:ash-gate has no exit west", time.Now())
+	refused.EventID = "0190a8f0-0000-7000-8000-000000000002"
+	in, _ := json.Marshal([]*events.Outcome{skipped, refused})
+	cmd := exec.Command(node, "testdata/show.js", "static/app.js")
+	cmd.Stdin = bytes.NewReader(in)
+	out, err := cmd.Output()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			t.Fatalf("node: %v\n%s", err, ee.Stderr)
+		}
+		t.Fatal(err)
+	}
+	var page struct {
+		Feed []struct {
+			Text string `json:"text"`
+			Cls  string `json:"cls"`
+		} `json:"feed"`
+		Journeys []string `json:"journeys"`
+	}
+	if err := json.Unmarshal(out, &page); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if len(page.Feed) != 2 || page.Feed[1].Cls != "skipped" || !strings.Contains(page.Feed[1].Text, "skipped: loc:tavern has ambience committed") ||
+		!strings.Contains(page.Feed[1].Text, "ask again after") || page.Feed[0].Cls != "refused" {
+		t.Fatalf("feed %+v; want the skip with its reason and the refusal", page.Feed)
+	}
+	var journey string
+	for _, j := range page.Journeys {
+		if strings.Contains(j, "ambience") {
+			journey = j
+		}
+	}
+	if !strings.Contains(journey, "skipped — ambience") || !strings.Contains(journey, "AMBIENCE_FRESH") {
+		t.Fatalf("journeys %q; want the skipped event's journey to say so", page.Journeys)
 	}
 }

@@ -419,10 +419,51 @@ func TestLongPollOutcome(t *testing.T) {
 		t.Fatalf("long poll: %d %+v", resp.StatusCode, out)
 	}
 	resp.Body.Close()
-	// Another actor's event is invisible to ada's key: it waits, then 204.
+	// Another actor's outcome is invisible to ada's key: to it, the event is unknown.
 	bo := publishOutcome(t, e, "player:bo", "nope")
-	if resp := e.do(t, "GET", "/v1/events/"+bo.EventID+"/outcome?wait=0.3", adaKey, "", ""); resp.StatusCode != 204 {
-		t.Fatalf("other actor's outcome: %d", resp.StatusCode)
+	if p := readProblem(t, e.do(t, "GET", "/v1/events/"+bo.EventID+"/outcome?wait=0.3", adaKey, "", "")); p.Status != 404 {
+		t.Fatalf("other actor's outcome: %+v", p)
+	}
+	// Pending, skipped and unknown are told apart (issue 40 item 3). A stored event with no
+	// outcome yet: 204, ask again.
+	ctx := context.Background()
+	_, pending := envelopeJSON(t, "player:ada")
+	if _, err := events.Publish(ctx, e.nats.JS, pending); err != nil {
+		t.Fatal(err)
+	}
+	if resp := e.do(t, "GET", "/v1/events/"+pending.EventID+"/outcome?wait=0.5", adaKey, "", ""); resp.StatusCode != 204 || resp.Header.Get("Retry-After") != "0" {
+		t.Fatalf("pending event: %d, want 204 with Retry-After 0", resp.StatusCode)
+	}
+	// The same event, which the role decided not to act on: 200, skipped, with the reason.
+	skip := events.SkippedOutcome(pending, "ambience", "loc:tavern", events.CodeAmbienceFresh, "loc:tavern has fresh ambience", time.Minute, time.Now())
+	b, _ := skip.Encode()
+	if _, err := e.nats.JS.Publish(ctx, skip.Subject(), b); err != nil {
+		t.Fatal(err)
+	}
+	resp = e.do(t, "GET", "/v1/events/"+pending.EventID+"/outcome?wait=5", adaKey, "", "")
+	out = edge.OutcomeResponse{}
+	if resp.StatusCode != 200 || json.NewDecoder(resp.Body).Decode(&out) != nil || out.Outcomes[0].Kind != events.OutcomeSkipped ||
+		out.Outcomes[0].Skip.Reason != "loc:tavern has fresh ambience" || out.Outcomes[0].Skip.RetryAfter != 60 {
+		t.Fatalf("skipped event: %d %+v", resp.StatusCode, out)
+	}
+	resp.Body.Close()
+	// An event never published: 404 at once, whatever the wait, with a sentence.
+	_, never := envelopeJSON(t, "player:ada")
+	began := time.Now()
+	p := readProblem(t, e.do(t, "GET", "/v1/events/"+never.EventID+"/outcome?wait=20", adaKey, "", ""))
+	if p.Status != 404 || len(p.Errors) == 0 || p.Errors[0].Field != "id" || !strings.Contains(p.Errors[0].Message, "never published") || time.Since(began) > 5*time.Second {
+		t.Fatalf("unknown event: %+v after %s, want 404 at once naming id", p, time.Since(began))
+	}
+	// Bo's stored event is unknown to ada's key too (no leak of who played what).
+	_, bos := envelopeJSON(t, "player:bo")
+	if _, err := events.Publish(ctx, e.nats.JS, bos); err != nil {
+		t.Fatal(err)
+	}
+	if p := readProblem(t, e.do(t, "GET", "/v1/events/"+bos.EventID+"/outcome?wait=0.5", adaKey, "", "")); p.Status != 404 {
+		t.Fatalf("bo's event through ada's key: %+v", p)
+	}
+	if resp := e.do(t, "GET", "/v1/events/"+bos.EventID+"/outcome?wait=0.3", allKey, "", ""); resp.StatusCode != 204 {
+		t.Fatalf("bo's event through a key that reads all: %d, want 204 (pending)", resp.StatusCode)
 	}
 	for _, c := range []struct{ path, field string }{
 		{"/v1/events/not-a-uuid/outcome", "id"},

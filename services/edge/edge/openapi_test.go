@@ -14,6 +14,7 @@ import (
 	"github.com/getkin/kin-openapi/openapi3filter"
 	"github.com/getkin/kin-openapi/routers/legacy"
 
+	"github.com/worldgate/worldgate/events"
 	"github.com/worldgate/worldgate/services/edge/edge"
 )
 
@@ -55,6 +56,16 @@ func TestOpenAPIDocumentMatchesTheHandlers(t *testing.T) {
 	b, _ := json.Marshal(other)
 	reused := string(b)
 	o := publishOutcome(t, e, "player:ada", "no exit west")
+	_, never := envelopeJSON(t, "player:ada") // never published: unknown
+	_, skipped := envelopeJSON(t, "player:ada")
+	if _, err := events.Publish(context.Background(), e.nats.JS, skipped); err != nil {
+		t.Fatal(err)
+	}
+	skip := events.SkippedOutcome(skipped, "npc-dialogue", "loc:tavern", "TEST_SKIP", "not acted on", time.Minute, time.Now())
+	sb, _ := skip.Encode()
+	if _, err := e.nats.JS.Publish(context.Background(), skip.Subject(), sb); err != nil {
+		t.Fatal(err)
+	}
 	exercised := map[string]bool{}
 	type call struct {
 		method, path, key, ct, body string
@@ -75,6 +86,8 @@ func TestOpenAPIDocumentMatchesTheHandlers(t *testing.T) {
 		{"GET", "/v1/events/" + env.EventID + "/outcome?wait=0.2", allKey, "", "", nil, true, false},
 		{"GET", "/v1/events/" + env.EventID + "/outcome?wait=0", allKey, "", "", nil, true, false},
 		{"GET", "/v1/events/nope/outcome", allKey, "", "", nil, false, false},
+		{"GET", "/v1/events/" + never.EventID + "/outcome?wait=1", allKey, "", "", nil, true, false},
+		{"GET", "/v1/events/" + skipped.EventID + "/outcome?wait=2", allKey, "", "", nil, true, false},
 		{"GET", "/v1/outcomes?kind=refused&actor=player:ada&after=0", allKey, "", "", nil, true, true},
 		{"GET", "/v1/outcomes?kind=maybe", allKey, "", "", nil, false, false},
 		{"GET", "/v1/outcomes", adaKey, "", "", []string{"Last-Event-ID", "1"}, true, true},

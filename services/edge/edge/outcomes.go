@@ -33,7 +33,7 @@ func watchOptions(r *http.Request, k *key, allowed []string) (events.WatchOption
 	var o events.WatchOptions
 	for _, v := range q["kind"] {
 		if !slices.Contains(events.OutcomeKinds(), events.OutcomeKind(v)) {
-			errs = append(errs, fieldError{Field: "kind", Message: fmt.Sprintf("%q is not an outcome kind: use committed, fallback or refused", v)})
+			errs = append(errs, fieldError{Field: "kind", Message: fmt.Sprintf("%q is not an outcome kind: use committed, fallback, refused or skipped", v)})
 		}
 		o.Kinds = append(o.Kinds, events.OutcomeKind(v))
 	}
@@ -263,12 +263,19 @@ type OutcomeResponse struct {
 	Outcomes []*events.Outcome `json:"outcomes"`
 }
 
-// answerNow is how long a long poll with wait=0 reads what is stored before it answers.
+// answerNow is how long a long poll with wait=0 reads what is stored before it answers, and
+// how long one about an event stream WORLD does not hold waits for a stored outcome first.
 const answerNow = 300 * time.Millisecond
 
-// outcome long-polls the final outcome of one event: 200 with it as soon as it is decided (or
-// at once if it was already), 204 when wait seconds pass first (ask again). wait=0 answers
-// now: 200 with the outcome stored, or 204.
+// outcome long-polls the final outcome of one event. Every event the agents consume gets one
+// (committed, fallback, refused, or skipped: the role decided not to act on it), so:
+//   - 200 with the outcome as soon as it is decided (or at once if it was already);
+//   - 204 when wait seconds pass first: the event is stored (or cannot be looked up now) and
+//     still pending: ask again (Retry-After: 0);
+//   - 404 when stream WORLD holds no event with this id that the key may read (never
+//     published, or not yet: poll after the publish is acknowledged) and no outcome is stored.
+//
+// wait=0 answers now: 200 with the outcome stored, else 204 or 404.
 func (s *Server) outcome(w http.ResponseWriter, r *http.Request, k *key) {
 	id := r.PathValue("id")
 	u, err := uuid.Parse(id)
@@ -300,6 +307,7 @@ func (s *Server) outcome(w http.ResponseWriter, r *http.Request, k *key) {
 		writeProblem(w, status(errs), "invalid_request", "invalid outcome request", errs...)
 		return
 	}
+	start := time.Now()
 	// The event id is a UUIDv7: it carries the time it was made. Outcomes come after it.
 	sec, nsec := u.Time().UnixTime()
 	opts.Since = time.Unix(sec, nsec).Add(-2 * time.Second)
@@ -314,20 +322,67 @@ func (s *Server) outcome(w http.ResponseWriter, r *http.Request, k *key) {
 	defer watch.Close()
 	ctx, cancel := s.deadline(r.Context(), max(wait, answerNow))
 	defer cancel()
-	for {
-		d, err := watch.Next(ctx)
-		switch {
-		case s.refuse(err):
-			continue
-		case err != nil && ctx.Err() != nil:
-			w.Header().Set("Retry-After", "0")
-			w.WriteHeader(http.StatusNoContent)
-			return
-		case err != nil:
-			writeProblem(w, http.StatusServiceUnavailable, "unavailable", "the outcome stream failed; retry", fieldError{Field: "", Message: err.Error()})
+	type next struct {
+		d   events.Delivery
+		err error
+	}
+	decided := make(chan next, 1)
+	go func() {
+		for {
+			d, err := watch.Next(ctx)
+			if s.refuse(err) {
+				continue
+			}
+			decided <- next{d, err}
 			return
 		}
-		writeJSON(w, http.StatusOK, OutcomeResponse{EventID: id, Outcomes: []*events.Outcome{d.Outcome}})
-		return
+	}()
+	// Meanwhile: is there such an event at all? An event of an actor the key may not read is
+	// as unknown to it as one never published.
+	known := make(chan error, 1)
+	go func() {
+		e, err := events.FindEvent(ctx, s.cfg.JetStream, id)
+		if err == nil && len(opts.Actors) > 0 && !slices.Contains(opts.Actors, e.Actor.ID) {
+			err = events.ErrUnknownEvent
+		}
+		known <- err
+	}()
+	var unknown <-chan time.Time
+	isUnknown := false
+	for {
+		select {
+		case n := <-decided:
+			switch {
+			case n.err != nil && ctx.Err() != nil && isUnknown:
+				writeUnknown(w, id)
+			case n.err != nil && ctx.Err() != nil:
+				w.Header().Set("Retry-After", "0")
+				w.WriteHeader(http.StatusNoContent)
+			case n.err != nil:
+				writeProblem(w, http.StatusServiceUnavailable, "unavailable", "the outcome stream failed; retry", fieldError{Field: "", Message: n.err.Error()})
+			default:
+				writeJSON(w, http.StatusOK, OutcomeResponse{EventID: id, Outcomes: []*events.Outcome{n.d.Outcome}})
+			}
+			return
+		case err := <-known:
+			known = nil
+			if errors.Is(err, events.ErrUnknownEvent) {
+				// An outcome may outlive its event in WORLD: answer unknown only once the
+				// stored outcomes have had time to arrive.
+				isUnknown = true
+				unknown = time.After(time.Until(start.Add(answerNow / 2)))
+			} else if err != nil && ctx.Err() == nil {
+				s.cfg.Logger.Debug("cannot tell whether the event is stored; answering pending", "eventId", id, "err", err)
+			}
+		case <-unknown:
+			writeUnknown(w, id)
+			return
+		}
 	}
+}
+
+// writeUnknown is the long poll's answer about an event stream WORLD does not hold (for the key).
+func writeUnknown(w http.ResponseWriter, id string) {
+	writeProblem(w, http.StatusNotFound, "unknown_event", "unknown event",
+		fieldError{Field: "id", Message: fmt.Sprintf("Worldgate holds no world event %s that this key may read: it was never published (or not yet: ask after POST /v1/events or events.Publish is acknowledged), or it names another actor; nothing will be decided for it", id)})
 }

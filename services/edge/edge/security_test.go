@@ -79,7 +79,9 @@ func TestPlayerKeyActsOnlyForItsPlayer(t *testing.T) {
 	if status, _ := problemOf(t, e.do(t, "GET", "/v1/events/"+bo.EventID+"/outcome?actor=player:bo&wait=0", adaOnlyKey, "", "")); status != 403 {
 		t.Errorf("long poll of another player: %d", status)
 	}
-	if resp := e.do(t, "GET", "/v1/events/"+bo.EventID+"/outcome?wait=0.3", adaOnlyKey, "", ""); resp.StatusCode != 204 {
+	// Another player's event and outcome are unknown to a player key (404, as an event never
+	// published): the outcome is not delivered, nor is whether bo played.
+	if resp := e.do(t, "GET", "/v1/events/"+bo.EventID+"/outcome?wait=0.3", adaOnlyKey, "", ""); resp.StatusCode != 404 {
 		t.Errorf("another player's outcome reached a player key: %d", resp.StatusCode)
 	}
 	if _, o := s.outcome(t); o.OutcomeID != ada.OutcomeID {
@@ -214,6 +216,9 @@ func TestLongPollWaitZeroAnswersNow(t *testing.T) {
 	}
 	resp.Body.Close()
 	_, pending := envelopeJSON(t, "player:ada")
+	if _, err := events.Publish(context.Background(), e.nats.JS, pending); err != nil {
+		t.Fatal(err)
+	}
 	began := time.Now()
 	resp = e.do(t, "GET", "/v1/events/"+pending.EventID+"/outcome?wait=0", allKey, "", "")
 	resp.Body.Close()
@@ -222,6 +227,11 @@ func TestLongPollWaitZeroAnswersNow(t *testing.T) {
 	}
 	if took := time.Since(began); took > 5*time.Second {
 		t.Fatalf("wait=0 took %v", took)
+	}
+	// One never published is unknown, not pending.
+	_, never := envelopeJSON(t, "player:ada")
+	if p := readProblem(t, e.do(t, "GET", "/v1/events/"+never.EventID+"/outcome?wait=0", allKey, "", "")); p.Status != 404 {
+		t.Fatalf("wait=0 on an unknown event: %+v, want 404", p)
 	}
 }
 
@@ -255,6 +265,10 @@ func TestForgedOutcomeIsDroppedAndCounted(t *testing.T) {
 		if _, o := s.outcome(t); o.OutcomeID != genuine.OutcomeID {
 			t.Fatalf("%s delivered %s %q before the genuine outcome", name, o.Kind, o.Text())
 		}
+	}
+	// The event is stored, and the forgery is no outcome of it: still pending.
+	if _, err := events.Publish(context.Background(), e.nats.JS, req); err != nil {
+		t.Fatal(err)
 	}
 	if resp := e.do(t, "GET", "/v1/events/"+req.EventID+"/outcome?wait=0.5", adaKey, "", ""); resp.StatusCode != 204 {
 		b, _ := io.ReadAll(resp.Body)

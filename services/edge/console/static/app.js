@@ -70,6 +70,7 @@ function journey(id, label, what, o) {
     gates.append(el("span", `${h.gate} ${h.outcome}${h.code ? " " + h.code : ""} (${(h.durationMs || 0).toFixed(1)} ms)`, "gate-" + h.outcome));
   }
   if (o.refusal) gates.append(el("span", `refused by ${o.refusal.gate}: ${o.refusal.code} — ${o.refusal.reason}`, "gate-rejected"));
+  if (o.skip) gates.append(el("span", `not acted on by ${o.agentRole || "its role"}: ${o.skip.code} — ${o.skip.reason}${askAgain(o.skip)}`, "gate-skipped"));
   li.append(gates);
   if (j.attempt > 0) li.append(el("div", `reprompts: ${j.attempt}`));
   if (o.fallbackReason) li.append(el("div", `fallback used: ${o.fallbackReason}`, "fallback"));
@@ -82,6 +83,11 @@ function npcName(id) {
   return o ? o.name : id;
 }
 
+// askAgain says when a skipped request may be acted on again.
+function askAgain(skip) {
+  return skip.retryAtUtc ? ` (ask again after ${new Date(skip.retryAtUtc).toLocaleTimeString()})` : "";
+}
+
 function show(o) {
   const mine = state.pending.get(o.eventId);
   journey(o.eventId, mine ? mine.label : o.eventId, "", o);
@@ -89,8 +95,14 @@ function show(o) {
     say(`✗ ${o.refusal.gate} refused: ${o.refusal.reason}`, "refused");
     return;
   }
+  if (o.kind === "skipped") {
+    // The role decided not to act on the event: nothing more will come for it.
+    say(`· skipped: ${o.skip.reason}${askAgain(o.skip)}`, "skipped");
+    return;
+  }
   const p = (o.event && o.event.payload) || {};
   const cls = o.kind;
+  if (!o.event) { say(o.kind, cls); return; }
   switch (o.event.type) {
     case "NPCDialogueAccepted": say(`${npcName(p.npcId)}: “${p.line}”`, cls); break;
     case "AmbienceGenerated": say(`(${p.mood}) ${p.text}`, cls); break;
