@@ -793,11 +793,16 @@ func runSelect(ec *execCtx, s *step, in []*trav) ([]*trav, error) {
 			return out, nil
 		}
 	}
+	if len(args) == 1 {
+		if c, ok := args[0].(*Traversal); ok {
+			return ec.selectByTraversal(s, pop, c, in)
+		}
+	}
 	keys := make([]string, 0, len(args))
 	for _, a := range args {
 		k, ok := a.(string)
 		if !ok {
-			return nil, evalErr("select() takes step labels")
+			return nil, evalErr("select() takes step labels or one traversal")
 		}
 		keys = append(keys, k)
 	}
@@ -840,6 +845,47 @@ func runSelect(ec *execCtx, s *step, in []*trav) ([]*trav, error) {
 		}
 		if complete {
 			out = append(out, t.split(m))
+		}
+	}
+	return out, nil
+}
+
+// selectByTraversal is select([pop,] traversal) (TraversalSelectStep): the
+// traversal's first result is the key, looked up as Scoping does (a key of
+// the current map, Java's equals; a side effect or step label for a string);
+// no key or no such key filters the traverser.
+func (ec *execCtx) selectByTraversal(s *step, pop string, c *Traversal, in []*trav) ([]*trav, error) {
+	var out []*trav
+	for _, t := range in {
+		key, ok, err := ec.first(c, t)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			continue
+		}
+		var v any
+		found := false
+		if m, isMap := t.obj.(*gb.Map); isMap {
+			v, found = m.Get(key)
+		}
+		if k, isStr := key.(string); isStr && !found {
+			if _, isMap := t.obj.(*gb.Map); isMap {
+				// the map lacks the key: a side effect or step label
+				v, found = ec.selectOne(&trav{path: t.path, obj: nil}, pop, k)
+			} else {
+				v, found = ec.selectOne(t, pop, k)
+			}
+		}
+		if !found {
+			continue
+		}
+		v, ok, err = ec.applyBy(s, 0, v, t)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			out = append(out, t.split(v))
 		}
 	}
 	return out, nil

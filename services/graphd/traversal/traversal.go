@@ -380,7 +380,13 @@ func compile(bc *gb.Bytecode, depth int) (*Traversal, error) {
 			}
 			args[i] = c
 		}
-		switch in.Op {
+		op := in.Op
+		if d, ok := vertexStepDirection(op, args); ok {
+			// to(Direction, labels...), toE(...), toV(Direction): the
+			// vertex steps out/in/both, outE..., outV...
+			op, args = d, args[1:]
+		}
+		switch op {
 		case "as":
 			if prev == nil {
 				prev = &step{op: "identity", run: runIdentity}
@@ -416,10 +422,10 @@ func compile(bc *gb.Bytecode, depth int) (*Traversal, error) {
 			continue
 		case "from", "to":
 			if prev == nil || len(args) != 1 {
-				return nil, evalErr("%s() must follow addE()/mergeE() with one argument", in.Op)
+				return nil, evalErr("%s() must follow addE()/mergeE() with one argument", op)
 			}
 			m := prev.setMods()
-			if in.Op == "from" {
+			if op == "from" {
 				m.from, m.hasFrom = args[0], true
 			} else {
 				m.to, m.hasTo = args[0], true
@@ -464,17 +470,17 @@ func compile(bc *gb.Bytecode, depth int) (*Traversal, error) {
 				case *gb.P:
 					child = &Traversal{steps: []*step{{op: "is", args: []any{x}, run: runIs}}}
 				default:
-					return nil, evalErr("%s() takes a traversal or predicate", in.Op)
+					return nil, evalErr("%s() takes a traversal or predicate", op)
 				}
 			}
 			if prev != nil && prev.op == "repeat" {
 				m := prev.setMods()
-				if in.Op == "until" {
+				if op == "until" {
 					m.until = child
 				} else {
 					m.emit, m.hasEmit = child, true
 				}
-			} else if in.Op == "until" {
+			} else if op == "until" {
 				pendingUntil = child
 			} else {
 				pendingEmit, pendingEmitSet = child, true
@@ -487,13 +493,13 @@ func compile(bc *gb.Bytecode, depth int) (*Traversal, error) {
 				continue
 			}
 		}
-		s := &step{op: in.Op, args: args}
-		fn, ok := builders[in.Op]
+		s := &step{op: op, args: args}
+		fn, ok := builders[op]
 		if !ok {
-			return nil, evalErr("step %s() is not supported by graphd", in.Op)
+			return nil, evalErr("step %s() is not supported by graphd", op)
 		}
 		s.run = fn
-		if in.Op == "repeat" {
+		if op == "repeat" {
 			if len(args) != 1 {
 				return nil, evalErr("repeat() takes one traversal")
 			}
@@ -532,6 +538,29 @@ func compile(bc *gb.Bytecode, depth int) (*Traversal, error) {
 	t.steps = infixConnectives(t.steps, depth == 0)
 	addHints(t)
 	return t, nil
+}
+
+// vertexStepDirection maps to(Direction, ...)/toE/toV to the vertex step
+// they stand for.
+func vertexStepDirection(op string, args []any) (string, bool) {
+	if op != "to" && op != "toE" && op != "toV" || len(args) == 0 {
+		return "", false
+	}
+	d, ok := args[0].(gb.Enum)
+	if !ok || d.Type != gb.TypeDirection {
+		return "", false
+	}
+	base := map[string]string{"OUT": "out", "IN": "in", "BOTH": "both"}[d.Name]
+	if base == "" {
+		return "", false
+	}
+	switch op {
+	case "toE":
+		base += "E"
+	case "toV":
+		base += "V"
+	}
+	return base, true
 }
 
 type byPair struct{ key, order any }

@@ -1,0 +1,46 @@
+package server_test
+
+import (
+	"strings"
+	"testing"
+
+	gremlingo "github.com/apache/tinkerpop/gremlin-go/v3/driver"
+	"github.com/worldgate/worldgate/services/graphd/graphdtest"
+)
+
+// TestSelectTraversalAndToDirection checks select(traversal) (the key is the
+// traversal's first result: a map key compared as Java's equals, else a step
+// label or side effect, with Pop) and to/toE/toV(Direction, labels) as the
+// vertex steps they stand for.
+func TestSelectTraversalAndToDirection(t *testing.T) {
+	srv := graphdtest.Start(t, graphdtest.InMemory())
+	g := writer(t, srv)
+	loadModern(t, g)
+	Pop, D := gremlingo.Pop, gremlingo.Direction
+	for _, c := range []struct {
+		name string
+		tr   GT
+		want string
+	}{
+		{"map key from a label", g.V(1, 2).As("a").Group("m").By().By(__.BothE().Count()).Barrier().Select("m").Select(__.Select("a")), "1 3"},
+		{"step label with Pop.all", g.V(1).As("a").Out("knows").As("a").Select(Pop.All, __.Constant("a")).By(__.Unfold().Values("name").Fold()), "[marko,josh] [marko,vadas]"},
+		{"no such key", g.V(1).Select(__.Constant("zzz")), ""},
+		{"key traversal without a result", g.V(1).Select(__.Out("nothing")), ""},
+		{"to(OUT, knows)", g.V(1).To(D.Out, "knows").Values("name"), "josh vadas"},
+		{"toE(IN)", g.V(3).ToE(D.In).Id(), "11 12 9"},
+		{"toV(OUT)", g.E(7).ToV(D.Out).Id(), "1"},
+	} {
+		res, err := c.tr.ToList()
+		if err != nil {
+			t.Errorf("%s: %v", c.name, err)
+			continue
+		}
+		vals := make([]any, len(res))
+		for i, r := range res {
+			vals[i] = r.Data
+		}
+		if got := strings.Join(norms(vals, false), " "); got != c.want {
+			t.Errorf("%s: got %q, want %q", c.name, got, c.want)
+		}
+	}
+}
