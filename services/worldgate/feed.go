@@ -54,9 +54,14 @@ func (st *devStack) feed(ctx context.Context, out *termOut) {
 // feedLine is one outcome in a line of at most 160 characters.
 func feedLine(o *events.Outcome) string {
 	var s string
-	if o.Kind == events.OutcomeRefused {
+	switch {
+	case o.Kind == events.OutcomeRefused && o.Refusal != nil:
 		s = fmt.Sprintf("  ✗ %s  %s refused %s (%s): %s", o.Actor.ID, o.Refusal.Gate, cmpOr(o.ProposalKind, "the request"), o.Refusal.Code, o.Refusal.Reason)
-	} else {
+	case o.Kind == events.OutcomeSkipped && o.Skip != nil:
+		s = fmt.Sprintf("  · %s  %s skipped (%s): %s", o.Actor.ID, cmpOr(o.AgentRole, "a role"), o.Skip.Code, o.Skip.Reason)
+	case o.Event == nil:
+		s = fmt.Sprintf("  %s  %s", o.Kind, o.Actor.ID)
+	default:
 		var p map[string]any
 		_ = json.Unmarshal(o.Event.Payload, &p)
 		str := func(k string) string { v, _ := p[k].(string); return v }

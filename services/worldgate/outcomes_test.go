@@ -197,3 +197,83 @@ func TestEdgePublishOverHTTPReceiveOverSSE(t *testing.T) {
 		t.Fatalf("endpoints.json mode %v", fi.Mode())
 	}
 }
+
+// Every event gets an outcome, the events a role decides not to act on too (issue 40 item 3): a
+// Player.Moved into a place whose ambience is still fresh gets a skipped outcome within seconds,
+// with the reason and when to ask again, through events.Await and through edge's long poll;
+// an event id never published is unknown (404), not pending for ever.
+func TestSkippedAndUnknownEventsAreAnswered(t *testing.T) {
+	st := startQuietStack(t)
+	_, js, err := st.ConnectAs(natsauth.Publisher)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	arrive := func() *events.Envelope {
+		return envelope(t, events.PlayerMoved, "player:cass", events.PlayerMovedPayload{
+			PlayerID: "player:cass", FromLocationID: "loc:ash-gate", ToLocationID: "loc:tavern", Direction: "east"})
+	}
+	// The first arrival gets the tavern its ambience.
+	got, err := events.Await(ctx, js, arrive())
+	if err != nil || got[0].Event == nil || got[0].Event.Type != "AmbienceGenerated" {
+		t.Fatalf("first arrival: %v %+v", err, got)
+	}
+	// The next, while it is fresh, is skipped — and says so within seconds.
+	began := time.Now()
+	soon, cancelSoon := context.WithTimeout(ctx, 15*time.Second)
+	defer cancelSoon()
+	got, err = events.Await(soon, js, arrive())
+	if err != nil {
+		t.Fatalf("second arrival: %v", err)
+	}
+	o := got[0]
+	if o.Kind != events.OutcomeSkipped || o.Skip == nil || o.Skip.Code != events.CodeAmbienceFresh || o.AgentRole != "ambience" ||
+		!strings.Contains(o.Skip.Reason, "loc:tavern has ambience committed") || o.Skip.RetryAfter <= 0 || o.Skip.RetryAtUTC == nil {
+		t.Fatalf("second arrival: %+v %+v; want skipped AMBIENCE_FRESH with when to ask again", o, o.Skip)
+	}
+	t.Logf("skipped after %s: %s", time.Since(began).Round(time.Millisecond), o.Skip.Reason)
+
+	// Over HTTP: publish through edge, long-poll the skip.
+	longPoll := func(id string) *http.Response {
+		t.Helper()
+		lp, _ := http.NewRequestWithContext(ctx, "GET", st.EdgeURL+"/v1/events/"+id+"/outcome?wait=15", nil)
+		lp.Header.Set("Authorization", "Bearer "+st.EdgeKey)
+		lr, err := http.DefaultClient.Do(lp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return lr
+	}
+	env := arrive()
+	body, _ := json.Marshal(env)
+	post, _ := http.NewRequestWithContext(ctx, "POST", st.EdgeURL+"/v1/events", bytes.NewReader(body))
+	post.Header.Set("Authorization", "Bearer "+st.EdgeKey)
+	post.Header.Set("Content-Type", "application/json")
+	pr, err := http.DefaultClient.Do(post)
+	if err != nil || pr.StatusCode != http.StatusAccepted {
+		t.Fatalf("POST /v1/events: %v %v", err, pr)
+	}
+	pr.Body.Close()
+	lr := longPoll(env.EventID)
+	var out struct{ Outcomes []*events.Outcome }
+	if err := json.NewDecoder(lr.Body).Decode(&out); err != nil || lr.StatusCode != 200 || out.Outcomes[0].Kind != events.OutcomeSkipped ||
+		out.Outcomes[0].Skip == nil || out.Outcomes[0].Skip.Reason == "" {
+		t.Fatalf("long poll of a skipped arrival: %d %v %+v", lr.StatusCode, err, out)
+	}
+	lr.Body.Close()
+
+	// An event never published: 404 at once, with a sentence, not 204 for ever.
+	never := arrive()
+	began = time.Now()
+	lr = longPoll(never.EventID)
+	defer lr.Body.Close()
+	var problem struct {
+		Status int
+		Detail string
+	}
+	if err := json.NewDecoder(lr.Body).Decode(&problem); err != nil || lr.StatusCode != 404 || !strings.Contains(problem.Detail, "never published") ||
+		time.Since(began) > 10*time.Second {
+		t.Fatalf("long poll of an unknown event: %d %v %+v after %s", lr.StatusCode, err, problem, time.Since(began))
+	}
+}
