@@ -16,6 +16,7 @@ import (
 
 	"github.com/worldgate/worldgate/events"
 	"github.com/worldgate/worldgate/events/route"
+	"github.com/worldgate/worldgate/services/ai-worker/budget"
 	"github.com/worldgate/worldgate/services/ai-worker/llmsetup"
 	"github.com/worldgate/worldgate/services/worldgate/replay"
 	"github.com/worldgate/worldgate/shared/llm"
@@ -51,13 +52,31 @@ func (f *regenFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.mcpToken, "mcp-token", "", "bearer token for the MCP servers (scopes world:read, lore:read, classify:read)")
 }
 
-// replayer connects what a regeneration needs: the models and the MCP servers. close ends both.
-func (f *regenFlags) replayer(ctx context.Context, log *slog.Logger) (r *replay.Replayer, tools *client.Client, err error) {
+// replayer connects what a regeneration needs: the models, paid for under the ai-workers'
+// budgets (the ledger on js's budget buckets: every call reserves and settles in the same
+// windows and obeys the same pauses; js nil: no budget), and the MCP servers. The ledger
+// follows the budget controls until ctx ends.
+func (f *regenFlags) replayer(ctx context.Context, js jetstream.JetStream, log *slog.Logger) (r *replay.Replayer, tools *client.Client, err error) {
+	o := llmsetup.Options{Logger: log}
+	if js != nil {
+		b, err := budget.OpenBuckets(ctx, js)
+		if err != nil {
+			return nil, nil, err
+		}
+		ledger, err := budget.OpenLedger(ctx, b, budget.Options{Logger: log})
+		if err != nil {
+			return nil, nil, err
+		}
+		if err := ledger.Start(ctx); err != nil {
+			return nil, nil, err
+		}
+		o.Admitter = ledger
+	}
 	var provider *llm.Registry
 	if f.llmConfig != "" {
-		provider, err = llmsetup.Load(f.llmConfig, llmsetup.Options{Logger: log})
+		provider, err = llmsetup.Load(f.llmConfig, o)
 	} else {
-		provider, err = llmsetup.Default(llmsetup.Options{Logger: log})
+		provider, err = llmsetup.Default(o)
 	}
 	if err != nil {
 		return nil, nil, err
@@ -119,7 +138,7 @@ Exit status 1 when the output differs or the proposal cannot be replayed.`)
 			Message: fmt.Sprintf("no proposal %s on stream %s since %s; widen -since if it is older", id, events.StreamProposals,
 				time.Now().Add(-f.since).UTC().Format(time.RFC3339))}
 	} else {
-		r, tools, cerr := f.replayer(ctx, logx.Discard())
+		r, tools, cerr := f.replayer(ctx, js, logx.Discard())
 		if cerr != nil {
 			return cerr
 		}

@@ -17,12 +17,14 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/worldgate/worldgate/events"
+	"github.com/worldgate/worldgate/services/ai-worker/budget"
 	"github.com/worldgate/worldgate/services/ai-worker/roles"
 	"github.com/worldgate/worldgate/services/ai-worker/templates"
 	"github.com/worldgate/worldgate/services/gate/gates"
 	"github.com/worldgate/worldgate/services/worldgate/replay"
 	"github.com/worldgate/worldgate/services/worldgate/stack"
 	"github.com/worldgate/worldgate/shared/logx"
+	"github.com/worldgate/worldgate/shared/natsx"
 	"github.com/worldgate/worldgate/shared/natsx/natsauth"
 )
 
@@ -66,6 +68,26 @@ func TestReplayRegeneratesTheDemosProposals(t *testing.T) {
 		err := runReplay(ctx, append([]string{id}, args...), &out, &stderr)
 		return out.String() + stderr.String(), err
 	}
+
+	buckets, err := budget.OpenBuckets(ctx, js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	globalDay := func() budget.Usage {
+		t.Helper()
+		reports, err := budget.Reports(ctx, buckets, time.Now(), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range reports {
+			if r.Budget.Name == "global-day" {
+				return r.Used
+			}
+		}
+		t.Fatal("the demo's budgets have no global-day")
+		return budget.Usage{}
+	}
+	spentBefore := globalDay()
 
 	identical := map[string]int{} // kind → committed and replayed identically
 	var fallbacks, reprompts, cacheHits, models int
@@ -115,6 +137,33 @@ func TestReplayRegeneratesTheDemosProposals(t *testing.T) {
 	if fallbacks == 0 {
 		t.Error("the demo's fallback content (the ghost NPC, the threat) was not replayed")
 	}
+
+	// The replays' model calls were paid for under the ai-workers' budgets, and the kill
+	// switch stops them: a paused budget refuses the replay with a sentence.
+	t.Run("paid for under the budgets", func(t *testing.T) {
+		if after := globalDay(); after.Tokens <= spentBefore.Tokens || after.Micros <= spentBefore.Micros {
+			t.Fatalf("%d model replays recorded no spend in global-day: %+v before, %+v after", models, spentBefore, after)
+		}
+		var model *events.Proposal
+		for _, p := range emitted {
+			if p.Provenance.Fallback == "" && (p.Provenance.InputRail == nil || len(p.Provenance.InputRail.Redactions) == 0) {
+				model = p
+				break
+			}
+		}
+		if _, err := budget.Apply(ctx, buckets.Control, "global-day", budget.Change{Pause: true, By: "test"}); err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			if _, err := budget.Apply(ctx, buckets.Control, "global-day", budget.Change{Resume: true, By: "test"}); err != nil {
+				t.Fatal(err)
+			}
+		}()
+		out, err := run(model.ProposalID)
+		if err == nil || !strings.Contains(out, string(replay.ProblemBudget)) || !strings.Contains(out, "global-day is paused") {
+			t.Fatalf("a replay under a paused budget should be refused, naming it: %v\n%s", err, out)
+		}
+	})
 
 	t.Run("text output", func(t *testing.T) {
 		var out, stderr bytes.Buffer
@@ -226,7 +275,7 @@ func TestReplayRegeneratesTheDemosProposals(t *testing.T) {
 	}
 	var f regenFlags
 	f.worldURL, f.loreURL, f.classifyURL, f.mcpToken = st.MCPURLs["world"], st.MCPURLs["lore"], st.MCPURLs["classify"], st.MCPToken
-	r, tools, err := f.replayer(ctx, logx.Discard())
+	r, tools, err := f.replayer(ctx, nil, logx.Discard())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -300,7 +349,8 @@ func TestReplayRegeneratesTheDemosProposals(t *testing.T) {
 }
 
 // worldState is what a shadow run must leave as it is: every stream's (and so every KV
-// bucket's) last sequence, and the graph's vertex and edge counts.
+// bucket's) last sequence, and the graph's vertex and edge counts. The budgets' spend windows
+// are left out: a shadow run's model calls are paid for, and recorded there.
 func worldState(t *testing.T, st *devStack, js jetstream.JetStream) map[string]uint64 {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -308,6 +358,9 @@ func worldState(t *testing.T, st *devStack, js jetstream.JetStream) map[string]u
 	out := map[string]uint64{}
 	streams := js.ListStreams(ctx)
 	for si := range streams.Info() {
+		if si.Config.Name == "KV_"+natsx.BucketBudgetShort || si.Config.Name == "KV_"+natsx.BucketBudgetLong {
+			continue
+		}
 		out["stream "+si.Config.Name] = si.State.LastSeq
 	}
 	if err := streams.Err(); err != nil {

@@ -116,7 +116,7 @@ fallbacks, tokens and cost, text length and distinct-1/2.`)
 	if err != nil {
 		return err
 	}
-	r, tools, err := f.replayer(ctx, logx.Discard())
+	r, tools, err := f.replayer(ctx, js, logx.Discard())
 	if err != nil {
 		return err
 	}

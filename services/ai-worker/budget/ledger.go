@@ -118,6 +118,41 @@ func NewLedger(ctx context.Context, b Buckets, cfg *Config, o Options) (*Ledger,
 	return l, nil
 }
 
+// OpenLedger returns a ledger for the budgets the ai-workers published (their definitions in
+// the control bucket), for a tool that calls models outside the ai-worker — worldgate replay
+// and shadow — so that its calls reserve and settle in the same windows, obey the same
+// pauses, and count as spend. It publishes nothing. Without published budgets it returns a
+// ledger that admits every call. Call Start before using it.
+func OpenLedger(ctx context.Context, b Buckets, o Options) (*Ledger, error) {
+	if b.Control == nil {
+		return nil, errors.New("budget: the ledger needs its three KV buckets")
+	}
+	lister, err := b.Control.ListKeysFiltered(ctx, defPrefix+">")
+	if err != nil && !errors.Is(err, jetstream.ErrNoKeysFound) {
+		return nil, fmt.Errorf("budget: list the published budgets: %w", err)
+	}
+	cfg := &Config{}
+	if err == nil {
+		for k := range lister.Keys() {
+			e, err := b.Control.Get(ctx, k)
+			if err != nil {
+				return nil, fmt.Errorf("budget: read %s: %w", k, err)
+			}
+			var d Budget
+			if err := json.Unmarshal(e.Value(), &d); err != nil {
+				return nil, fmt.Errorf("budget: the published definition %s is unreadable: %w", k, err)
+			}
+			cfg.Budgets = append(cfg.Budgets, d)
+		}
+	}
+	l, err := NewLedger(ctx, b, &Config{}, o)
+	if err != nil {
+		return nil, err
+	}
+	l.budgets = cfg.Budgets
+	return l, nil
+}
+
 // Budgets returns the configured budgets.
 func (l *Ledger) Budgets() []Budget { return append([]Budget(nil), l.budgets...) }
 

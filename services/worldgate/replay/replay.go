@@ -8,7 +8,11 @@
 // A shadow run (Rerun) is the same regeneration with another template version or model: tools
 // the recording lacks are then called live (the MCP tools are read-only), and the run says so.
 //
-// Nothing here publishes or commits: the regenerated proposal is returned, never sent.
+// Nothing here publishes or commits: the regenerated proposal is returned, never sent. The
+// model calls are paid for: given a provider layer with the budget ledger (the worldgate CLI
+// gives it one, budget.OpenLedger), each reserves and settles in the ai-workers' budget
+// windows (global, purpose and model budgets; no player's) and a paused or spent budget
+// refuses it (ProblemBudget).
 //
 // It is tooling of the worldgate CLI (`worldgate replay`, `worldgate shadow`): it composes the
 // ai-worker's agent with the gates' dry run, so it lives under the CLI, the one composition root
@@ -53,6 +57,10 @@ const (
 	ProblemTemplateChanged Problem = "template_hash_differs"
 	// ProblemNotReplayable: nothing was generated (a narrator's or a deterministic role's).
 	ProblemNotReplayable Problem = "not_replayable"
+	// ProblemBudget: the LLM budgets refused the model call (spent, or paused: the kill
+	// switch). A regeneration reserves and settles in the same budget windows as the
+	// ai-worker (give the provider layer the budget ledger: budget.OpenLedger).
+	ProblemBudget Problem = "budget_refused"
 )
 
 // Error is a proposal that cannot be replayed, and why.
@@ -351,6 +359,11 @@ func (r *Replayer) run(ctx context.Context, p *events.Proposal, g agent.Generati
 	}
 	if res.Proposal == nil {
 		return nil, nil, fmt.Errorf("regenerating %s proposed nothing: %s", p.ProposalID, res.Note)
+	}
+	if pv := res.Proposal.Provenance; pv != nil && pv.Fallback == agent.BudgetFallbackReason {
+		return nil, nil, &Error{Problem: ProblemBudget, ProposalID: p.ProposalID,
+			Message: "the LLM budgets refused the model call, so nothing was regenerated (" + strings.TrimPrefix(res.Downgrade, "every tier refused: ") +
+				"); a regeneration is paid for under the same budgets as the ai-worker: `worldgate budget` shows them, `worldgate budget resume` lifts a pause"}
 	}
 	return res, tools.uses(), nil
 }

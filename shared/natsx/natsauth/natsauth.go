@@ -402,7 +402,8 @@ func mcpWorld() *natsx.Permissions {
 
 // operator reads everything (stream and consumer information, messages through its own
 // ephemeral consumers, direct gets, service discovery) and writes only what its commands
-// need: world files to the operator emitter's subject and the LLM budgets' control keys. It
+// need: world files to the operator emitter's subject, the LLM budgets' control keys and (for
+// the regenerations it pays for) their spend windows. It
 // may not create, delete or pull from the workers' durable consumers, and it decides no held
 // proposal: that takes an approver's own credentials (approver).
 func operator(pol Policy) *natsx.Permissions {
@@ -410,9 +411,10 @@ func operator(pol Policy) *natsx.Permissions {
 	p.pub = append(p.pub, "$SRV.>")
 	// World building enters on the operator emitter's subject.
 	p.pub = append(p.pub, events.EmitSubject(events.EmitterOperator))
-	// worldgate budget: set, raise, pause and resume LLM budgets (the control bucket); the
-	// spend windows are only read (DIRECT.GET).
-	p.pub = append(p.pub, "$KV."+natsx.BucketBudget+".>")
+	// worldgate budget: set, raise, pause and resume LLM budgets (the control bucket).
+	// worldgate replay and shadow call models too, paid for under the same budgets: they
+	// reserve and settle in the spend windows like an ai-worker.
+	p.pub = append(p.pub, "$KV."+natsx.BucketBudget+".>", "$KV."+natsx.BucketBudgetShort+".>", "$KV."+natsx.BucketBudgetLong+".>")
 	return p.build()
 }
 
