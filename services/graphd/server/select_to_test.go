@@ -44,3 +44,25 @@ func TestSelectTraversalAndToDirection(t *testing.T) {
 		}
 	}
 }
+
+// TestOrderShuffle checks Order.shuffle as TinkerPop's MultiComparator
+// applies it: last, it shuffles the traversers (all of them, each once);
+// followed by other comparators, those alone order.
+func TestOrderShuffle(t *testing.T) {
+	srv := graphdtest.Start(t, graphdtest.InMemory())
+	g := writer(t, srv)
+	loadModern(t, g)
+	Order := gremlingo.Order
+	got := strings.Join(norms(toList(t, g.V().Values("name").Order().By(Order.Shuffle)), false), " ")
+	if want := "josh lop marko peter ripple vadas"; got != want {
+		t.Errorf("shuffle: got %q, want %q", got, want)
+	}
+	got = strings.Join(norms(toList(t, g.V().Order().By(Order.Shuffle).By("name").Values("name")), true), " ")
+	if want := "josh lop marko peter ripple vadas"; got != want {
+		t.Errorf("shuffle then name: got %q, want %q", got, want)
+	}
+	got = strings.Join(norms(toList(t, g.V().Order().By("age", Order.Shuffle).Values("name")), false), " ")
+	if want := "josh marko peter vadas"; got != want {
+		t.Errorf("by(age, shuffle) keeps the vertices with an age: got %q, want %q", got, want)
+	}
+}

@@ -3,6 +3,7 @@ package traversal
 import (
 	"math"
 	"math/big"
+	"math/rand/v2"
 	"sort"
 	"strings"
 
@@ -544,6 +545,16 @@ func orderSpecs(s *step) []sortKey {
 }
 
 func (ec *execCtx) sortTravs(specs []sortKey, in []*trav) ([]*trav, error) {
+	// Order.shuffle (TinkerPop's MultiComparator): the comparators before
+	// the last shuffle are ignored; a shuffle last shuffles the traversers
+	// (a by() that produces nothing still drops its traverser).
+	first, shuffle := 0, false
+	for k := len(specs) - 1; k >= 0; k-- {
+		if specs[k].order == "shuffle" {
+			first, shuffle = k+1, k == len(specs)-1
+			break
+		}
+	}
 	type row struct {
 		t    *trav
 		keys []any
@@ -567,8 +578,15 @@ func (ec *execCtx) sortTravs(specs []sortKey, in []*trav) ([]*trav, error) {
 			rows = append(rows, r)
 		}
 	}
+	if shuffle {
+		rand.Shuffle(len(rows), func(i, j int) { rows[i], rows[j] = rows[j], rows[i] })
+	}
 	sort.SliceStable(rows, func(i, j int) bool {
-		for k, sp := range specs {
+		if shuffle {
+			return false
+		}
+		for k := first; k < len(specs); k++ {
+			sp := specs[k]
 			c := orderCompare(rows[i].keys[k], rows[j].keys[k])
 			if sp.order == "desc" || sp.order == "decr" {
 				c = -c
@@ -588,11 +606,6 @@ func (ec *execCtx) sortTravs(specs []sortKey, in []*trav) ([]*trav, error) {
 
 func runOrder(ec *execCtx, s *step, in []*trav) ([]*trav, error) {
 	specs := orderSpecs(s)
-	for _, sp := range specs {
-		if sp.order == "shuffle" {
-			return nil, evalErr("order().by(shuffle) is not supported by graphd")
-		}
-	}
 	if _, local := scopeLocal(s.args); !local {
 		return ec.sortTravs(specs, in)
 	}
