@@ -22,6 +22,29 @@ func (ec *execCtx) resolve(a any, t *trav, what string) (any, error) {
 	return a, nil
 }
 
+// resolveParams replaces the traversals among property() arguments (keys
+// and values) by their first result on t.
+func (ec *execCtx) resolveParams(p []any, t *trav) ([]any, error) {
+	var out []any
+	for i, a := range p {
+		if _, ok := a.(*Traversal); !ok {
+			continue
+		}
+		if out == nil {
+			out = append([]any(nil), p...)
+		}
+		v, err := ec.resolve(a, t, "property()")
+		if err != nil {
+			return nil, err
+		}
+		out[i] = v
+	}
+	if out == nil {
+		return p, nil
+	}
+	return out, nil
+}
+
 func (ec *execCtx) labelArg(s *step, t *trav, def string) (string, error) {
 	if len(s.args) == 0 {
 		return def, nil
@@ -92,6 +115,12 @@ func runAddV(ec *execCtx, s *step, in []*trav) ([]*trav, error) {
 		}
 		nt := t.split(v)
 		for _, p := range rest {
+			// The traversals of the folded property() calls run on the
+			// incoming traverser, as TinkerPop's Parameters do.
+			p, err := ec.resolveParams(p, t)
+			if err != nil {
+				return nil, err
+			}
 			// Properties folded into addV() attach with list cardinality, as
 			// TinkerGraph's addVertex(keyValues) does: addV().property(k, a).
 			// property(k, b) creates both values. An explicit cardinality
@@ -192,6 +221,10 @@ func runAddE(ec *execCtx, s *step, in []*trav) ([]*trav, error) {
 		}
 		nt := t.split(e)
 		for _, p := range rest {
+			p, err := ec.resolveParams(p, t)
+			if err != nil {
+				return nil, err
+			}
 			if err := ec.setProperty(nt, p); err != nil {
 				return nil, err
 			}
@@ -277,7 +310,14 @@ func (ec *execCtx) setProperty(t *trav, args []any) error {
 		}
 	}
 	var key string
-	switch k := args[0].(type) {
+	keyArg := args[0]
+	if c, ok := keyArg.(*Traversal); ok {
+		// property(traversal, value): the key is the traversal's result
+		if keyArg, err = ec.resolve(c, t, "property()"); err != nil {
+			return err
+		}
+	}
+	switch k := keyArg.(type) {
 	case string:
 		key = k
 	case gb.Enum:
@@ -286,7 +326,7 @@ func (ec *execCtx) setProperty(t *trav, args []any) error {
 		}
 		return evalErr("property key must be a string")
 	default:
-		return evalErr("property key must be a string, got %T", args[0])
+		return evalErr("property key must be a string, got %s", describe(keyArg))
 	}
 	val, err := ec.resolve(args[1], t, "property()")
 	if err != nil {
