@@ -303,6 +303,7 @@ func runRepeat(ec *execCtx, s *step, in []*trav) ([]*trav, error) {
 	for _, t := range in {
 		n := *t
 		n.loopStack = append(append([]int(nil), t.loopStack...), t.loops)
+		n.loopNames = append(append([]string(nil), t.loopNames...), m.loopName)
 		n.loops = 0
 		cur = append(cur, &n)
 	}
@@ -311,6 +312,7 @@ func runRepeat(ec *execCtx, s *step, in []*trav) ([]*trav, error) {
 		if k := len(t.loopStack); k > 0 {
 			n.loops = t.loopStack[k-1]
 			n.loopStack = t.loopStack[:k-1]
+			n.loopNames = t.loopNames[:k-1]
 		}
 		return &n
 	}

@@ -719,10 +719,35 @@ func runMap(ec *execCtx, s *step, in []*trav) ([]*trav, error) {
 	return out, nil
 }
 
-func runLoops(_ *execCtx, _ *step, in []*trav) ([]*trav, error) {
+func runLoops(_ *execCtx, s *step, in []*trav) ([]*trav, error) {
+	name := ""
+	if len(s.args) == 1 {
+		n, ok := s.args[0].(string)
+		if !ok {
+			return nil, evalErr("loops() takes a loop name (a string)")
+		}
+		name = n
+	}
 	out := make([]*trav, len(in))
 	for i, t := range in {
-		out[i] = t.split(int32(t.loops))
+		n := t.loops
+		if name != "" {
+			level := -1
+			for j := len(t.loopNames) - 1; j >= 0; j-- {
+				if t.loopNames[j] == name {
+					level = j
+					break
+				}
+			}
+			switch {
+			case level < 0:
+				return nil, evalErr("Loop name not defined: %s", name)
+			case level < len(t.loopNames)-1:
+				// an outer loop: its count was saved when the next one began
+				n = t.loopStack[level+1]
+			}
+		}
+		out[i] = t.split(int32(n))
 	}
 	return out, nil
 }

@@ -158,7 +158,7 @@ func (ec *execCtx) mergeForBarrier(in []*trav) ([]*trav, error) {
 		}
 		k := barrierKey{typ: fmt.Sprintf("%T", t.obj), obj: canon(t.obj), loops: t.loops}
 		if len(t.loopStack) > 0 {
-			k.stack = fmt.Sprint(t.loopStack)
+			k.stack = fmt.Sprint(t.loopStack, t.loopNames)
 		}
 		i, seen := idx[k]
 		if !seen {

@@ -150,6 +150,7 @@ type modulators struct {
 	timesPre       bool   // times() came before repeat()
 	hints          []hint // V()'s index lookups (addHints)
 	match          *matchSpec
+	loopName       string // repeat(name, ...)
 }
 
 // mods returns s's modulators, the zero value when it has none.
@@ -192,6 +193,9 @@ type trav struct {
 	path      *pnode
 	loops     int
 	loopStack []int
+	// loopNames are the names of the repeat() loops the traverser is in
+	// (outermost first, "" for an unnamed one), one per loopStack entry.
+	loopNames []string
 	// sack is the traverser's sack (withSack, sack()); hasSack says it was
 	// given one (a traverser a step creates anew gets the initial sack).
 	sack    any
@@ -212,7 +216,7 @@ func (t *trav) n() int64 {
 }
 
 func (t *trav) split(obj any) *trav {
-	return &trav{obj: obj, path: &pnode{parent: t.path, obj: obj}, loops: t.loops, loopStack: t.loopStack, bulk: t.bulk, sack: t.sack, hasSack: t.hasSack}
+	return &trav{obj: obj, path: &pnode{parent: t.path, obj: obj}, loops: t.loops, loopStack: t.loopStack, loopNames: t.loopNames, bulk: t.bulk, sack: t.sack, hasSack: t.hasSack}
 }
 
 func fresh(obj any) *trav { return &trav{obj: obj, path: &pnode{obj: obj}} }
@@ -500,6 +504,16 @@ func compile(bc *gb.Bytecode, depth int) (*Traversal, error) {
 		}
 		s.run = fn
 		if op == "repeat" {
+			if len(args) == 2 {
+				// repeat(loopName, traversal): a named loop for loops(name)
+				name, ok := args[0].(string)
+				if !ok {
+					return nil, evalErr("repeat(name, traversal) takes a loop name (a string)")
+				}
+				s.setMods().loopName = name
+				args = args[1:]
+				s.args = args
+			}
 			if len(args) != 1 {
 				return nil, evalErr("repeat() takes one traversal")
 			}
@@ -964,7 +978,7 @@ func (ec *execCtx) merge(in []*trav) []*trav {
 		}
 		k := mergeKey{obj: t.obj, loops: t.loops}
 		if len(t.loopStack) > 0 {
-			k.stack = fmt.Sprint(t.loopStack)
+			k.stack = fmt.Sprint(t.loopStack, t.loopNames)
 		}
 		if ec.labelsOnly {
 			k.labels = labelledKey(t.path)
