@@ -948,6 +948,7 @@ var bulkAware = map[string]bool{
 	"identity": true, "not": true, "and": true, "or": true, "filter": true, "count": true, "dedup": true,
 	"repeat": true, "local": true, "union": true, "optional": true, "coalesce": true, "choose": true,
 	"map": true, "flatMap": true, "valueMap": true, "elementMap": true, "groupCount": true, "group": true, "select": true, "where": true, "project": true,
+	"cap": true, // it reads only the side effects
 }
 
 // adjacencySteps multiply traversers; their output is merged when bulking.
