@@ -666,6 +666,11 @@ func whereLabelsOK(c *Traversal) bool {
 		if i == 0 && len(st.labels) == 1 && st.op != "identity" && len(c.steps) > 1 {
 			return false
 		}
+		if st.op == "where" {
+			// a nested where() scopes its own labels (checked when it
+			// was compiled)
+			continue
+		}
 		for _, a := range st.args {
 			if k, ok := a.(*Traversal); ok && hasLabels(k) {
 				return false
