@@ -228,7 +228,7 @@ func TestUnsupportedStepNamed(t *testing.T) {
 	}{
 		{g.V().Out().Tree(), "tree"},
 		{g.V().Profile(), "profile"},
-		{g.WithStrategies(gremlingo.SeedStrategy(gremlingo.SeedStrategyConfig{Seed: 1})).V(), "SeedStrategy"},
+		{g.WithStrategies(gremlingo.ElementIdStrategy()).V(), "ElementIdStrategy"},
 	} {
 		_, err := c.tr.ToList()
 		if err == nil || !strings.Contains(err.Error(), c.want) {

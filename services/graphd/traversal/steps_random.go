@@ -8,8 +8,9 @@ import (
 
 // coin(p) keeps each traverser with probability p; sample(n) keeps n
 // traversers picked at random (weighted by the by() value when given),
-// sample(local, n) n items of a list. SeedStrategy (a reproducible Java
-// random sequence) is not supported, so these answers are random.
+// sample(local, n) n items of a list or entries of a map. Under
+// SeedStrategy they draw from java.util.Random seeded as TinkerPop seeds
+// them, so they give TinkerPop's answers (see seed.go for where).
 
 func runCoin(ec *execCtx, s *step, in []*trav) ([]*trav, error) {
 	if len(s.args) != 1 {
@@ -18,6 +19,14 @@ func runCoin(ec *execCtx, s *step, in []*trav) ([]*trav, error) {
 	p, ok := toFloat(s.args[0])
 	if !ok {
 		return nil, evalErr("coin() takes a number")
+	}
+	if r := ec.seeded(s); r != nil {
+		// CoinStep: a draw per traverser (per unit of bulk), kept when
+		// p >= the draw.
+		if err := distinctInputs(in, "coin()"); err != nil {
+			return nil, err
+		}
+		return filter(ec, in, func(*trav) (bool, error) { return p >= r.nextDouble(), nil })
 	}
 	return filter(ec, in, func(*trav) (bool, error) {
 		switch {
@@ -70,30 +79,23 @@ func runSample(ec *execCtx, s *step, in []*trav) ([]*trav, error) {
 		return nil, evalErr("sample() takes an integer")
 	}
 	n := int(n64)
+	seeded := ec.seeded(s)
 	if local {
+		var src randSource = mathRand{}
+		if seeded != nil {
+			if err := distinctInputs(in, "sample(local)"); err != nil {
+				return nil, err
+			}
+			src = seeded
+		}
 		out := make([]*trav, 0, len(in))
 		for _, t := range in {
-			l, ok := asList(t.obj)
-			if !ok {
-				out = append(out, t)
-				continue
-			}
-			w := make([]float64, len(l))
-			for i := range w {
-				w[i] = 1
-			}
-			picked := pickWeighted(w, n)
-			r := make([]any, 0, len(picked))
-			for _, i := range picked {
-				r = append(r, l[i])
-			}
-			if _, isSet := t.obj.(*gb.Set); isSet {
-				out = append(out, t.split(&gb.Set{Items: r}))
-			} else {
-				out = append(out, t.split(r))
-			}
+			out = append(out, t.split(sampleLocal(src, t.obj, n)))
 		}
 		return out, nil
+	}
+	if seeded != nil {
+		return ec.sampleSeeded(s, seeded, in, n)
 	}
 	w := make([]float64, len(in))
 	for i, t := range in {
@@ -117,4 +119,38 @@ func runSample(ec *execCtx, s *step, in []*trav) ([]*trav, error) {
 		out[i] = in[k]
 	}
 	return out, nil
+}
+
+// sampleLocal is SampleLocalStep: a map's entries or a list's items, n of
+// them drawn one by one (all of them, in their order, when there are no more
+// than n); anything else passes unchanged.
+func sampleLocal(src randSource, o any, n int) any {
+	switch x := o.(type) {
+	case *gb.Map:
+		if len(x.Entries) <= n {
+			return x
+		}
+		rest := append([]gb.MapEntry(nil), x.Entries...)
+		m := &gb.Map{}
+		for len(m.Entries) < n {
+			i := src.nextInt(len(rest))
+			m.Entries = append(m.Entries, rest[i])
+			rest = append(rest[:i], rest[i+1:]...)
+		}
+		return m
+	case []any, *gb.Set:
+		l, _ := asList(x)
+		if len(l) <= n {
+			return x
+		}
+		rest := append([]any(nil), l...)
+		out := make([]any, 0, n)
+		for len(out) < n {
+			i := src.nextInt(len(rest))
+			out = append(out, rest[i])
+			rest = append(rest[:i], rest[i+1:]...)
+		}
+		return out
+	}
+	return o
 }

@@ -152,6 +152,36 @@ func (ec *execCtx) groupOf(s *step, in []*trav) (*gb.Map, error) {
 			}
 		}
 	}
+	if vt, ok := valBy.(*Traversal); ok && ec.hasSeed && hasSeedable(vt, 0) {
+		// TinkerPop runs the value traversal's seeded steps per key in
+		// its HashMap's order; the map's order is graphd's insertion order.
+		keys := make([]any, len(buckets))
+		for i, b := range buckets {
+			keys[i] = b.key
+		}
+		order, ok := javaHashMapOrder(keys)
+		if !ok {
+			return nil, evalErr("SeedStrategy: group() keys of these types with coin()/sample() in the value traversal are not supported by graphd")
+		}
+		m := &gb.Map{Entries: make([]gb.MapEntry, 0, len(buckets))}
+		vals := make([]any, len(buckets))
+		has := make([]bool, len(buckets))
+		for _, i := range order {
+			r, err := ec.run(vt, buckets[i].members)
+			if err != nil {
+				return nil, err
+			}
+			if len(r) > 0 {
+				vals[i], has[i] = r[0].obj, true
+			}
+		}
+		for i, b := range buckets {
+			if has[i] {
+				m.Entries = append(m.Entries, gb.MapEntry{Key: b.key, Value: vals[i]})
+			}
+		}
+		return m, nil
+	}
 	m := &gb.Map{}
 	for _, b := range buckets {
 		var v any

@@ -112,6 +112,9 @@ type root struct {
 	sackMerge   string
 	// oneBulk is withBulk(false): traversers merged by a barrier count once.
 	oneBulk bool
+	// seed is SeedStrategy's (hasSeed: the strategy was given).
+	seed    int64
+	hasSeed bool
 }
 
 type stepFn func(ec *execCtx, s *step, in []*trav) ([]*trav, error)
@@ -256,6 +259,19 @@ func Compile(bc *gb.Bytecode) (*Traversal, error) {
 					"ConnectiveStrategy":
 				case "ProductiveByStrategy":
 					t.productiveBy = true
+				case "SeedStrategy":
+					var seed any
+					if st.Config != nil {
+						seed, _ = st.Config.Get("seed")
+					}
+					n, ok := toInt64(seed)
+					if !ok {
+						return nil, evalErr("SeedStrategy needs a seed (a long), got %s", describe(seed))
+					}
+					t.seed, t.hasSeed = n, true
+					if err := checkSeeded(t, 0); err != nil {
+						return nil, err
+					}
 				case "SubgraphStrategy":
 					sg, err := newSubgraph(st.Config)
 					if err != nil {
@@ -823,6 +839,11 @@ type execCtx struct {
 	// readsPaths: the traversal reads paths or step labels (a barrier
 	// cannot merge its traversers then).
 	readsPaths bool
+	// seed, hasSeed: SeedStrategy; randoms: each coin()/sample() step's
+	// java.util.Random.
+	seed    int64
+	hasSeed bool
+	randoms map[*step]*javaRandom
 }
 
 // ErrTooManyResults is returned when a traversal exceeds MaxResults.
@@ -873,6 +894,7 @@ func (t *Traversal) Execute(ctx context.Context, g *graph.Graph, tx *graph.Tx, l
 func (t *Traversal) ExecuteBulk(ctx context.Context, g *graph.Graph, tx *graph.Tx, lim Limits, includeProperties bool) (vals []any, bulks []int64, err error) {
 	ec := &execCtx{ctx: ctx, g: g, tx: tx, sideEffects: map[string]any{}, maxResults: lim.MaxResults, productiveBy: t.productiveBy, bulking: t.bulking, labelsOnly: t.labelsOnly, declared: t.declared, declaredMaps: t.declaredMaps, sideEffectOps: t.sideEffectOps, sub: t.sub, part: t.part,
 		sackInit: t.sackInit, hasSackInit: t.hasSackInit, sackMerge: t.sackMerge, oneBulk: t.oneBulk,
+		seed: t.seed, hasSeed: t.hasSeed,
 		readsPaths: readsPaths(t, pathStepsOnly) || readsPaths(t, labelSteps)}
 	for _, se := range t.sideEffects {
 		if k, ok := se.Key.(string); ok {
