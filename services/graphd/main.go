@@ -69,6 +69,7 @@ func main() {
 	level := fs.String("log-level", "info", "debug, info, warn or error (WORLDGATE_GRAPHD_LOG_LEVEL)")
 	sources := fs.String("sources", "", "traversal sources served besides g, comma separated (gmodern,gcrew); each its own graph, in <data>/sources/<name> (WORLDGATE_GRAPHD_SOURCES)")
 	sessionTimeout := fs.Duration("session-timeout", server.DefaultSessionTimeout, "how long an idle session keeps its open transaction (WORLDGATE_GRAPHD_SESSION_TIMEOUT)")
+	ioDir := fs.String("io-dir", "", "directory g.io(path).read() reads GraphSON/GraphML files from, paths resolved inside it only; empty refuses io() (WORLDGATE_GRAPHD_IO_DIR)")
 	if err := config.Parse(fs, os.Args[1:], "WORLDGATE_GRAPHD_"); err != nil {
 		fmt.Fprintln(os.Stderr, "graphd:", err)
 		os.Exit(2)
@@ -90,6 +91,7 @@ func main() {
 		Listen: *listen, DataDir: *data, Users: us, BatchSize: *batch, MaxFrameBytes: *maxFrame,
 		TraversalTimeout: *timeout, MaxResults: *maxResults, Logger: log,
 		Sources: parseSources(*sources), SessionTimeout: *sessionTimeout,
+		IODir: *ioDir,
 	})
 	if err != nil {
 		log.Error("graphd: startup failed", "err", err)

@@ -22,6 +22,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"runtime/debug"
 	"strings"
@@ -68,6 +69,12 @@ type Config struct {
 	// SessionTimeout is how long an idle session keeps its open
 	// transaction (default DefaultSessionTimeout).
 	SessionTimeout time.Duration
+	// IODir is the directory io(path).read() reads graph files from
+	// (GraphSON 3, GraphML); a path is resolved inside it only (no absolute
+	// paths, no '..', no symbolic link leading out). "": io() is refused.
+	IODir string
+	// IOMaxBytes bounds one file io() reads (default DefaultIOMaxBytes).
+	IOMaxBytes int64
 	// Registerer receives graphd's metrics and Gatherer is what /metrics serves; nil: a
 	// registry of graphd's own (with the Go and process collectors).
 	Registerer prometheus.Registerer
@@ -81,6 +88,7 @@ const (
 	DefaultTraversalTimeout = 30 * time.Second
 	DefaultMaxResults       = 1_000_000
 	maxInFlightPerConn      = 64
+	DefaultIOMaxBytes       = 256 << 20
 )
 
 // Server is a graphd instance.
@@ -109,6 +117,8 @@ type Server struct {
 	// pool runs requests on reused goroutines: a goroutine started per request grew its stack,
 	// by copying, on every request (perf: 1.35 % of a move's CPU in graphd's morestack).
 	pool *ants.Pool
+	// ioRoot is Config.IODir, opened (nil without one).
+	ioRoot *os.Root
 }
 
 // poolIdle is how long a pooled request goroutine waits for its next request before it exits.
@@ -146,7 +156,17 @@ func New(cfg Config) (*Server, error) {
 		reg := metrics.NewRegistry()
 		cfg.Registerer, cfg.Gatherer = reg, reg
 	}
+	if cfg.IOMaxBytes <= 0 {
+		cfg.IOMaxBytes = DefaultIOMaxBytes
+	}
 	s := &Server{cfg: cfg, log: cfg.Logger, users: users, conns: map[*conn]struct{}{}, gather: cfg.Gatherer}
+	if cfg.IODir != "" {
+		root, err := os.OpenRoot(cfg.IODir)
+		if err != nil {
+			return nil, fmt.Errorf("graphd: io directory: %w", err)
+		}
+		s.ioRoot = root
+	}
 	m, err := newServerMetrics(cfg.Registerer, func() map[string]*store.Store { return s.sources })
 	if err != nil {
 		return nil, fmt.Errorf("graphd: metrics: %w", err)
@@ -284,6 +304,9 @@ func (s *Server) Close(ctx context.Context) error {
 		}
 	}
 	s.pool.Release()
+	if s.ioRoot != nil {
+		_ = s.ioRoot.Close()
+	}
 	s.mu.Lock()
 	s.closed = true
 	s.mu.Unlock()
@@ -757,6 +780,15 @@ func sessionID(req *gb.Request) (string, bool) {
 	return "", false
 }
 
+// limits are one execution's bounds, with io()'s directory.
+func (s *Server) limits() traversal.Limits {
+	lim := traversal.Limits{MaxResults: s.cfg.MaxResults, MaxFileBytes: s.cfg.IOMaxBytes}
+	if s.ioRoot != nil {
+		lim.Files = s.ioRoot
+	}
+	return lim
+}
+
 // execute compiles and runs one traversal atomically.
 func (s *Server) execute(st *store.Store, bc *gb.Bytecode, user *User, timeout time.Duration, includeProps bool) (results, error) {
 	t, mutating, err := s.compile(bc, user)
@@ -765,7 +797,7 @@ func (s *Server) execute(st *store.Store, bc *gb.Bytecode, user *User, timeout t
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	lim := traversal.Limits{MaxResults: s.cfg.MaxResults}
+	lim := s.limits()
 	var res results
 	if !mutating {
 		err = st.Read(func(g *graph.Graph) error {

@@ -172,7 +172,7 @@ func (s *Server) executeInSession(ss *session, bc *gb.Bytecode, user *User, time
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	lim := traversal.Limits{MaxResults: s.cfg.MaxResults}
+	lim := s.limits()
 	var res results
 	if !mutating && len(ss.ops) == 0 {
 		err = ss.st.Read(func(g *graph.Graph) error {

@@ -647,6 +647,9 @@ func startGraphs(t *testing.T, dir string) map[string]*graphEnv {
 	srv := graphdtest.Start(t, graphdtest.InMemory(), graphdtest.WithoutAuth(), graphdtest.WithConfig(func(c *server.Config) {
 		c.TraversalTimeout = 20 * time.Second
 		c.Sources = extra
+		// io("data/tinkerpop-modern.json").read() reads the suite's own
+		// data directory, as TinkerPop's test server resolves it.
+		c.IODir = dir
 	}))
 	graphs := map[string]*graphEnv{}
 	for _, name := range names {

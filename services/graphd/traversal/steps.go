@@ -45,6 +45,7 @@ func init() {
 		"any": runAnyAll, "all": runAnyAll, "reverse": runReverse, "index": runIndex,
 		"coin": runCoin, "sample": runSample, "math": runMath, "match": runMatch, "call": runCall,
 		"asDate": runAsDate, "dateAdd": runDateAdd, "dateDiff": runDateDiff,
+		"io": runIO,
 	}
 }
 

@@ -36,6 +36,7 @@ var ErrReadOnly = &Error{Code: gb.StatusEvaluation, Msg: "The provided traversal
 // mutatingSteps are the steps that change the graph.
 var mutatingSteps = map[string]bool{
 	"addV": true, "addE": true, "property": true, "drop": true, "mergeV": true, "mergeE": true,
+	"io": true,
 }
 
 // Mutating reports whether bytecode (including nested traversals) contains a
@@ -506,6 +507,11 @@ func compile(bc *gb.Bytecode, depth int) (*Traversal, error) {
 				pendingEmit, pendingEmitSet = child, true
 			}
 			continue
+		case "read", "write":
+			if err := setIOAction(prev, op, args); err != nil {
+				return nil, err
+			}
+			continue
 		case "property":
 			if prev != nil && (prev.op == "addV" || prev.op == "addE") && len(prev.labels) == 0 {
 				m := prev.setMods()
@@ -801,6 +807,10 @@ func (s *step) addHint(h hint) {
 // Limits bound one execution.
 type Limits struct {
 	MaxResults int
+	// Files is the directory io(path).read() reads from (an *os.Root);
+	// nil: io() is refused. MaxFileBytes bounds one file (0: no bound).
+	Files        Files
+	MaxFileBytes int64
 }
 
 type execCtx struct {
@@ -844,6 +854,9 @@ type execCtx struct {
 	seed    int64
 	hasSeed bool
 	randoms map[*step]*javaRandom
+	// files, maxFileBytes: Limits.Files and Limits.MaxFileBytes.
+	files        Files
+	maxFileBytes int64
 }
 
 // ErrTooManyResults is returned when a traversal exceeds MaxResults.
@@ -894,7 +907,7 @@ func (t *Traversal) Execute(ctx context.Context, g *graph.Graph, tx *graph.Tx, l
 func (t *Traversal) ExecuteBulk(ctx context.Context, g *graph.Graph, tx *graph.Tx, lim Limits, includeProperties bool) (vals []any, bulks []int64, err error) {
 	ec := &execCtx{ctx: ctx, g: g, tx: tx, sideEffects: map[string]any{}, maxResults: lim.MaxResults, productiveBy: t.productiveBy, bulking: t.bulking, labelsOnly: t.labelsOnly, declared: t.declared, declaredMaps: t.declaredMaps, sideEffectOps: t.sideEffectOps, sub: t.sub, part: t.part,
 		sackInit: t.sackInit, hasSackInit: t.hasSackInit, sackMerge: t.sackMerge, oneBulk: t.oneBulk,
-		seed: t.seed, hasSeed: t.hasSeed,
+		seed: t.seed, hasSeed: t.hasSeed, files: lim.Files, maxFileBytes: lim.MaxFileBytes,
 		readsPaths: readsPaths(t, pathStepsOnly) || readsPaths(t, labelSteps)}
 	for _, se := range t.sideEffects {
 		if k, ok := se.Key.(string); ok {
@@ -905,7 +918,7 @@ func (t *Traversal) ExecuteBulk(ctx context.Context, g *graph.Graph, tx *graph.T
 		return nil, nil, nil
 	}
 	if !startSteps[t.steps[0].op] {
-		return nil, nil, evalErr("a traversal must start with V(), E(), addV(), addE(), mergeV(), mergeE(), inject(), union() or call(), not %s()", t.steps[0].op)
+		return nil, nil, evalErr("a traversal must start with V(), E(), addV(), addE(), mergeV(), mergeE(), inject(), union(), call() or io(), not %s()", t.steps[0].op)
 	}
 	out, err := ec.run(t, []*trav{{}})
 	if err != nil {
@@ -927,7 +940,7 @@ func (t *Traversal) ExecuteBulk(ctx context.Context, g *graph.Graph, tx *graph.T
 	return vals, bulks, nil
 }
 
-var startSteps = map[string]bool{"V": true, "E": true, "addV": true, "addE": true, "mergeV": true, "mergeE": true, "inject": true, "union": true, "call": true}
+var startSteps = map[string]bool{"V": true, "E": true, "addV": true, "addE": true, "mergeV": true, "mergeE": true, "inject": true, "union": true, "call": true, "io": true}
 
 func (ec *execCtx) run(t *Traversal, in []*trav) ([]*trav, error) {
 	cur := in
