@@ -12,7 +12,7 @@ import (
 )
 
 func init() {
-	commands["keys"] = command{"generate (or -rotate) the gates' Ed25519 signing keys in a directory (docs/attestation.md)", runKeys}
+	commands["keys"] = command{"generate (or -rotate) the gates' Ed25519 signing keys in a directory (docs/attestation.md); `keys edge create|list|revoke`: edge's API keys", runKeys}
 }
 
 // runKeys writes <dir>/<gate>.key (0600) and <gate>.pub for each named gate (keeping keys that
@@ -20,7 +20,10 @@ func init() {
 // keys alone to a second directory. With -rotate the
 // gate's key is replaced and its old public key kept as <gate>.<old key id>.pub, so proposals
 // it signed still verify until they have drained; delete that file afterwards.
-func runKeys(_ context.Context, args []string, stdout, stderr io.Writer) error {
+func runKeys(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "edge" {
+		return runKeysEdge(ctx, args[1:], stdout, stderr)
+	}
 	fs := flag.NewFlagSet("keys", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	dir := fs.String("dir", "", "directory of the keys (created 0700); required")
