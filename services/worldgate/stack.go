@@ -46,6 +46,9 @@ func startStack(ctx context.Context, f devFlags, log *slog.Logger) (_ *devStack,
 	if len(f.approvers) == 0 {
 		f.approvers = []string{defaultApprover()}
 	}
+	if err := checkDevPorts(f); err != nil {
+		return nil, err
+	}
 	gcfg := devGateConfig()
 	st.Stack, err = stack.Start(ctx, stack.Config{
 		DataDir: f.dataDir, Host: f.host,
