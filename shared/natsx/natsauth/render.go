@@ -153,8 +153,12 @@ const docIntro = "Least privilege is enforced by the NATS server, not by the wor
 	"`worldgate nats-config -unfused-gate-sets \"schema,safety;all\"` (users\n" +
 	"`gates-schema-safety-unfused`, `gates-unfused`). Each user may\n" +
 	"subscribe only to its own inboxes, `_INBOX.<user>.>`, so no worker reads replies meant for\n" +
-	"another: `shared/natsx.Connect` sets that inbox prefix from the user name; a client in another\n" +
-	"language sets it too (e.g. `nats.CustomInboxPrefix(\"_INBOX.publisher\")`).\n\n" +
+	"another: `shared/natsx.Connect` sets that inbox prefix from the user name, and so does\n" +
+	"`events.Connect` for a game backend (`events.ConnectOptions{Endpoints: \".worldgate/endpoints.json\",\n" +
+	"Role: \"publisher\"}`, or a URL with the user's password or a `.creds` file); a client of its own,\n" +
+	"in Go or another language, sets it too (e.g. `nats.CustomInboxPrefix(\"_INBOX.publisher\")`):\n" +
+	"without it the server refuses the reply subscription, no JetStream acknowledgement arrives, and\n" +
+	"publishes time out although they were stored.\n\n" +
 	"**Approvers.** A held proposal (destructive kinds) is decided by a person, as that person: each\n" +
 	"approver has a user `approver-<name>` that may publish decisions only on\n" +
 	"`proposals.decisions.<name>`, and the approval gate records the approver from that subject (its\n" +
