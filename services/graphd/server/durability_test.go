@@ -112,28 +112,10 @@ func TestRestartRecovers(t *testing.T) {
 
 const crashEnv = "GRAPHD_CRASH_CHILD_DIR"
 
-// TestCrashChild is the child process of TestCrashRecovery: it runs graphd
+// crashChild is the child process of TestCrashRecovery (TestMain runs it): it runs graphd
 // in-process and writes through gremlin-go, printing each acknowledged id.
-func TestCrashChild(t *testing.T) {
-	dir := os.Getenv(crashEnv)
-	if dir == "" {
-		t.Skip("helper process for TestCrashRecovery")
-	}
-	srv, err := server.New(server.Config{Listen: "127.0.0.1:0", DataDir: dir, CompactBytes: 256 << 10})
-	if err != nil {
-		fmt.Println("error", err)
-		os.Exit(3)
-	}
-	if err := srv.Start(context.Background()); err != nil {
-		os.Exit(3)
-	}
-	conn, err := gremlingo.NewDriverRemoteConnection(srv.URL(), func(s *gremlingo.DriverRemoteConnectionSettings) {
-		s.LogVerbosity = gremlingo.Off
-	})
-	if err != nil {
-		os.Exit(3)
-	}
-	g := gremlingo.Traversal_().WithRemote(conn)
+func crashChild(dir string) {
+	g := childGraph(server.Config{Listen: "127.0.0.1:0", DataDir: dir, CompactBytes: 256 << 10})
 	var mu sync.Mutex
 	out := bufio.NewWriter(os.Stdout)
 	var wg sync.WaitGroup
@@ -160,11 +142,8 @@ func TestCrashChild(t *testing.T) {
 // TestCrashRecovery kills a writing child with SIGKILL and checks that every
 // acknowledged write survives, then that a torn WAL tail is truncated.
 func TestCrashRecovery(t *testing.T) {
-	if os.Getenv(crashEnv) != "" {
-		t.Skip("running as TestCrashRecovery's writing child, not as the test")
-	}
 	dir := t.TempDir()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.count=1")
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), crashEnv+"="+dir)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {

@@ -2,7 +2,6 @@ package server_test
 
 import (
 	"bufio"
-	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -11,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	gremlingo "github.com/apache/tinkerpop/gremlin-go/v3/driver"
 	"github.com/worldgate/worldgate/services/graphd/graphdtest"
 	"github.com/worldgate/worldgate/services/graphd/server"
 )
@@ -127,29 +125,11 @@ func TestTransactions(t *testing.T) {
 
 const txCrashEnv = "GRAPHD_TX_CRASH_CHILD_DIR"
 
-// TestTxCrashChild is TestTransactionCrash's child: it commits one
+// txCrashChild is TestTransactionCrash's child (TestMain runs it): it commits one
 // transaction, leaves a second one open with a write acknowledged, says so
 // and waits to be killed.
-func TestTxCrashChild(t *testing.T) {
-	dir := os.Getenv(txCrashEnv)
-	if dir == "" {
-		t.Skip("helper process for TestTransactionCrash")
-	}
-	srv, err := server.New(server.Config{Listen: "127.0.0.1:0", DataDir: dir})
-	if err != nil {
-		fmt.Println("error", err)
-		os.Exit(3)
-	}
-	if err := srv.Start(context.Background()); err != nil {
-		os.Exit(3)
-	}
-	conn, err := gremlingo.NewDriverRemoteConnection(srv.URL(), func(s *gremlingo.DriverRemoteConnectionSettings) {
-		s.LogVerbosity = gremlingo.Off
-	})
-	if err != nil {
-		os.Exit(3)
-	}
-	g := gremlingo.Traversal_().WithRemote(conn)
+func txCrashChild(dir string) {
+	g := childGraph(server.Config{Listen: "127.0.0.1:0", DataDir: dir})
 	tx := g.Tx()
 	gtx, _ := tx.Begin()
 	if err := <-gtx.AddV("committed").Iterate(); err != nil {
@@ -174,11 +154,8 @@ func TestTxCrashChild(t *testing.T) {
 // acknowledged writes is open: after a restart the committed transaction is
 // there and nothing of the open one.
 func TestTransactionCrash(t *testing.T) {
-	if os.Getenv(txCrashEnv) != "" {
-		t.Skip("running as the child")
-	}
 	dir := t.TempDir()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestTxCrashChild$", "-test.count=1")
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), txCrashEnv+"="+dir)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
