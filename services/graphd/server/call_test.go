@@ -17,11 +17,7 @@ func TestCall(t *testing.T) {
 	srv := graphdtest.Start(t, graphdtest.InMemory())
 	g := writer(t, srv)
 	loadModern(t, g)
-	for _, c := range []struct {
-		name string
-		tr   GT
-		want string
-	}{
+	checkResults(t, []resultCase{
 		{"directory", g.Call(), "tinker.degree.centrality tinker.search"},
 		{"directory, verbose", g.Call("--list").With("service", "tinker.degree.centrality").With("verbose", true),
 			`{"name":"tinker.degree.centrality","type:[requirements]:":{"Streaming":[]},"params":{"direction":"Specify the edge direction (optional), default is Direction.IN"}}`},
@@ -30,20 +26,7 @@ func TestCall(t *testing.T) {
 		{"search edges only", g.Call("tinker.search").With("search", "a").With("type", "Edge"), ""},
 		{"degree, both directions", g.V(1).Call("tinker.degree.centrality").With("direction", gremlingo.Direction.Both), "3"},
 		{"degree in a filter", g.V().Where(__.Call("tinker.degree.centrality").Is(int64(3))).Values("name"), "lop"},
-	} {
-		res, err := c.tr.ToList()
-		if err != nil {
-			t.Errorf("%s: %v", c.name, err)
-			continue
-		}
-		vals := make([]any, len(res))
-		for i, r := range res {
-			vals[i] = r.Data
-		}
-		if got := strings.Join(norms(vals, false), " "); got != c.want {
-			t.Errorf("%s: got %q, want %q", c.name, got, c.want)
-		}
-	}
+	})
 	for _, c := range []struct {
 		tr   GT
 		want string

@@ -156,3 +156,29 @@ func eventually(t testing.TB, d time.Duration, cond func() bool) bool {
 	}
 	return cond()
 }
+
+// resultCase is a traversal and its results as norms gives them, unordered, joined by spaces.
+type resultCase struct {
+	name string
+	tr   GT
+	want string
+}
+
+// checkResults runs each case and compares its results with want.
+func checkResults(t testing.TB, cases []resultCase) {
+	t.Helper()
+	for _, c := range cases {
+		res, err := c.tr.ToList()
+		if err != nil {
+			t.Errorf("%s: %v", c.name, err)
+			continue
+		}
+		vals := make([]any, len(res))
+		for i, r := range res {
+			vals[i] = r.Data
+		}
+		if got := strings.Join(norms(vals, false), " "); got != c.want {
+			t.Errorf("%s: got %q, want %q", c.name, got, c.want)
+		}
+	}
+}

@@ -1,7 +1,6 @@
 package server_test
 
 import (
-	"strings"
 	"testing"
 
 	"github.com/worldgate/worldgate/services/graphd/graphdtest"
@@ -15,28 +14,11 @@ func TestPropertyTraversalArguments(t *testing.T) {
 	srv := graphdtest.Start(t, graphdtest.InMemory())
 	g := writer(t, srv)
 	loadModern(t, g)
-	for _, c := range []struct {
-		name string
-		tr   GT
-		want string
-	}{
+	checkResults(t, []resultCase{
 		{"addV value from the incoming vertex", g.V(1, 2).AddV("animal").Property("name", __.Values("name")).Values("name"), "marko vadas"},
 		{"addV key and value traversals", g.V(3).AddV("animal").Property(__.Values("name"), __.Label()).Values("lop"), "software"},
 		{"key from a side effect", g.WithSideEffect("a", "name").AddV().Property(__.Select("a"), "kitty").Values("name"), "kitty"},
 		{"addE value from the incoming vertex", g.V(6).AddE("likes").To(__.V(1)).Property("by", __.Values("name")).Values("by"), "peter"},
 		{"property() step on its element", g.V(4).Property(__.Constant("nick"), __.Values("name")).Values("nick"), "josh"},
-	} {
-		res, err := c.tr.ToList()
-		if err != nil {
-			t.Errorf("%s: %v", c.name, err)
-			continue
-		}
-		vals := make([]any, len(res))
-		for i, r := range res {
-			vals[i] = r.Data
-		}
-		if got := strings.Join(norms(vals, false), " "); got != c.want {
-			t.Errorf("%s: got %q, want %q", c.name, got, c.want)
-		}
-	}
+	})
 }

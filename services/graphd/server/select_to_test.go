@@ -17,11 +17,7 @@ func TestSelectTraversalAndToDirection(t *testing.T) {
 	g := writer(t, srv)
 	loadModern(t, g)
 	Pop, D := gremlingo.Pop, gremlingo.Direction
-	for _, c := range []struct {
-		name string
-		tr   GT
-		want string
-	}{
+	checkResults(t, []resultCase{
 		{"map key from a label", g.V(1, 2).As("a").Group("m").By().By(__.BothE().Count()).Barrier().Select("m").Select(__.Select("a")), "1 3"},
 		{"step label with Pop.all", g.V(1).As("a").Out("knows").As("a").Select(Pop.All, __.Constant("a")).By(__.Unfold().Values("name").Fold()), "[marko,josh] [marko,vadas]"},
 		{"no such key", g.V(1).Select(__.Constant("zzz")), ""},
@@ -29,20 +25,7 @@ func TestSelectTraversalAndToDirection(t *testing.T) {
 		{"to(OUT, knows)", g.V(1).To(D.Out, "knows").Values("name"), "josh vadas"},
 		{"toE(IN)", g.V(3).ToE(D.In).Id(), "11 12 9"},
 		{"toV(OUT)", g.E(7).ToV(D.Out).Id(), "1"},
-	} {
-		res, err := c.tr.ToList()
-		if err != nil {
-			t.Errorf("%s: %v", c.name, err)
-			continue
-		}
-		vals := make([]any, len(res))
-		for i, r := range res {
-			vals[i] = r.Data
-		}
-		if got := strings.Join(norms(vals, false), " "); got != c.want {
-			t.Errorf("%s: got %q, want %q", c.name, got, c.want)
-		}
-	}
+	})
 }
 
 // TestOrderShuffle checks Order.shuffle as TinkerPop's MultiComparator
