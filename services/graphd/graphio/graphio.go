@@ -45,8 +45,8 @@ type Graph struct {
 	Edges    []Edge
 }
 
-// value decodes a GraphSON 3 value ({"@type","@value"} or a plain JSON value).
-func value(raw json.RawMessage) (any, error) {
+// Value decodes a GraphSON 3 value ({"@type","@value"} or a plain JSON value).
+func Value(raw json.RawMessage) (any, error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) > 0 && raw[0] == '{' {
 		var typed struct {
@@ -97,8 +97,8 @@ func value(raw json.RawMessage) (any, error) {
 	return nil, fmt.Errorf("an untyped JSON list or map %s (graphd reads GraphSON 3 property values of the types g:Int32, g:Int64, g:Float, g:Double, strings and booleans)", raw)
 }
 
-// keys returns the keys of a JSON object in file order.
-func keys(raw json.RawMessage) ([]string, error) {
+// Keys returns the keys of a JSON object in file order.
+func Keys(raw json.RawMessage) ([]string, error) {
 	if len(bytes.TrimSpace(raw)) == 0 {
 		return nil, nil
 	}
@@ -170,7 +170,7 @@ func readLine(g *Graph, b []byte) error {
 	if err := json.Unmarshal(b, &v); err != nil {
 		return err
 	}
-	id, err := value(v.ID)
+	id, err := Value(v.ID)
 	if err != nil {
 		return err
 	}
@@ -181,7 +181,7 @@ func readLine(g *Graph, b []byte) error {
 	if gv.Label == "" {
 		gv.Label = "vertex"
 	}
-	pkeys, err := keys(v.Properties)
+	pkeys, err := Keys(v.Properties)
 	if err != nil {
 		return err
 	}
@@ -193,13 +193,13 @@ func readLine(g *Graph, b []byte) error {
 	}
 	for _, k := range pkeys {
 		for _, p := range props[k] {
-			val, err := value(p.Value)
+			val, err := Value(p.Value)
 			if err != nil {
 				return fmt.Errorf("property %s: %w", k, err)
 			}
 			gp := Property{Key: k, Value: val}
 			if len(p.ID) > 0 {
-				if gp.ID, err = value(p.ID); err != nil {
+				if gp.ID, err = Value(p.ID); err != nil {
 					return err
 				}
 			}
@@ -210,7 +210,7 @@ func readLine(g *Graph, b []byte) error {
 		}
 	}
 	g.Vertices = append(g.Vertices, gv)
-	labels, err := keys(v.InE)
+	labels, err := Keys(v.InE)
 	if err != nil {
 		return err
 	}
@@ -223,10 +223,10 @@ func readLine(g *Graph, b []byte) error {
 	for _, label := range labels {
 		for _, e := range inE[label] {
 			ge := Edge{Label: label, In: id}
-			if ge.ID, err = value(e.ID); err != nil {
+			if ge.ID, err = Value(e.ID); err != nil {
 				return err
 			}
-			if ge.Out, err = value(e.OutV); err != nil {
+			if ge.Out, err = Value(e.OutV); err != nil {
 				return err
 			}
 			if ge.Props, err = pairs(e.Properties); err != nil {
@@ -240,7 +240,7 @@ func readLine(g *Graph, b []byte) error {
 
 // pairs decodes a {key: value} object in file order.
 func pairs(raw json.RawMessage) ([][2]any, error) {
-	ks, err := keys(raw)
+	ks, err := Keys(raw)
 	if err != nil || len(ks) == 0 {
 		return nil, err
 	}
@@ -250,7 +250,7 @@ func pairs(raw json.RawMessage) ([][2]any, error) {
 	}
 	out := make([][2]any, 0, len(ks))
 	for _, k := range ks {
-		v, err := value(m[k])
+		v, err := Value(m[k])
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", k, err)
 		}

@@ -6,9 +6,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"strconv"
 
 	gremlingo "github.com/apache/tinkerpop/gremlin-go/v3/driver"
+
+	"github.com/worldgate/worldgate/services/graphd/graphio"
 )
 
 // The test graphs are GraphSON 3 adjacency lists: one vertex per line with its
@@ -41,62 +42,15 @@ type gsGraph struct {
 	edges    []gsEdge
 }
 
-// gsValue decodes a GraphSON 3 value ({"@type","@value"} or a plain JSON value).
-func gsValue(raw json.RawMessage) (any, error) {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) > 0 && raw[0] == '{' {
-		var typed struct {
-			Type  string          `json:"@type"`
-			Value json.RawMessage `json:"@value"`
-		}
-		if err := json.Unmarshal(raw, &typed); err != nil {
-			return nil, err
-		}
-		switch typed.Type {
-		case "g:Int32":
-			n, err := strconv.ParseInt(string(typed.Value), 10, 32)
-			return int32(n), err
-		case "g:Int64":
-			n, err := strconv.ParseInt(string(typed.Value), 10, 64)
-			return n, err
-		case "g:Double":
-			f, err := strconv.ParseFloat(string(typed.Value), 64)
-			return f, err
-		case "g:Float":
-			f, err := strconv.ParseFloat(string(typed.Value), 32)
-			return float32(f), err
-		default:
-			return nil, fmt.Errorf("GraphSON type %s is not handled by the loader", typed.Type)
-		}
-	}
-	var v any
-	if err := json.Unmarshal(raw, &v); err != nil {
-		return nil, err
-	}
-	return v, nil
-}
+// The suite's loader reads values and key order as graphd's io() does (graphio), and keeps
+// its own edge order: every edge from its out vertex's outE list, in file order, which the
+// ordering scenarios depend on.
+var (
+	gsValue     = graphio.Value
+	orderedKeys = graphio.Keys
+)
 
-// orderedKeys returns the keys of a JSON object in file order.
-func orderedKeys(raw json.RawMessage) ([]string, error) {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	if _, err := dec.Token(); err != nil {
-		return nil, err
-	}
-	var keys []string
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return nil, err
-		}
-		keys = append(keys, tok.(string))
-		var skip json.RawMessage
-		if err := dec.Decode(&skip); err != nil {
-			return nil, err
-		}
-	}
-	return keys, nil
-}
-
+// readGraphSON reads a GraphSON 3 adjacency-list file for the suite.
 func readGraphSON(path string) (*gsGraph, error) {
 	f, err := os.Open(path)
 	if err != nil {

@@ -3,6 +3,7 @@ package traversal
 import (
 	"math"
 	"math/rand/v2"
+	"reflect"
 	"sort"
 
 	"github.com/worldgate/worldgate/services/graphd/graph"
@@ -104,32 +105,7 @@ func javaEquals(a, b any) bool {
 	return gb.Equal(a, b)
 }
 
-func sameType(a, b any) bool {
-	switch a.(type) {
-	case int8:
-		_, ok := b.(int8)
-		return ok
-	case int16:
-		_, ok := b.(int16)
-		return ok
-	case int32:
-		_, ok := b.(int32)
-		return ok
-	case int64:
-		_, ok := b.(int64)
-		return ok
-	case float32:
-		_, ok := b.(float32)
-		return ok
-	case float64:
-		_, ok := b.(float64)
-		return ok
-	case uint8:
-		_, ok := b.(uint8)
-		return ok
-	}
-	return false
-}
+func sameType(a, b any) bool { return reflect.TypeOf(a) == reflect.TypeOf(b) }
 
 // sampleSeeded is SampleGlobalStep under SeedStrategy: equal objects merge
 // into one entry with a bulk (TraverserSet), each weighted by by() (1 without
