@@ -25,6 +25,8 @@ const (
 	Rejection   = "v1/rejection.json"
 	DomainEvent = "v1/domain-event.json"
 	Outcome     = "v1/outcome.json"
+	// World is the world file's format (`worldgate world load`), not a message.
+	World = "v1/world.json"
 )
 
 // FS returns the embedded schema tree (v1/…).

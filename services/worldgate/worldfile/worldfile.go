@@ -20,7 +20,9 @@
 //
 // Parsing is strict: an unknown field, a duplicate id, a reference to an entity the file does
 // not define, two exits of one location in the same direction, or a field its proposal schema
-// refuses is an error naming the line. The package does no I/O beyond what it is given.
+// refuses is an error naming the line. The format's JSON Schema is schemas/v1/world.json (for
+// editors and other languages; TestWorldFileSchema keeps it and this package in step); the game
+// team's guide is docs/integrate.md. The package does no I/O beyond what it is given.
 package worldfile
 
 import (
