@@ -148,10 +148,13 @@ func NewGuardModerator(c ModelConfig) *GuardModerator {
 func (m *GuardModerator) Version() string { return "guard/" + m.model }
 
 // guardCategories maps Llama Guard 3's hazard codes onto the policy's categories; codes
-// without an equivalent (non-violent crimes, defamation, advice, IP, elections) are not flags.
+// without an equivalent (S2 non-violent crimes, S5 defamation, S6 specialised advice, S8
+// intellectual property, S13 elections, S14 code-interpreter abuse) are not flags. S14 is not
+// prompt injection: Llama Guard 3 has no injection code (Meta's Prompt Guard is the separate
+// classifier for that). The taxonomy table: testdata/moderation/outside/GUIDE.md.
 var guardCategories = map[string]string{
 	"S1": "violence_extreme", "S3": "sexual", "S4": "sexual", "S7": "pii", "S9": "violence_extreme",
-	"S10": "hate", "S11": "self_harm", "S12": "sexual", "S14": "prompt_injection",
+	"S10": "hate", "S11": "self_harm", "S12": "sexual",
 }
 
 // Moderate implements Moderator.

@@ -159,6 +159,8 @@ func TestGuardAnswerParsing(t *testing.T) {
 		{"safe", "", false},
 		{" unsafe\nS1,S10 ", "hate,violence_extreme", false},
 		{"unsafe\nS2", "", false},
+		{"unsafe\nS14", "", false}, // code-interpreter abuse in Llama Guard 3, not prompt injection
+		{"unsafe\nS11,S14", "self_harm", false},
 		{"I cannot help with that", "", true},
 		{"", "", true},
 	} {
