@@ -1,0 +1,315 @@
+// Package textnorm folds disguised text to what a reader sees, so that rules judge what is read
+// and not how it is spelt: Unicode compatibility forms (fullwidth, ligatures, circled letters),
+// Cyrillic and Greek letters that look Latin, zero-width and bidirectional control characters,
+// leetspeak ("k1ll y0u") and spaced-out letters ("k i l l"). One definition for every component
+// that judges text (mcp-classify's moderate-content, which the input rail and the safety gate
+// ask; the dedup gate may fold with it too). Pure functions, no I/O; it never rewrites what is
+// stored: callers keep the original for the record and judge the folded form.
+package textnorm
+
+import (
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"golang.org/x/text/unicode/norm"
+)
+
+// What Fold found and folded, as Folded.Disguises names them.
+const (
+	ZeroWidth     = "zero-width"    // zero-width characters (U+200B–U+200D, U+2060, U+FEFF, soft hyphen) removed
+	Bidi          = "bidi"          // bidirectional controls (U+202A–U+202E, U+2066–U+2069, LRM, RLM, ALM) removed
+	Control       = "control"       // other control characters (not tab or newline) replaced by a space
+	Compatibility = "compatibility" // compatibility forms (fullwidth, ligatures, styled letters) folded by NFKC
+	Confusable    = "confusable"    // Cyrillic or Greek look-alikes of Latin letters folded
+	Leet          = "leet"          // digits and symbols standing for letters inside words folded
+	Spaced        = "spaced"        // letters spaced or dotted out ("k i l l") joined
+)
+
+// Folded is text as a reader sees it.
+type Folded struct {
+	// Text is the folded text, lower-cased.
+	Text string
+	// Disguises lists what was folded, in the order of the constants above; empty for plain text.
+	Disguises []string
+}
+
+// Has reports whether f found that disguise.
+func (f Folded) Has(disguise string) bool {
+	for _, d := range f.Disguises {
+		if d == disguise {
+			return true
+		}
+	}
+	return false
+}
+
+// IsZeroWidth reports whether r is an invisible formatting character that joins or hides letters.
+func IsZeroWidth(r rune) bool {
+	switch r {
+	case '\u200b', '\u200c', '\u200d', '\u2060', '\ufeff', '\u00ad', '\u180e', '\u2061', '\u2062', '\u2063', '\u2064':
+		return true
+	}
+	return false
+}
+
+// IsBidi reports whether r is a bidirectional control character (they can reorder what is shown).
+func IsBidi(r rune) bool {
+	return (r >= '\u202a' && r <= '\u202e') || (r >= '\u2066' && r <= '\u2069') || r == '\u200e' || r == '\u200f' || r == '\u061c'
+}
+
+// IsControl reports whether r is a control character other than tab, newline and carriage return.
+func IsControl(r rune) bool {
+	return unicode.IsControl(r) && r != '\t' && r != '\n' && r != '\r'
+}
+
+// confusables are the Cyrillic and Greek letters that render like a Latin letter (a hand-picked
+// subset of Unicode's confusables.txt, lower case: TR39's skeletons also fold Latin letters
+// into each other, "m" into "rn", which would break words instead of revealing them).
+var confusables = map[rune]rune{
+	// Cyrillic
+	'а': 'a', 'в': 'b', 'е': 'e', 'ё': 'e', 'һ': 'h', 'і': 'i', 'ї': 'i', 'ј': 'j', 'к': 'k', 'м': 'm', 'н': 'h',
+	'о': 'o', 'р': 'p', 'с': 'c', 'т': 't', 'у': 'y', 'х': 'x', 'ѕ': 's', 'ԁ': 'd', 'ԛ': 'q', 'ԝ': 'w', 'ɡ': 'g',
+	'ո': 'n', 'ս': 'u', 'ӏ': 'l', 'ʟ': 'l',
+	// Greek
+	'α': 'a', 'β': 'b', 'ε': 'e', 'η': 'n', 'ι': 'i', 'κ': 'k', 'ν': 'v', 'ο': 'o', 'ρ': 'p', 'τ': 't', 'υ': 'u',
+	'χ': 'x', 'γ': 'y', 'ω': 'w',
+}
+
+// leet are the digits and symbols read as letters inside a word that also has letters.
+var leet = map[rune]rune{'0': 'o', '1': 'i', '3': 'e', '4': 'a', '5': 's', '7': 't', '@': 'a', '$': 's', '!': 'i', '|': 'l', '€': 'e'}
+
+// Fold returns text as a reader sees it (see the package comment).
+func Fold(text string) Folded {
+	var f Folded
+	found := map[string]bool{}
+	// 1. Invisible and control characters.
+	var b strings.Builder
+	b.Grow(len(text))
+	for _, r := range text {
+		switch {
+		case IsZeroWidth(r):
+			found[ZeroWidth] = true
+		case IsBidi(r):
+			found[Bidi] = true
+		case IsControl(r):
+			found[Control] = true
+			b.WriteByte(' ')
+		default:
+			b.WriteRune(r)
+		}
+	}
+	s := b.String()
+	// 2. Compatibility forms (NFKC), told apart from mere composition (NFC).
+	if !isASCII(s) {
+		k := norm.NFKC.String(s)
+		if k != norm.NFC.String(s) {
+			found[Compatibility] = true
+		}
+		s = k
+	}
+	s = strings.ToLower(s)
+	// 3. Spaced-out letters, then leetspeak.
+	if j, ok := joinSpaced(s); ok {
+		s, found[Spaced] = j, true
+	}
+	s = foldWords(s, func(w string) (string, bool) { return foldLeet(w) })
+	if strings.Contains(s, "\x00") {
+		s = strings.ReplaceAll(s, "\x00", "")
+		found[Leet] = true
+		if !isASCII(s) {
+			s = norm.NFC.String(s) // a folded digit may now compose with a combining mark after it
+		}
+	}
+	// 4. Look-alike letters, in words that are Latin or (in a text with no other Cyrillic or
+	// Greek letters) made only of look-alikes.
+	if !isASCII(s) {
+		native := hasNative(s)
+		s = foldWords(s, func(w string) (string, bool) { return foldConfusables(w, native) })
+		if strings.Contains(s, "\x00") {
+			s = strings.ReplaceAll(s, "\x00", "")
+			found[Confusable] = true
+		}
+	}
+	f.Text = s
+	for _, d := range []string{ZeroWidth, Bidi, Control, Compatibility, Confusable, Leet, Spaced} {
+		if found[d] {
+			f.Disguises = append(f.Disguises, d)
+		}
+	}
+	return f
+}
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
+}
+
+// foldWords applies fold to each run of non-space characters; a word fold changed is marked
+// with a trailing NUL, which Fold counts and removes.
+func foldWords(s string, fold func(string) (string, bool)) string {
+	var b strings.Builder
+	b.Grow(len(s))
+	start := -1
+	flush := func(end int) {
+		if start < 0 {
+			return
+		}
+		if w, changed := fold(s[start:end]); changed {
+			b.WriteString(w)
+			b.WriteByte(0)
+		} else {
+			b.WriteString(s[start:end])
+		}
+		start = -1
+	}
+	for i, r := range s {
+		if unicode.IsSpace(r) {
+			flush(i)
+			b.WriteRune(r)
+		} else if start < 0 {
+			start = i
+		}
+	}
+	flush(len(s))
+	return b.String()
+}
+
+// hasNative reports a Cyrillic or Greek letter that looks like no Latin one: the text is
+// written in that script, not disguised with it.
+func hasNative(s string) bool {
+	for _, r := range s {
+		if (unicode.Is(unicode.Cyrillic, r) || unicode.Is(unicode.Greek, r)) && confusables[r] == 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// foldConfusables folds look-alikes in a word that has Latin letters or, where the text is not
+// native Cyrillic or Greek, consists only of look-alikes (a Russian or Greek text keeps its letters).
+func foldConfusables(w string, native bool) (string, bool) {
+	latin, other, look := 0, 0, 0
+	for _, r := range w {
+		switch {
+		case confusables[r] != 0:
+			look++
+		case r < utf8.RuneSelf && unicode.IsLetter(r):
+			latin++
+		case unicode.IsLetter(r):
+			other++
+		}
+	}
+	if look == 0 || other > 0 || (latin == 0 && (native || look < 2)) {
+		return w, false
+	}
+	var b strings.Builder
+	for _, r := range w {
+		if c := confusables[r]; c != 0 {
+			r = c
+		}
+		b.WriteRune(r)
+	}
+	return b.String(), true
+}
+
+// foldLeet reads digits and symbols as letters in a word that has at least one letter and one
+// leet character between letters or digits: "k1ll", "y0urs3lf", "4r3"; plain numbers ("42"),
+// ordinals ("3rd"), and punctuation at a word's edges ("help!") are left alone.
+func foldLeet(w string) (string, bool) {
+	letters, leets := 0, 0
+	rs := []rune(w)
+	// Punctuation at the edges is not part of the word.
+	lo, hi := 0, len(rs)
+	for lo < hi && !unicode.IsLetter(rs[lo]) && !unicode.IsDigit(rs[lo]) && rs[lo] != '@' && rs[lo] != '$' {
+		lo++
+	}
+	for hi > lo && !unicode.IsLetter(rs[hi-1]) && !unicode.IsDigit(rs[hi-1]) {
+		hi--
+	}
+	for _, r := range rs[lo:hi] {
+		if unicode.IsLetter(r) {
+			letters++
+		} else if leet[r] != 0 {
+			leets++
+		}
+	}
+	if letters == 0 || leets == 0 || isOrdinal(string(rs[lo:hi])) {
+		return w, false
+	}
+	for i := lo; i < hi; i++ {
+		if c := leet[rs[i]]; c != 0 {
+			rs[i] = c
+		}
+	}
+	return string(rs), true
+}
+
+// isOrdinal reports numbers with an ordinal or unit suffix: 1st, 3rd, 10th, 5kg, 20m, 2x.
+func isOrdinal(w string) bool {
+	i := 0
+	for i < len(w) && w[i] >= '0' && w[i] <= '9' {
+		i++
+	}
+	if i == 0 {
+		return false
+	}
+	for _, r := range w[i:] {
+		if !unicode.IsLetter(r) {
+			return false
+		}
+	}
+	return len(w)-i <= 3
+}
+
+// joinSpaced joins runs of at least three single letters (or leet characters) separated by one
+// space, dot, hyphen or underscore each: "k i l l", "k.i.l.l", "m-u-r-d-e-r". Two spaces or any
+// other character end a run, so "k i l l  y o u" reads "kill you".
+func joinSpaced(s string) (string, bool) {
+	rs := []rune(s)
+	single := func(i int) bool {
+		r := rs[i]
+		if !unicode.IsLetter(r) && leet[r] == 0 {
+			return false
+		}
+		before := i == 0 || !isWordRune(rs[i-1])
+		after := i == len(rs)-1 || !isWordRune(rs[i+1])
+		return before && after
+	}
+	sep := func(r rune) bool { return r == ' ' || r == '.' || r == '-' || r == '_' }
+	var out []rune
+	changed := false
+	for i := 0; i < len(rs); {
+		if !single(i) {
+			out = append(out, rs[i])
+			i++
+			continue
+		}
+		j, n := i, 1
+		for j+2 < len(rs) && sep(rs[j+1]) && single(j+2) {
+			j += 2
+			n++
+		}
+		if n >= 3 {
+			for k := i; k <= j; k += 2 {
+				out = append(out, rs[k])
+			}
+			changed = true
+		} else {
+			out = append(out, rs[i:j+1]...)
+		}
+		i = j + 1
+	}
+	if !changed {
+		return s, false
+	}
+	return string(out), true
+}
+
+func isWordRune(r rune) bool {
+	return unicode.IsLetter(r) || unicode.IsDigit(r) || r == '\''
+}

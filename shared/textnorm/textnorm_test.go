@@ -1,0 +1,60 @@
+package textnorm_test
+
+import (
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/worldgate/worldgate/shared/textnorm"
+)
+
+func TestFold(t *testing.T) {
+	for _, c := range []struct {
+		in, want  string
+		disguises string
+	}{
+		{"Welcome to the Gilded Tankard, traveller.", "welcome to the gilded tankard, traveller.", ""},
+		{"Apples are 2 coppers, 5 for a silver; the 3rd stall, 10kg sacks.", "apples are 2 coppers, 5 for a silver; the 3rd stall, 10kg sacks.", ""},
+		{"Help! Over here!", "help! over here!", ""},
+		{"Ｉ　ｗｉｌｌ　ｋｉｌｌ　ｙｏｕ", "i will kill you", "compatibility"},
+		{"＜script＞", "<script>", "compatibility"},
+		{"kіll уоurѕеlf", "kill yourself", "confusable"},             // Cyrillic і, у, о, ѕ, е
+		{"Привет, как дела?", "привет, как дела?", ""},               // Russian stays Russian
+		{"ki\u200bll your\u200dself", "kill yourself", "zero-width"}, // zero-width space and joiner
+		{"you \u202eroof\u202c", "you roof", "bidi"},
+		{"k1ll y0urs3lf", "kill yourself", "leet"},
+		{"g0 k!ll ur53lf", "go kill urself", "leet"},
+		{"k i l l  y o u r s e l f", "kill  yourself", "spaced"},
+		{"I will m.u.r.d.e.r you", "i will murder you", "spaced"},
+		{"a\x07b", "a b", "control"},
+		{"Café crème", "café crème", ""},
+		{"Cafe\u0301", "café", ""}, // composition alone is not a disguise
+	} {
+		f := textnorm.Fold(c.in)
+		if f.Text != c.want || strings.Join(f.Disguises, ",") != c.disguises {
+			t.Errorf("Fold(%q) = %q %v, want %q [%s]", c.in, f.Text, f.Disguises, c.want, c.disguises)
+		}
+	}
+}
+
+// FuzzFold: whatever the input, the folded text is valid UTF-8 without invisible, bidi or
+// control characters, and folding it again changes nothing.
+func FuzzFold(f *testing.F) {
+	for _, s := range []string{"k1ll y0u", "k i l l", "ｋｉｌｌ", "kіll", "a\u200bb\u202ec", "1 2 3 4", "a . b . c", "$$$ !!! |||", "ﬁre", "ǅ", "4 b c", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		got := textnorm.Fold(s)
+		if !utf8.ValidString(got.Text) && utf8.ValidString(s) {
+			t.Fatalf("Fold(%q) = %q: not valid UTF-8", s, got.Text)
+		}
+		for _, r := range got.Text {
+			if textnorm.IsZeroWidth(r) || textnorm.IsBidi(r) || textnorm.IsControl(r) {
+				t.Fatalf("Fold(%q) = %q keeps %U", s, got.Text, r)
+			}
+		}
+		if again := textnorm.Fold(got.Text); again.Text != got.Text {
+			t.Fatalf("Fold is not idempotent: %q → %q → %q", s, got.Text, again.Text)
+		}
+	})
+}
