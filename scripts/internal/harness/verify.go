@@ -33,14 +33,32 @@ type Audit struct {
 	// marker without a committed event, or the reverse).
 	GraphMismatch int      `json:"graphMismatch"`
 	Examples      []string `json:"examples,omitempty"` // a few lost or duplicated, for a person to trace
+	// OrderViolations counts committed events applied out of their actor's order: for each
+	// actor, the order of its events on COMMITTED must follow the WORLD order of the events
+	// that caused them (CheckOrder). OrderExamples are a few, for a person to trace.
+	OrderViolations int      `json:"orderViolations"`
+	OrderExamples   []string `json:"orderExamples,omitempty"`
+}
+
+// Failed reports whether the audit found anything lost, duplicated, out of order or
+// disagreeing with the graph.
+func (a *Audit) Failed() bool {
+	return a.Lost > 0 || a.Duplicated > 0 || a.GraphMismatch > 0 || a.OrderViolations > 0
 }
 
 // AuditRun checks that each of the n events with correlation ids gen.CorrelationID(0..n-1)
 // ended exactly once: one proposal, committed (one COMMITTED message and one AppliedEvent
 // marker) or rejected (one rejection). Moves only: an AI event may legitimately lead to several
-// proposals (reprompts).
+// proposals (reprompts). It also checks each actor's commits against the order of their causes
+// on WORLD (CheckOrder): a committed event points back to its cause by correlation id.
 func AuditRun(ctx context.Context, js jetstream.JetStream, graph graphx.Settings, gen *Generator, n int) (*Audit, error) {
 	a := &Audit{Events: n}
+	type cause struct {
+		actor string
+		seq   uint64
+	}
+	causes := map[string]cause{} // correlation id → the world event's actor and WORLD sequence
+	var commits []Commit
 	type seen struct {
 		proposals  map[string]bool
 		commits    int
@@ -57,18 +75,34 @@ func AuditRun(ctx context.Context, js jetstream.JetStream, graph graphx.Settings
 		return s
 	}
 	ours := func(corr string) bool { return strings.HasPrefix(corr, gen.Prefix) }
-	err := scanStream(ctx, js, events.StreamCommitted, func(_ string, data []byte) {
+	err := scanStream(ctx, js, events.StreamWorld, func(_ string, seq uint64, data []byte) {
+		var e events.Envelope
+		if json.Unmarshal(data, &e) == nil && ours(e.CorrelationID) {
+			if _, ok := causes[e.CorrelationID]; !ok { // a copy past the duplicate window is not the cause
+				causes[e.CorrelationID] = cause{actor: e.Actor.Kind + ":" + e.Actor.ID, seq: seq}
+			}
+		}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read WORLD: %w", err)
+	}
+	err = scanStream(ctx, js, events.StreamCommitted, func(_ string, _ uint64, data []byte) {
 		var e events.DomainEvent
 		if json.Unmarshal(data, &e) == nil && ours(e.CorrelationID) {
 			s := get(e.CorrelationID)
 			s.commits++
 			s.proposals[e.ProposalID] = true
+			if c, ok := causes[e.CorrelationID]; ok {
+				commits = append(commits, Commit{Actor: c.actor, Cause: e.CorrelationID, CauseSeq: c.seq})
+			}
 		}
 	})
 	if err != nil {
 		return nil, fmt.Errorf("read COMMITTED: %w", err)
 	}
-	err = scanStream(ctx, js, events.StreamProposals, func(subject string, data []byte) {
+	order := CheckOrder(commits, 5)
+	a.OrderViolations, a.OrderExamples = order.Violations, order.Examples
+	err = scanStream(ctx, js, events.StreamProposals, func(subject string, _ uint64, data []byte) {
 		if !strings.HasPrefix(subject, "proposals.rejected.") {
 			return
 		}
@@ -82,7 +116,7 @@ func AuditRun(ctx context.Context, js jetstream.JetStream, graph graphx.Settings
 	if err != nil {
 		return nil, fmt.Errorf("read PROPOSALS: %w", err)
 	}
-	err = scanStream(ctx, js, events.StreamDLQ, func(_ string, data []byte) {
+	err = scanStream(ctx, js, events.StreamDLQ, func(_ string, _ uint64, data []byte) {
 		var v struct {
 			CorrelationID string `json:"correlationId"`
 		}
@@ -145,8 +179,8 @@ func AuditRun(ctx context.Context, js jetstream.JetStream, graph graphx.Settings
 	return a, nil
 }
 
-// scanStream calls fn for every message stream holds now.
-func scanStream(ctx context.Context, js jetstream.JetStream, stream string, fn func(subject string, data []byte)) error {
+// scanStream calls fn for every message stream holds now, in stream order, with its sequence.
+func scanStream(ctx context.Context, js jetstream.JetStream, stream string, fn func(subject string, seq uint64, data []byte)) error {
 	s, err := js.Stream(ctx, stream)
 	if err != nil {
 		return err
@@ -171,8 +205,12 @@ func scanStream(ctx context.Context, js jetstream.JetStream, stream string, fn f
 		got := 0
 		for m := range batch.Messages() {
 			got++
-			fn(m.Subject(), m.Data())
-			if meta, err := m.Metadata(); err == nil && meta.Sequence.Stream >= last {
+			meta, err := m.Metadata()
+			if err != nil {
+				return fmt.Errorf("stream %s: %w", stream, err)
+			}
+			fn(m.Subject(), meta.Sequence.Stream, m.Data())
+			if meta.Sequence.Stream >= last {
 				return nil
 			}
 		}
