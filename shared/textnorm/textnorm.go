@@ -221,6 +221,9 @@ func foldConfusables(w string, native bool) (string, bool) {
 // leet character between letters or digits: "k1ll", "y0urs3lf", "4r3"; plain numbers ("42"),
 // ordinals ("3rd"), and punctuation at a word's edges ("help!") are left alone.
 func foldLeet(w string) (string, bool) {
+	if !strings.ContainsAny(w, "013457@$!|€") {
+		return w, false
+	}
 	letters, leets := 0, 0
 	rs := []rune(w)
 	// Punctuation at the edges is not part of the word.
@@ -270,6 +273,9 @@ func isOrdinal(w string) bool {
 // space, dot, hyphen or underscore each: "k i l l", "k.i.l.l", "m-u-r-d-e-r". Two spaces or any
 // other character end a run, so "k i l l  y o u" reads "kill you".
 func joinSpaced(s string) (string, bool) {
+	if !mayBeSpaced(s) {
+		return s, false
+	}
 	rs := []rune(s)
 	single := func(i int) bool {
 		r := rs[i]
@@ -308,6 +314,21 @@ func joinSpaced(s string) (string, bool) {
 		return s, false
 	}
 	return string(out), true
+}
+
+// mayBeSpaced is joinSpaced's quick test: some character stands alone between separators twice
+// in a row ("x y z" has " y ").
+func mayBeSpaced(s string) bool {
+	for i := 1; i+1 < len(s); i++ {
+		if (s[i-1] == ' ' || s[i-1] == '.' || s[i-1] == '-' || s[i-1] == '_') && s[i] != ' ' {
+			// one character (a rune of any width) then a separator or the end
+			_, size := utf8.DecodeRuneInString(s[i:])
+			if j := i + size; j == len(s) || s[j] == ' ' || s[j] == '.' || s[j] == '-' || s[j] == '_' {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func isWordRune(r rune) bool {

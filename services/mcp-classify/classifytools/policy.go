@@ -11,6 +11,8 @@ import (
 	"sort"
 	"strings"
 	"unicode"
+
+	"github.com/worldgate/worldgate/shared/textnorm"
 )
 
 // Embedded policy versions; the last is the default. An old version stays embedded so an
@@ -35,6 +37,11 @@ type Verdict struct {
 	// Redacted is the text with each replaced by a placeholder naming its kind ("[email]").
 	PersonalData []PersonalData `json:"personalData,omitempty" jsonschema:"spans of personal data in the text, byte offsets"`
 	Redacted     string         `json:"redacted,omitempty" jsonschema:"the text with personal data replaced by [kind] placeholders; present only when personal data was found"`
+	// Disguises names how the text was disguised (textnorm: zero-width, bidi, compatibility,
+	// confusable, leet, spaced, control), and Folded is the text as a reader sees it, which the
+	// rules judged besides the original; both absent for plain text. The original stays the record.
+	Disguises []string `json:"disguises,omitempty" jsonschema:"how the text was disguised (zero-width, bidi, control, compatibility, confusable, leet, spaced); absent for plain text"`
+	Folded    string   `json:"folded,omitempty" jsonschema:"the text as a reader sees it (lower-cased), which the rules judged too; present only when it differs from the text"`
 	// Backends lists what produced the verdict when more than the rules did (e.g. rules, openai).
 	Backends []string `json:"backends,omitempty" jsonschema:"the moderation backends combined into this verdict"`
 }
@@ -168,14 +175,20 @@ func (p *Policy) Categories() []string {
 	return out
 }
 
-// Moderate implements Moderator. Each term, pattern or detector counts once; patterns are
-// matched against the lower-cased text and against its URL- and entity-decoded form.
+// Moderate implements Moderator. Each term, pattern or detector counts once; terms and
+// patterns are matched against the lower-cased text, its URL- and entity-decoded form, and its
+// folded form (textnorm.Fold: disguises undone); personal data is found in the text as written.
 func (p *Policy) Moderate(_ context.Context, text string) (Verdict, error) {
 	v := Verdict{Categories: []string{}, Scores: map[string]float64{}, PolicyVersion: p.version}
-	norm := " " + normalize(text) + " "
+	norms := []string{" " + normalize(text) + " "}
 	views := []string{strings.ToLower(text)}
 	if d := strings.ToLower(decoded(text)); d != views[0] {
 		views = append(views, d)
+	}
+	if f := textnorm.Fold(text); f.Text != views[0] {
+		views = append(views, f.Text)
+		norms = append(norms, " "+normalize(f.Text)+" ")
+		v.Disguises, v.Folded = f.Disguises, f.Text
 	}
 	personal := FindPersonalData(text)
 	folded := make([]string, len(views))
@@ -185,8 +198,11 @@ func (p *Policy) Moderate(_ context.Context, text string) (Verdict, error) {
 	for _, c := range p.categories {
 		score := 0.0
 		for _, t := range c.terms {
-			if strings.Contains(norm, t.phrase) {
-				score += t.weight
+			for _, norm := range norms {
+				if strings.Contains(norm, t.phrase) {
+					score += t.weight
+					break
+				}
 			}
 		}
 		for _, pt := range c.patterns {
