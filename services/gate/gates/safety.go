@@ -72,10 +72,10 @@ func (s *safety) Check(ctx context.Context, p *events.Proposal) (Decision, error
 		}
 		// Markup and template injection are refused even where the moderation policy lets them pass: the
 		// text reaches players' screens and templates, and no gate rewrites content.
-		if hits := markupHits(text); len(hits) > 0 {
+		if hits := unsafeMarkup(text); len(hits) > 0 {
 			s.flagged.WithLabelValues(CategoryMarkup).Inc()
 			return Reject(events.CodeSafetyFlagged,
-				fmt.Sprintf("The text carries markup or template syntax (%s): it would reach players' screens as code. Write plain text, without tags, scripts or template expressions.", listOf(hits)),
+				fmt.Sprintf("The text carries markup, formatting or hidden characters (%s): committed text is plain text and would reach players' screens as it is. Write plain text, without tags, scripts, template expressions, links or invisible characters.", listOf(hits)),
 				map[string]any{"categories": []string{CategoryMarkup}, "markup": hits}), nil
 		}
 	}

@@ -77,7 +77,8 @@ func proposalRules(p *events.Proposal) []events.Problem {
 	if err != nil {
 		return append(probs, events.Problem{Code: events.ProblemInvalidPayload, Path: "/payload", Message: err.Error()})
 	}
-	return append(probs, events.PayloadRules(payload, "/payload")...)
+	probs = append(probs, events.PayloadRules(payload, "/payload")...)
+	return append(probs, plainTextProblems(payload, "/payload")...)
 }
 
 // trailRule: a new proposal (it arrives on its emitter's subject) carries an empty trail, since
