@@ -13,12 +13,15 @@ import (
 
 // OutcomeSchemaVersion is the Outcome format version this module writes. A new field or kind
 // bumps it; readers refuse versions they do not know (DecodeOutcome names the field). Version 2
-// added kind skipped and its Skip: a version 1 outcome (which cannot carry either) is still
-// read, so outcomes in flight across an upgrade drain.
-const OutcomeSchemaVersion = "2"
+// added kind skipped and its Skip, version 3 kind reused and its Reuse: outcomes of earlier
+// versions (which cannot carry what came later) are still read, so outcomes in flight across an
+// upgrade drain.
+const OutcomeSchemaVersion = "3"
 
 // OutcomeSchemaAccepted reports whether this module reads outcomes of schema version v.
-func OutcomeSchemaAccepted(v string) bool { return v == OutcomeSchemaVersion || v == "1" }
+func OutcomeSchemaAccepted(v string) bool {
+	return v == OutcomeSchemaVersion || v == "2" || v == "1"
+}
 
 // OutcomeKind is how a request ended.
 type OutcomeKind string
@@ -38,11 +41,17 @@ const (
 	// still fresh, say): nothing was proposed and nothing refused. Skip says why, with a
 	// reason a game can show, and when the same request may be acted on again.
 	OutcomeSkipped OutcomeKind = "skipped"
+	// OutcomeReused: the answer would have near-duplicated content already accepted for the
+	// same target (the dedup gate's scope: a quest per location, a line per NPC–player pair,
+	// ambience per location), so that content is the answer instead of a new one: Reuse names
+	// it and carries its payload. Nothing new was committed for this request, and no model was
+	// asked again.
+	OutcomeReused OutcomeKind = "reused"
 )
 
 // OutcomeKinds lists every outcome kind.
 func OutcomeKinds() []OutcomeKind {
-	return []OutcomeKind{OutcomeCommitted, OutcomeFallback, OutcomeRefused, OutcomeSkipped}
+	return []OutcomeKind{OutcomeCommitted, OutcomeFallback, OutcomeRefused, OutcomeSkipped, OutcomeReused}
 }
 
 // Refusal codes that are not a gate's rejection code.
@@ -95,6 +104,8 @@ type Outcome struct {
 	Refusal *Refusal `json:"refusal,omitempty"`
 	// Skip says why the agent role did not act on the event (skipped only).
 	Skip *Skip `json:"skip,omitempty"`
+	// Reuse is the accepted content that answers the request (reused only).
+	Reuse *Reuse `json:"reuse,omitempty"`
 	// Journey summarises how the decision was reached, for consoles and reports.
 	Journey    *Journey  `json:"journey,omitempty"`
 	DecidedUTC time.Time `json:"decidedUtc"`
@@ -120,6 +131,21 @@ type Skip struct {
 	RetryAtUTC *time.Time `json:"retryAtUtc,omitempty"`
 }
 
+// Reuse is the content a reused outcome answers with: the proposal whose content was accepted
+// for the same target (it passed every gate up to and including dedup), the domain event that
+// commits it (EventID; a game may look it up or link to it, e.g. the existing quest), when the
+// dedup gate accepted it, and its payload (the proposal kind's payload, as a game shows it).
+//
+// Content accepted at the dedup gate is committed unless a later gate refuses it for good,
+// which is rare (replay, rate and audit refuse what is malformed or over budget, and a rate
+// refusal is retried): a reused outcome does not wait for that commit.
+type Reuse struct {
+	ProposalID  string          `json:"proposalId"`
+	EventID     string          `json:"eventId"`
+	AcceptedUTC time.Time       `json:"acceptedUtc"`
+	Payload     json.RawMessage `json:"payload"`
+}
+
 // Journey is what the final proposal went through: its attempt (0 = the first answer, n = after
 // n reprompts), each gate's decision, and what the model call cost.
 type Journey struct {
@@ -136,10 +162,16 @@ type Journey struct {
 // method exists so callers read as what they mean).
 func (o *Outcome) Final() bool { return o.Kind != "" }
 
-// Text is the content a game shows for a committed or fallback outcome: the payload's "line"
+// Text is the content a game shows for a committed, fallback or reused outcome: the payload's "line"
 // (dialogue), "text" (ambience) or "title: hook" (quest seed), else "".
 func (o *Outcome) Text() string {
-	if o.Event == nil {
+	var payload json.RawMessage
+	switch {
+	case o.Event != nil:
+		payload = o.Event.Payload
+	case o.Reuse != nil:
+		payload = o.Reuse.Payload
+	default:
 		return ""
 	}
 	var f struct {
@@ -148,7 +180,7 @@ func (o *Outcome) Text() string {
 		Title string `json:"title"`
 		Hook  string `json:"hook"`
 	}
-	_ = json.Unmarshal(o.Event.Payload, &f)
+	_ = json.Unmarshal(payload, &f)
 	switch {
 	case f.Line != "":
 		return f.Line
@@ -241,6 +273,9 @@ func (d Decoder) checkOutcome(data []byte) error {
 			case m["schemaVersion"] == "1" && (p.Path == "/kind" && m["kind"] == string(OutcomeSkipped) || p.Path == "/skip"):
 				probs[i] = Problem{ProblemInvalidField, p.Path,
 					"an outcome of schemaVersion 1 cannot be skipped nor carry a skip: publish it as schemaVersion " + OutcomeSchemaVersion}
+			case (m["schemaVersion"] == "1" || m["schemaVersion"] == "2") && (p.Path == "/kind" && m["kind"] == string(OutcomeReused) || p.Path == "/reuse"):
+				probs[i] = Problem{ProblemInvalidField, p.Path,
+					fmt.Sprintf("an outcome of schemaVersion %v cannot be reused nor carry a reuse: publish it as schemaVersion %s", m["schemaVersion"], OutcomeSchemaVersion)}
 			}
 		}
 		return &InvalidError{What: "outcome", Problems: probs}
@@ -321,6 +356,21 @@ func RefusedOutcome(p *Proposal, rej *Rejection, code Code, reason string, at ti
 	return o
 }
 
+// ReusedOutcome is the outcome of proposal p, refused by rej as a near-duplicate of content
+// accepted for the same target, answered with that content (see OutcomeReused): its
+// OutcomeID derives from p's id, so a redelivered refusal is the same outcome. The journey is
+// p's (what the request cost).
+func ReusedOutcome(p *Proposal, reuse Reuse, at time.Time) *Outcome {
+	reuse.AcceptedUTC = reuse.AcceptedUTC.UTC()
+	return &Outcome{
+		SchemaVersion: OutcomeSchemaVersion, OutcomeID: OutcomeID("reused", p.ProposalID), Kind: OutcomeReused,
+		EventID: p.CausationID, CorrelationID: p.CorrelationID,
+		ProposalID: p.ProposalID, ProposalKind: p.Kind, AgentRole: p.AgentRole, Actor: p.Actor,
+		LocationID: locationOf(p.Payload), Reuse: &reuse,
+		Journey: journeyOf(p), DecidedUTC: at.UTC(),
+	}
+}
+
 // RequestRefused is the outcome of a world event that an agent role refused before proposing
 // anything (a move with no exit that way): gate is the role.
 func RequestRefused(env *Envelope, role, locationID string, code Code, reason string, at time.Time) *Outcome {
@@ -393,7 +443,7 @@ func (e *MisroutedError) Error() string {
 
 // CheckOutcomeSubject reports whether o may be believed as published on subject. NATS lets
 // only the event-processor publish on world.outcomes.committed.> and .fallback.>, and the
-// ai-worker only on .refused.> and .skipped.> (worldgate nats-config): the subject is the
+// ai-worker only on .refused.>, .skipped.> and .reused.> (worldgate nats-config): the subject is the
 // publisher's identity, so a reader believes a body only where it matches its subject — its
 // kind, its actor — and a refusal or a skip only when it carries no content. Watch applies it
 // to every outcome.
@@ -410,6 +460,10 @@ func CheckOutcomeSubject(subject string, o *Outcome) error {
 		return &MisroutedError{Subject: subject, Want: "nowhere: a " + string(o.Kind) + " outcome carries no refusal"}
 	case o.Kind != OutcomeSkipped && o.Skip != nil:
 		return &MisroutedError{Subject: subject, Want: "nowhere: a " + string(o.Kind) + " outcome carries no skip"}
+	case o.Kind == OutcomeReused && o.Event != nil:
+		return &MisroutedError{Subject: subject, Want: "nowhere: a reused outcome carries no committed event (its content is in reuse)"}
+	case o.Kind != OutcomeReused && o.Reuse != nil:
+		return &MisroutedError{Subject: subject, Want: "nowhere: a " + string(o.Kind) + " outcome carries no reuse"}
 	}
 	return nil
 }

@@ -69,7 +69,7 @@ func TestDecodeOutcomeProblems(t *testing.T) {
 		path string
 	}{
 		{"unknown field", mutate(func(m map[string]any) { m["extra"] = 1 }), ProblemUnknownField, "/extra"},
-		{"newer version", mutate(func(m map[string]any) { m["schemaVersion"] = "3" }), ProblemSpecVersion, "/schemaVersion"},
+		{"newer version", mutate(func(m map[string]any) { m["schemaVersion"] = "4" }), ProblemSpecVersion, "/schemaVersion"},
 		{"refused without refusal", mutate(func(m map[string]any) { delete(m, "refusal") }), ProblemMissingField, "/refusal"},
 		{"unknown kind", mutate(func(m map[string]any) { m["kind"] = "maybe" }), ProblemInvalidField, "/kind"},
 		{"not json", []byte(`{"kind":`), ProblemMalformed, ""},
@@ -131,6 +131,61 @@ func TestSkippedOutcome(t *testing.T) {
 	noSkip.Skip = nil
 	if _, err := noSkip.Encode(); err == nil {
 		t.Error("the outcome schema accepts a skipped outcome without its skip")
+	}
+}
+
+// A request whose answer near-duplicates accepted content is answered with that content
+// (issue 41 item 1): a reused outcome carries the accepted proposal, its domain event and its
+// payload (Text shows it), no event, refusal or skip, believed only on its own subject; it
+// needs schemaVersion 3.
+func TestReusedOutcome(t *testing.T) {
+	p := &Proposal{ProposalID: "0190a8f0-0000-7000-8000-0000000000a2", Kind: KindQuestSeed, CorrelationID: "c-2",
+		CausationID: "0190a8f0-0000-7000-8000-000000000002", AgentRole: "quest-planner", Actor: Actor{Kind: "player", ID: "player:ada"},
+		Payload: json.RawMessage(`{"locationId":"loc:square","title":"Other","hook":"h2","objectives":["o"]}`), Attempt: 0}
+	at := time.Date(2026, 11, 27, 10, 0, 0, 0, time.UTC)
+	prior := "0190a8f0-0000-7000-8000-0000000000a1"
+	o := ReusedOutcome(p, Reuse{ProposalID: prior, EventID: DomainEventID(prior, 0), AcceptedUTC: at.Add(-time.Minute),
+		Payload: json.RawMessage(`{"questId":"quest:q1","locationId":"loc:square","title":"The Lost Bell","hook":"Find it.","objectives":["find the bell"]}`)}, at)
+	raw, err := o.Encode()
+	if err != nil {
+		t.Fatalf("a reused outcome is invalid: %v", err)
+	}
+	back, err := DecodeOutcome(raw)
+	if err != nil || back.Kind != OutcomeReused || back.Reuse == nil || back.Reuse.ProposalID != prior || back.Event != nil ||
+		back.SchemaVersion != "3" || back.LocationID != "loc:square" || back.EventID != p.CausationID {
+		t.Fatalf("reused outcome read back as %+v (%v)", back, err)
+	}
+	if back.Text() != "The Lost Bell: Find it." {
+		t.Errorf("a reused outcome's text is %q", back.Text())
+	}
+	if o.Subject() != "world.outcomes.reused.player:ada" || CheckOutcomeSubject(o.Subject(), o) != nil {
+		t.Fatalf("reused outcome on %s: %v", o.Subject(), CheckOutcomeSubject(o.Subject(), o))
+	}
+	if again := ReusedOutcome(p, *o.Reuse, at.Add(time.Second)); again.OutcomeID != o.OutcomeID {
+		t.Error("a redelivered refusal gives another reused outcome id")
+	}
+	withEvent := *o
+	withEvent.Event = &DomainEvent{EventID: "e", Type: "QuestSeeded", Payload: json.RawMessage(`{}`)}
+	if CheckOutcomeSubject(withEvent.Subject(), &withEvent) == nil {
+		t.Error("a reused outcome carrying a committed event is believed")
+	}
+	if _, err := withEvent.Encode(); err == nil {
+		t.Error("the outcome schema accepts a reused outcome carrying an event")
+	}
+	committed := *o
+	committed.Kind = OutcomeCommitted
+	committed.Event = withEvent.Event
+	if CheckOutcomeSubject(committed.Subject(), &committed) == nil {
+		t.Error("a commit carrying a reuse is believed")
+	}
+	noReuse := *o
+	noReuse.Reuse = nil
+	if _, err := noReuse.Encode(); err == nil {
+		t.Error("the outcome schema accepts a reused outcome without its reuse")
+	}
+	v2 := strings.Replace(string(raw), `"schemaVersion":"3"`, `"schemaVersion":"2"`, 1)
+	if _, err := DecodeOutcome([]byte(v2)); !Has(err, ProblemInvalidField) || !strings.Contains(err.Error(), "schemaVersion 2 cannot be reused") {
+		t.Errorf("a v2 reused outcome: %v", err)
 	}
 }
 

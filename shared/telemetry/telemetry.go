@@ -35,6 +35,9 @@ const (
 	PromptAbandoned = "Prompt.Genesis.Abandoned"
 	// PromptSkipped: the trigger needs no content (e.g. the location has fresh ambience).
 	PromptSkipped = "Prompt.Genesis.Skipped"
+	// PromptReused: the answer near-duplicated accepted content, which answers the trigger
+	// instead of a regeneration.
+	PromptReused = "Prompt.Genesis.Reused"
 	// ToolBudgetExceeded: the model asked for more tool calls than the task's budget.
 	ToolBudgetExceeded = "Prompt.Tool.BudgetExceeded"
 	// ToolFailed: an MCP tool call failed (the model is told; the task goes on or falls back).

@@ -33,6 +33,9 @@ const MaxTransientRetries = 5
 //     the first send.
 //   - The event-processor's refusal of an answer to an event that already has its committed
 //     answer: nothing more (the event is answered).
+//   - A DUPLICATE whose gate offers the accepted content it near-duplicates
+//     (events.Rejection.Reusable): the request is answered with that content, a reused
+//     outcome, and no model is asked again.
 //   - Otherwise, for an LLM role: regenerate with the reason (attempt+1, new deterministic
 //     proposal id) up to MaxReprompts times, then propose fallback content; a refused fallback
 //     is abandoned (logged), since there is nothing safer to offer.
@@ -40,6 +43,9 @@ const MaxTransientRetries = 5
 // Rejections of other roles' proposals are not ours (Result with a Note, nothing to publish).
 // NoteNotMine is Rejected's note for a rejection of a role this worker does not run.
 const NoteNotMine = "not one of this worker's roles"
+
+// NoteReused is Rejected's note for a duplicate answered with the accepted content.
+const NoteReused = "answered with the accepted content it near-duplicates"
 
 func (a *Agent) Rejected(ctx context.Context, subject string, rej *events.Rejection, mine []roles.Role) (*Result, error) {
 	p := rej.Proposal
@@ -82,6 +88,14 @@ func (a *Agent) Rejected(ctx context.Context, subject string, rej *events.Reject
 		// Another proposal answered the event first; a regenerated answer would be refused too.
 		log.Info(telemetry.PromptAbandoned, "reason", "not answered again: "+rej.Reason)
 		return &Result{Note: NoteAnswered}, nil
+	}
+	if reuse, ok := rej.Reusable(); ok && role.UsesLLM {
+		// Reuse before regenerate: the answer near-duplicates content accepted for the same
+		// target, and that content answers the request, without paying for reprompts whose
+		// answers the scripted or real model would likely repeat.
+		a.m.tasks.WithLabelValues(role.Name, "reused").Inc()
+		log.Info(telemetry.PromptReused, "reusedProposalId", reuse.ProposalID, "reusedEventId", reuse.EventID)
+		return &Result{Note: NoteReused, Outcome: events.ReusedOutcome(p, reuse, a.cfg.Now())}, nil
 	}
 	if !role.UsesLLM {
 		log.Info(telemetry.PromptAbandoned, "reason", "deterministic proposals are not regenerated: "+rej.Reason)

@@ -59,7 +59,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		retries: metrics.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "ai_transient_retries_total",
 			Help: "Transiently refused proposals sent again after retryAfter, by purpose."}, []string{"purpose"})),
 		tasks: metrics.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "ai_tasks_total",
-			Help: "Agent tasks by role and outcome (proposed, fallback, skipped, refused; abandoned: a refused proposal given up on)."}, []string{"role", "outcome"})),
+			Help: "Agent tasks by role and outcome (proposed, fallback, skipped, refused; reused: a duplicate answered with the accepted content; abandoned: a refused proposal given up on)."}, []string{"role", "outcome"})),
 		rail: metrics.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "ai_input_rail_total",
 			Help: "Player inputs checked by the input rail before any model call, by role, outcome (passed, flagged, blocked, redacted, unavailable) and category (the policy's categories, other, none)."}, []string{"role", "outcome", "category"})),
 		budgetHits: metrics.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "ai_tool_budget_exceeded_total",

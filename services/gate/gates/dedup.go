@@ -21,8 +21,10 @@ import (
 )
 
 // dedup rejects content that is a near-duplicate of content recently accepted for the same kind
-// and target (its scope, per kind: contentTarget; dialogue is compared per NPC–player pair, so
-// an NPC may tell two players the same news). Fallback content is never refused (see
+// and target (its scope, per kind: the payload's Target — ambience and quest seeds per
+// location, dialogue per NPC–player pair, so an NPC may tell two players the same news; see
+// the gate's README), and offers the accepted content with the refusal, so that the request
+// is answered with it instead of a regeneration (a reused outcome). Fallback content is never refused (see
 // fallback.IsContent). Accepted fingerprints live in the KV bucket natsx.BucketDedup, one key per kind
 // and target holding the latest Keep entries; a check and its insert are one compare-and-set,
 // so two replicas cannot both accept near-duplicates. "Accepted" means passed this gate and not
@@ -68,12 +70,18 @@ func newDedup(d Deps) (Gate, error) {
 
 func (*dedup) Name() string { return Dedup }
 
-// fingerprint is one accepted text.
+// fingerprint is one accepted text, with its payload when it is small enough to offer for
+// reuse (maxReusable): the value of one key is at most Keep of them.
 type fingerprint struct {
-	FP         string    `json:"fp"` // hex uint64
-	ProposalID string    `json:"proposalId"`
-	At         time.Time `json:"at"`
+	FP         string          `json:"fp"` // hex uint64
+	ProposalID string          `json:"proposalId"`
+	At         time.Time       `json:"at"`
+	Payload    json.RawMessage `json:"payload,omitempty"`
 }
+
+// maxReusable bounds the payload a fingerprint keeps for reuse (a quest seed is about 400
+// bytes): larger content is refused as a duplicate without an offer, and regenerated.
+const maxReusable = 4 << 10
 
 type fingerprints struct {
 	Entries []fingerprint `json:"entries"`
@@ -141,9 +149,15 @@ func (g *dedup) Check(ctx context.Context, p *events.Proposal) (Decision, error)
 			}
 		}
 		if prev, d, ok := nearDuplicate(fp, p.ProposalID, cur.Entries, g.cfg.MaxDistance, since); ok {
+			// The accepted content goes with the refusal: the request is answered with it
+			// (events.Rejection.Reusable, a reused outcome) instead of paying for a regeneration.
+			why := "write something new"
+			if len(prev.Payload) > 0 {
+				why = "that content answers the request"
+			}
 			return Reject(events.CodeDuplicate,
-				fmt.Sprintf("This %s is a near-duplicate of proposal %s, accepted at %s for the same target: write something new.", p.Kind, prev.ProposalID, prev.At.UTC().Format(time.RFC3339)),
-				map[string]any{"duplicateOf": prev.ProposalID, "distance": d, "maxDistance": g.cfg.MaxDistance}), nil
+				fmt.Sprintf("This %s is a near-duplicate of proposal %s, accepted at %s for the same target: %s.", p.Kind, prev.ProposalID, prev.At.UTC().Format(time.RFC3339), why),
+				events.DuplicateDetails(prev.ProposalID, prev.At, prev.Payload, d, g.cfg.MaxDistance)), nil
 		}
 		next := fingerprints{Entries: make([]fingerprint, 0, len(cur.Entries)+1)}
 		for _, x := range cur.Entries {
@@ -151,7 +165,11 @@ func (g *dedup) Check(ctx context.Context, p *events.Proposal) (Decision, error)
 				next.Entries = append(next.Entries, x)
 			}
 		}
-		next.Entries = append(next.Entries, fingerprint{FP: strconv.FormatUint(fp, 16), ProposalID: p.ProposalID, At: now.UTC()})
+		entry := fingerprint{FP: strconv.FormatUint(fp, 16), ProposalID: p.ProposalID, At: now.UTC()}
+		if len(p.Payload) <= maxReusable {
+			entry.Payload = p.Payload
+		}
+		next.Entries = append(next.Entries, entry)
 		if over := len(next.Entries) - g.cfg.Keep; over > 0 {
 			next.Entries = next.Entries[over:]
 		}

@@ -146,9 +146,11 @@ func aiWorker(routes events.Routes) natsauth.Worker {
 		// A transiently refused proposal goes back on the refusing gate's retry subject, where
 		// the gate takes only the very proposal it refused (its retry ticket): no gate is skipped.
 		events.SubjectRetryAll,
-		// Final refusals (a refused move, a proposal refused for good) and skips (a role that
-		// decided not to act on an event): committed outcomes are the event-processor's.
-		events.OutcomeKindFilter(events.OutcomeRefused), events.OutcomeKindFilter(events.OutcomeSkipped))
+		// Final refusals (a refused move, a proposal refused for good), skips (a role that
+		// decided not to act on an event) and reuses (a duplicate answered with the accepted
+		// content): committed outcomes are the event-processor's.
+		events.OutcomeKindFilter(events.OutcomeRefused), events.OutcomeKindFilter(events.OutcomeSkipped),
+		events.OutcomeKindFilter(events.OutcomeReused))
 	// Committed exit changes drop world-rules' cached list-exits answers.
 	for _, subject := range aiworker.ExitChangeSubjects() {
 		g.Follows = append(g.Follows, natsauth.Follow{Stream: events.StreamCommitted, Subject: subject})
