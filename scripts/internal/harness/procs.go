@@ -122,6 +122,10 @@ func (p *Proc) PID() int {
 	return p.pid
 }
 
+// Program is the binary the process runs (a key of Binaries): "event-processor" for every
+// replica of it.
+func (p *Proc) Program() string { return filepath.Base(p.bin) }
+
 // Starts is how many times the process was started.
 func (p *Proc) Starts() int {
 	p.mu.Lock()
@@ -235,6 +239,9 @@ type ProcsOptions struct {
 	// Topology is provisioned by the admin user (Replicas is set from NATSNodes); the workers
 	// start with -provision=false, as in production.
 	Topology natsx.TopologyOptions
+	// Processors is how many event-processor replicas run (default 1), each its own process
+	// with its own admin port, named ProcessorName(i), the same flags otherwise.
+	Processors int
 	// MarkerHorizon, if set, is the event-processor's -marker-horizon (it must cover WORLD's and
 	// PROPOSALS' max ages in Topology.Limits).
 	MarkerHorizon time.Duration
@@ -248,8 +255,8 @@ type ProcsOptions struct {
 }
 
 // Procs is the pipeline as one OS process per component: natsd (one node or three), graphd, the
-// three MCP servers, the event-processor, the gates, the ai-worker and, if asked, the
-// memory-writer, each supervised. Every
+// three MCP servers, the event-processor (one process per replica), the gates, the ai-worker and,
+// if asked, the memory-writer, each supervised. Every
 // component connects to NATS as its own user of the policy (services/worldgate/policy), with
 // the permissions production gives it; the harness itself connects as the admin.
 type Procs struct {
@@ -273,6 +280,43 @@ func (ps *Procs) ofKind(kind string) []*Proc {
 		}
 	}
 	return out
+}
+
+// Processors are the event-processor replicas (ProcessorName(0), ProcessorName(1), …).
+func (ps *Procs) Processors() []*Proc {
+	var out []*Proc
+	for _, p := range ps.List {
+		if p.Program() == processorProgram {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// processorProgram is the event-processor's binary (Binaries).
+const processorProgram = "event-processor"
+
+// ProcessorName is the process name of event-processor replica i (from 0): "event-processor",
+// then "event-processor-2", "event-processor-3", …
+func ProcessorName(i int) string {
+	if i == 0 {
+		return processorProgram
+	}
+	return fmt.Sprintf("%s-%d", processorProgram, i+1)
+}
+
+// IsProcessor reports whether name (a process name, as in Usage's keys) is an event-processor
+// replica's.
+func IsProcessor(name string) bool {
+	rest, ok := strings.CutPrefix(name, processorProgram)
+	if !ok {
+		return false
+	}
+	if rest == "" {
+		return true
+	}
+	n, err := strconv.Atoi(strings.TrimPrefix(rest, "-"))
+	return strings.HasPrefix(rest, "-") && err == nil && n >= 2
 }
 
 // NodeOf is the NATS process running the server named server, or nil.
@@ -396,10 +440,11 @@ func StartProcs(ctx context.Context, o ProcsOptions) (ps *Procs, err error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	ps = &Procs{log: o.Logger}
+	started := &Procs{log: o.Logger}
+	ps = started
 	defer func() {
 		if err != nil {
-			ps.Stop()
+			started.Stop() // ps is nil by now: every failing return returns nil
 		}
 	}()
 	ps.logFile, err = os.Create(filepath.Join(o.DataDir, "processes.log"))
@@ -494,12 +539,15 @@ func StartProcs(ctx context.Context, o ProcsOptions) (ps *Procs, err error) {
 	add("mcp-world", "mcp", "mcp-world", slices.Concat(mcpCommon("mcp-world"), []string{"-graph-url", graphURL, "-graph-password", GraphReaderPassword}, as(natsauth.MCPWorld))...)
 	add("mcp-lore", "mcp", "mcp-lore", slices.Concat(mcpCommon("mcp-lore"), []string{"-graph-url", graphURL, "-graph-password", GraphReaderPassword, "-refresh", "10s"}, as(natsauth.MCPLore))...)
 	add("mcp-classify", "mcp", "mcp-classify", slices.Concat(mcpCommon("mcp-classify"), as(natsauth.MCPClassify))...)
-	epArgs := slices.Concat(as(natsauth.EventProcessor), []string{"-provision=false", "-graph-url", graphURL, "-graph-password", GraphWriterPassword,
-		"-admin", port("event-processor-admin"), "-log-level", "warn", "-ack-wait", "10s", "-attest-keys", keysDir})
-	if o.MarkerHorizon > 0 {
-		epArgs = append(epArgs, "-marker-horizon", o.MarkerHorizon.String())
+	for i := range max(o.Processors, 1) {
+		name := ProcessorName(i)
+		epArgs := slices.Concat(as(natsauth.EventProcessor), []string{"-provision=false", "-graph-url", graphURL, "-graph-password", GraphWriterPassword,
+			"-admin", port(name + "-admin"), "-log-level", "warn", "-ack-wait", "10s", "-attest-keys", keysDir})
+		if o.MarkerHorizon > 0 {
+			epArgs = append(epArgs, "-marker-horizon", o.MarkerHorizon.String())
+		}
+		add(name, "worker", "event-processor", epArgs...)
 	}
-	add("event-processor", "worker", "event-processor", epArgs...)
 	layout := gates.OneProcess()
 	if o.Split {
 		layout = gates.OneProcessPerGate()

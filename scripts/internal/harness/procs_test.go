@@ -2,10 +2,12 @@ package harness
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"syscall"
 	"testing"
@@ -76,4 +78,65 @@ func zombie(stat string) bool {
 		}
 	}
 	return false
+}
+
+// The process stack runs as many event-processor replicas as asked, each its own process with its
+// own admin address, each ready, each with its CPU read by name.
+func TestProcessorReplicas(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	binDir := DefaultBinDir()
+	if err := Build(ctx, binDir); err != nil {
+		t.Fatal(err)
+	}
+	ps, err := StartProcs(ctx, ProcsOptions{BinDir: binDir, DataDir: t.TempDir(), NATSNodes: 1, Processors: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ps.Stop()
+	replicas := ps.Processors()
+	var names []string
+	for _, p := range replicas {
+		names = append(names, p.Name)
+	}
+	if !slices.Equal(names, []string{"event-processor", "event-processor-2"}) {
+		t.Fatalf("event-processor replicas %v, want event-processor and event-processor-2", names)
+	}
+	a, b := replicas[0], replicas[1]
+	if a.Admin == "" || a.Admin == b.Admin || a.PID() == 0 || a.PID() == b.PID() {
+		t.Errorf("replicas share an admin address or a process: %s (pid %d) and %s (pid %d)", a.Admin, a.PID(), b.Admin, b.PID())
+	}
+	for _, p := range replicas {
+		if err := waitReady(ctx, p.Admin); err != nil {
+			t.Errorf("%s at %s: %v", p.Name, p.Admin, err)
+		}
+	}
+	usage := ps.Usage()
+	for _, n := range names {
+		if _, ok := usage[n]; !ok || !IsProcessor(n) {
+			t.Errorf("%s: no CPU reading (%v) or not known as a replica (%v)", n, ok, IsProcessor(n))
+		}
+	}
+}
+
+func TestProcessorName(t *testing.T) {
+	for i, want := range []string{"event-processor", "event-processor-2", "event-processor-3"} {
+		if got := ProcessorName(i); got != want || !IsProcessor(got) {
+			t.Errorf("ProcessorName(%d) = %q (a replica: %v), want %q", i, got, IsProcessor(got), want)
+		}
+	}
+	for _, name := range []string{"event-processor-1", "event-processor-x", "event-processors", "gate-all", "memory-writer", ""} {
+		if IsProcessor(name) {
+			t.Errorf("IsProcessor(%q): want false", name)
+		}
+	}
+}
+
+// A stack that cannot start (here: no binaries) is an error, with whatever started stopped, not
+// a panic.
+func TestStartProcsFailsWithAnError(t *testing.T) {
+	ps, err := StartProcs(context.Background(), ProcsOptions{BinDir: t.TempDir(), DataDir: t.TempDir()})
+	if err == nil || ps != nil {
+		t.Fatalf("StartProcs without binaries: %v, %v; want an error and no stack", ps, err)
+	}
 }
