@@ -184,6 +184,9 @@ func (t *Tracker) onDead(m jetstream.Msg) {
 // Answer is one final outcome of a run's event, as the game receives it (events.Outcome).
 type Answer struct {
 	Kind events.OutcomeKind
+	// Of is the proposal kind the outcome is about (quest_seed, …), else the agent role that
+	// decided it (a refused move, a skip).
+	Of string
 	// Gate and Code of a refusal.
 	Gate, Code string
 	// OnFallback: the refused proposal carried fallback content (nothing safer was left to
@@ -221,7 +224,10 @@ func (t *Tracker) onOutcome(m jetstream.Msg) {
 		return
 	}
 	t.seenOutc[o.OutcomeID] = true
-	a := Answer{Kind: o.Kind}
+	a := Answer{Kind: o.Kind, Of: o.ProposalKind}
+	if a.Of == "" {
+		a.Of = o.AgentRole
+	}
 	if o.Refusal != nil {
 		a.Gate, a.Code = o.Refusal.Gate, string(o.Refusal.Code)
 		a.OnFallback = o.Journey != nil && o.Journey.Provider == "fallback"
@@ -231,24 +237,65 @@ func (t *Tracker) onOutcome(m jetstream.Msg) {
 }
 
 // Answers is what the run's events got back: per outcome kind, the events whose first final
-// outcome was of that kind; refusals per gate/code; Abandoned, the events refused even their
-// fallback content or given up after transient refusals; and Silent, the events among corrs
-// with no outcome at all.
+// outcome was of that kind — Committed new content (or a move), Reused content accepted
+// earlier for the same target, Fallback content, Refused, Skipped — in all and per proposal
+// kind (ByKind); refusals per gate/code; Abandoned, the events refused even their fallback
+// content or given up after transient refusals; and Silent, the events among corrs with no
+// outcome at all.
 type Answers struct {
-	Answered  int            `json:"answered"`
-	Committed int            `json:"committed"`
-	Fallback  int            `json:"fallback"`
-	Refused   int            `json:"refused"`
-	RefusedBy map[string]int `json:"refusedBy,omitempty"`
-	Abandoned int            `json:"abandoned"`
-	Silent    int            `json:"silent"`
+	Answered  int `json:"answered"`
+	Committed int `json:"committed"`
+	Reused    int `json:"reused"`
+	Fallback  int `json:"fallback"`
+	Refused   int `json:"refused"`
+	Skipped   int `json:"skipped"`
+	// ByKind splits the answers by proposal kind (or the deciding agent role where there was
+	// no proposal).
+	ByKind    map[string]*KindAnswers `json:"byKind,omitempty"`
+	RefusedBy map[string]int          `json:"refusedBy,omitempty"`
+	Abandoned int                     `json:"abandoned"`
+	Silent    int                     `json:"silent"`
+}
+
+// KindAnswers are one proposal kind's answers by outcome kind.
+type KindAnswers struct {
+	Committed int `json:"committed"`
+	Reused    int `json:"reused"`
+	Fallback  int `json:"fallback"`
+	Refused   int `json:"refused"`
+	Skipped   int `json:"skipped"`
+}
+
+// Of is how many answers a of outcome kind k counts.
+func (a *Answers) Of(k events.OutcomeKind) int {
+	switch k {
+	case events.OutcomeCommitted:
+		return a.Committed
+	case events.OutcomeReused:
+		return a.Reused
+	case events.OutcomeFallback:
+		return a.Fallback
+	case events.OutcomeRefused:
+		return a.Refused
+	case events.OutcomeSkipped:
+		return a.Skipped
+	}
+	return 0
+}
+
+// Share is n as a share of the answered events (0 when none was answered).
+func (a *Answers) Share(n int) float64 {
+	if a.Answered == 0 {
+		return 0
+	}
+	return float64(n) / float64(a.Answered)
 }
 
 // Answers summarises the outcomes of the events with correlation ids corrs.
 func (t *Tracker) Answers(corrs []string) Answers {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	a := Answers{RefusedBy: map[string]int{}}
+	a := Answers{RefusedBy: map[string]int{}, ByKind: map[string]*KindAnswers{}}
 	for _, c := range corrs {
 		got := t.answers[c]
 		if len(got) == 0 {
@@ -257,13 +304,27 @@ func (t *Tracker) Answers(corrs []string) Answers {
 		}
 		a.Answered++
 		first := got[0]
+		k := a.ByKind[first.Of]
+		if k == nil {
+			k = &KindAnswers{}
+			a.ByKind[first.Of] = k
+		}
 		switch first.Kind {
 		case events.OutcomeCommitted:
 			a.Committed++
+			k.Committed++
+		case events.OutcomeReused:
+			a.Reused++
+			k.Reused++
 		case events.OutcomeFallback:
 			a.Fallback++
+			k.Fallback++
+		case events.OutcomeSkipped:
+			a.Skipped++
+			k.Skipped++
 		case events.OutcomeRefused:
 			a.Refused++
+			k.Refused++
 			a.RefusedBy[first.Gate+"/"+first.Code]++
 			if first.OnFallback || first.Code == string(events.CodeGaveUp) {
 				a.Abandoned++
