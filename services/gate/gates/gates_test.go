@@ -797,7 +797,7 @@ func TestSafetyGateRefusesMarkup(t *testing.T) {
 	for _, p := range bad {
 		r := s.waitRejected(t, p.ProposalID)
 		if r.Code != events.CodeSafetyFlagged || !slices.Contains(toStrings(r.Details["categories"]), "markup_injection") ||
-			!strings.Contains(r.Reason, "worldgate-moderation-2.0.0") || r.Details["policyVersion"] != "worldgate-moderation-2.0.0" {
+			!strings.Contains(r.Reason, "worldgate-moderation-3.0.0") || r.Details["policyVersion"] != "worldgate-moderation-3.0.0" {
 			t.Errorf("%s: rejection %+v", p.Kind, r)
 		}
 	}

@@ -125,7 +125,7 @@ func TestModelBackendsCombinedWithRules(t *testing.T) {
 		}
 		return v
 	}
-	all := "worldgate-moderation-2.0.0+openai/omni-moderation-latest+guard/llama-guard3:1b"
+	all := "worldgate-moderation-3.0.0+openai/omni-moderation-latest+guard/llama-guard3:1b"
 	for _, c := range []struct {
 		text, cats string
 	}{
@@ -146,7 +146,7 @@ func TestModelBackendsCombinedWithRules(t *testing.T) {
 	// A failing backend is left out and the verdict says which checks ran.
 	fail.Store(true)
 	v := call("The lesser folk of the eastern towns should be kept out.")
-	if v.Flagged || v.PolicyVersion != "worldgate-moderation-2.0.0+guard/llama-guard3:1b" || strings.Join(v.Backends, ",") != "rules,guard/llama-guard3:1b" {
+	if v.Flagged || v.PolicyVersion != "worldgate-moderation-3.0.0+guard/llama-guard3:1b" || strings.Join(v.Backends, ",") != "rules,guard/llama-guard3:1b" {
 		t.Errorf("with openai failing: %+v", v)
 	}
 }

@@ -50,7 +50,7 @@ func TestModerateAndClassifyOverHTTP(t *testing.T) {
 		if err := res.Decode(&v); err != nil {
 			t.Fatal(err)
 		}
-		if v.PolicyVersion != "worldgate-moderation-2.0.0" {
+		if v.PolicyVersion != "worldgate-moderation-3.0.0" {
 			t.Fatalf("policy version %q", v.PolicyVersion)
 		}
 		return v

@@ -11,6 +11,9 @@ import (
 	"sort"
 	"strings"
 	"unicode"
+	"unicode/utf8"
+
+	"golang.org/x/text/unicode/norm"
 
 	"github.com/worldgate/worldgate/shared/textnorm"
 )
@@ -22,9 +25,11 @@ var (
 	policyV1JSON []byte
 	//go:embed policy_v2.json
 	policyV2JSON []byte
+	//go:embed policy_v3.json
+	policyV3JSON []byte
 
-	embeddedPolicies  = [][]byte{policyV1JSON, policyV2JSON}
-	defaultPolicyJSON = policyV2JSON
+	embeddedPolicies  = [][]byte{policyV1JSON, policyV2JSON, policyV3JSON}
+	defaultPolicyJSON = policyV3JSON
 )
 
 // Verdict is a moderation decision.
@@ -185,9 +190,12 @@ func (p *Policy) Moderate(_ context.Context, text string) (Verdict, error) {
 	if d := strings.ToLower(decoded(text)); d != views[0] {
 		views = append(views, d)
 	}
-	if f := textnorm.Fold(text); f.Text != views[0] {
-		views = append(views, f.Text)
-		norms = append(norms, " "+normalize(f.Text)+" ")
+	f := textnorm.Fold(text)
+	if judged := unaccent(f.Text); judged != views[0] {
+		views = append(views, judged)
+		norms = append(norms, " "+normalize(judged)+" ")
+	}
+	if f.Text != views[0] {
 		v.Disguises, v.Folded = f.Disguises, f.Text
 	}
 	personal := FindPersonalData(text)
@@ -257,6 +265,22 @@ func normalize(s string) string {
 		}
 	}
 	return strings.TrimSpace(b.String())
+}
+
+// unaccent strips combining marks (é → e): the other languages' rules are written without
+// accents, as players often type them.
+func unaccent(s string) string {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return norm.NFC.String(strings.Map(func(r rune) rune {
+				if unicode.Is(unicode.Mn, r) {
+					return -1
+				}
+				return r
+			}, norm.NFD.String(s)))
+		}
+	}
+	return s
 }
 
 func round2(f float64) float64 { return float64(int(f*100+0.5)) / 100 }

@@ -40,7 +40,7 @@ func TestPrefiltersChangeNoVerdict(t *testing.T) {
 		texts = append(texts, text)
 	}
 	ctx := context.Background()
-	for _, version := range []string{"worldgate-moderation-1.0.0", "worldgate-moderation-2.0.0"} {
+	for _, version := range []string{"worldgate-moderation-1.0.0", "worldgate-moderation-2.0.0", "worldgate-moderation-3.0.0"} {
 		p, err := EmbeddedPolicy(version)
 		if err != nil {
 			t.Fatalf("policy %q: %v", version, err)
