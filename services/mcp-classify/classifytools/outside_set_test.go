@@ -83,6 +83,15 @@ func outsideReport(t *testing.T, m classifytools.Moderator, lines []outsideLine)
 	overall = scoreSet(t, m, all)
 	var b strings.Builder
 	fmt.Fprintf(&b, "per category (%d lines):\n%s", len(lines), overall.table())
+	if p, ok := m.(*classifytools.Policy); ok {
+		right := 0
+		for _, l := range lines {
+			if v, _ := p.Moderate(t.Context(), l.text); v.Language == l.lang {
+				right++
+			}
+		}
+		fmt.Fprintf(&b, "language guessed right: %d of %d\n", right, len(lines))
+	}
 	groups := make([]string, 0, len(by))
 	for g := range by {
 		groups = append(groups, g)

@@ -47,6 +47,8 @@ type Verdict struct {
 	// rules judged besides the original; both absent for plain text. The original stays the record.
 	Disguises []string `json:"disguises,omitempty" jsonschema:"how the text was disguised (zero-width, bidi, control, compatibility, confusable, leet, spaced); absent for plain text"`
 	Folded    string   `json:"folded,omitempty" jsonschema:"the text as a reader sees it (lower-cased), which the rules judged too; present only when it differs from the text"`
+	// Language is a guess at the text's language (en, fr, es, de, pt, it; und when none fits).
+	Language string `json:"language,omitempty" jsonschema:"a guess at the text's language: en, fr, es, de, pt, it, or und"`
 	// Backends lists what produced the verdict when more than the rules did (e.g. rules, openai).
 	Backends []string `json:"backends,omitempty" jsonschema:"the moderation backends combined into this verdict"`
 }
@@ -191,13 +193,15 @@ func (p *Policy) Moderate(_ context.Context, text string) (Verdict, error) {
 		views = append(views, d)
 	}
 	f := textnorm.Fold(text)
-	if judged := unaccent(f.Text); judged != views[0] {
+	judged := unaccent(f.Text)
+	if judged != views[0] {
 		views = append(views, judged)
 		norms = append(norms, " "+normalize(judged)+" ")
 	}
 	if f.Text != views[0] {
 		v.Disguises, v.Folded = f.Disguises, f.Text
 	}
+	v.Language = guessLanguage(judged, f.Text)
 	personal := FindPersonalData(text)
 	folded := make([]string, len(views))
 	for i, view := range views {
