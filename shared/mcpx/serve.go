@@ -33,6 +33,17 @@ type HTTPOptions struct {
 // dropped first).
 const EventStoreBytes = 4 << 20
 
+// ResponseHeader, set to ResponseJSON on every request of a session (initialize included),
+// asks an HTTPHandler for plain JSON responses: each POST is answered with one
+// application/json body instead of an SSE stream with a priming event kept for resumption.
+// Worldgate's own client (shared/mcpx/client) asks for it: it needs no stream (no progress,
+// no server requests during a call; a lost answer is a failed call it retries). Every other
+// client gets the resumable SSE streams the transport specifies.
+const (
+	ResponseHeader = "Worldgate-Mcp-Response"
+	ResponseJSON   = "json"
+)
+
 // HTTPHandler serves s over Streamable HTTP behind bearer authentication.
 func HTTPHandler(s *mcp.Server, o HTTPOptions) http.Handler {
 	if o.SessionTimeout == 0 {
@@ -43,10 +54,25 @@ func HTTPHandler(s *mcp.Server, o HTTPOptions) http.Handler {
 	// Last-Event-ID from the events kept in memory (at most EventStoreBytes per server).
 	events := mcp.NewMemoryEventStore(nil)
 	events.SetMaxBytes(EventStoreBytes)
-	var h http.Handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{
+	get := func(*http.Request) *mcp.Server { return s }
+	streams := mcp.NewStreamableHTTPHandler(get, &mcp.StreamableHTTPOptions{
 		SessionTimeout: o.SessionTimeout,
 		Logger:         o.Logger,
 		EventStore:     events,
+	})
+	// The same server with plain JSON answers (ResponseHeader): its sessions are its own, and
+	// a client asks for it on every request of its session.
+	plain := mcp.NewStreamableHTTPHandler(get, &mcp.StreamableHTTPOptions{
+		SessionTimeout: o.SessionTimeout,
+		Logger:         o.Logger,
+		JSONResponse:   true,
+	})
+	var h http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get(ResponseHeader) == ResponseJSON {
+			plain.ServeHTTP(w, r)
+			return
+		}
+		streams.ServeHTTP(w, r)
 	})
 	// Outermost first: Origin (403), then the bearer token (401/403), then
 	// malformed JSON and unknown methods (JSON-RPC errors), then the SDK,

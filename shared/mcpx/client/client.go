@@ -58,6 +58,10 @@ type ServerConfig struct {
 	Env     []string      `json:"env,omitempty" yaml:"env,omitempty"`
 	Token   string        `json:"token,omitempty" yaml:"token,omitempty"`
 	Timeout time.Duration `json:"timeout,omitempty" yaml:"timeout,omitempty"` // per call; default 30 s
+	// InProcess is the server itself when it runs in this process (worldgate dev, the
+	// harnesses): calls go through the SDK's in-memory transport instead of HTTP, trusted as
+	// the process is (no token). It takes precedence over URL and Command.
+	InProcess *mcp.Server `json:"-" yaml:"-"`
 }
 
 // Config configures a Client.
@@ -146,7 +150,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 			return nil, fmt.Errorf("mcp client: duplicate server name %q", s.Name)
 		}
 		seen[s.Name] = true
-		if (s.URL == "") == (s.Command == "") {
+		if s.InProcess == nil && (s.URL == "") == (s.Command == "") {
 			return nil, fmt.Errorf("mcp client: server %q needs exactly one of url or command", s.Name)
 		}
 	}
@@ -342,6 +346,15 @@ type server struct {
 }
 
 func (s *server) transport() (mcp.Transport, error) {
+	if s.cfg.InProcess != nil {
+		// The server runs in this process: an in-memory pipe, no HTTP, no JSON over a socket
+		// (the SDK still encodes each message once).
+		ct, st := mcp.NewInMemoryTransports()
+		if _, err := s.cfg.InProcess.Connect(s.c.ctx, st, nil); err != nil {
+			return nil, fmt.Errorf("connect in process: %w", err)
+		}
+		return ct, nil
+	}
 	if s.cfg.URL != "" {
 		hc := *s.c.cfg.HTTPClient
 		base := hc.Transport
@@ -644,5 +657,8 @@ func (h *headerRoundTripper) RoundTrip(r *http.Request) (*http.Response, error) 
 	if cid := mcpx.CorrelationID(r.Context()); cid != "" {
 		r.Header.Set(mcpx.CorrelationHeader, cid)
 	}
+	// No call needs a stream: plain JSON answers spare the server its SSE framing and
+	// resumption store (a server that does not know the header streams, which works too).
+	r.Header.Set(mcpx.ResponseHeader, mcpx.ResponseJSON)
 	return h.base.RoundTrip(r)
 }
