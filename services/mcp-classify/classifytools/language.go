@@ -41,14 +41,12 @@ var letterLanguages = map[rune][]string{
 	'î': {"fr"}, 'û': {"fr"}, 'ë': {"fr"}, 'ï': {"fr"}, 'è': {"fr", "it"}, 'ì': {"it"}, 'ò': {"it"},
 }
 
-// guessLanguage names the language of a text by its function words (in judged: lower-cased,
-// accent-stripped) and its letters (in folded: accents kept); a word or letter that belongs to
+// guessLanguage names the language of a text by its function words (in words: the judged text
+// through normalize, lower-cased and accent-stripped) and its letters (in folded: accents kept); a word or letter that belongs to
 // one language only counts twice. Ties go in a fixed order (English first); nothing to go by
 // is LanguageUnknown.
-func guessLanguage(judged, folded string) string {
-	var score [6]int
-	order := [6]string{"en", "fr", "es", "de", "pt", "it"}
-	index := map[string]int{"en": 0, "fr": 1, "es": 2, "de": 3, "pt": 4, "it": 5}
+func guessLanguage(words, folded string) (string, languageScores) {
+	var score languageScores
 	count := func(langs []string) {
 		w := 1
 		if len(langs) == 1 {
@@ -58,7 +56,7 @@ func guessLanguage(judged, folded string) string {
 			score[index[lang]] += w
 		}
 	}
-	for _, w := range strings.Fields(normalize(judged)) {
+	for w := range strings.FieldsSeq(words) {
 		count(wordLanguages[w])
 	}
 	for _, r := range folded {
@@ -69,8 +67,23 @@ func guessLanguage(judged, folded string) string {
 	best, bestScore := LanguageUnknown, 0
 	for i, s := range score {
 		if s > bestScore {
-			best, bestScore = order[i], s
+			best, bestScore = languageOrder[i], s
 		}
 	}
-	return best
+	return best, score
+}
+
+var (
+	languageOrder = [6]string{"en", "fr", "es", "de", "pt", "it"}
+	index         = map[string]int{"en": 0, "fr": 1, "es": 2, "de": 3, "pt": 4, "it": 5}
+)
+
+// languageScores are the function-word scores of a text, in languageOrder.
+type languageScores [6]int
+
+// possible reports whether the text may be in lang: a word or letter of lang, or none of any
+// language (a text of slurs alone). Patterns of a language run only where it is possible, which
+// keeps the other languages' rules off most English lines.
+func (s languageScores) possible(lang string) bool {
+	return s[index[lang]] > 0 || s == languageScores{}
 }

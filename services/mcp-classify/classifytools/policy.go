@@ -84,6 +84,7 @@ type pattern struct {
 	pre      prefilter // what a text must contain for re to match it (nil: always run re)
 	detector func(found []PersonalData) bool
 	weight   float64
+	lang     string // run only on texts with a function word of this language (or none at all)
 }
 
 // detectors are rules implemented in code, named by a policy pattern's "detector". They read
@@ -102,6 +103,7 @@ type policyFile struct {
 			RE       string  `json:"re"`
 			Detector string  `json:"detector"`
 			Weight   float64 `json:"weight"`
+			Lang     string  `json:"lang"`
 		} `json:"patterns"`
 	} `json:"categories"`
 }
@@ -160,7 +162,10 @@ func ParsePolicy(data []byte) (*Policy, error) {
 			if err != nil {
 				return nil, fmt.Errorf("moderation policy: category %s: %w", c.Name, err)
 			}
-			cat.patterns = append(cat.patterns, pattern{re: re, pre: newPrefilter("(?i)" + pt.RE), weight: pt.Weight})
+			if _, ok := functionWords[pt.Lang]; pt.Lang != "" && !ok {
+				return nil, fmt.Errorf("moderation policy: category %s: language %q has no function words to tell it by", c.Name, pt.Lang)
+			}
+			cat.patterns = append(cat.patterns, pattern{re: re, pre: newPrefilter("(?i)" + pt.RE), weight: pt.Weight, lang: pt.Lang})
 		}
 		p.categories = append(p.categories, cat)
 	}
@@ -201,7 +206,8 @@ func (p *Policy) Moderate(_ context.Context, text string) (Verdict, error) {
 	if f.Text != views[0] {
 		v.Disguises, v.Folded = f.Disguises, f.Text
 	}
-	v.Language = guessLanguage(judged, f.Text)
+	var langs languageScores
+	v.Language, langs = guessLanguage(norms[len(norms)-1], f.Text)
 	personal := FindPersonalData(text)
 	folded := make([]string, len(views))
 	for i, view := range views {
@@ -218,6 +224,9 @@ func (p *Policy) Moderate(_ context.Context, text string) (Verdict, error) {
 			}
 		}
 		for _, pt := range c.patterns {
+			if pt.lang != "" && !langs.possible(pt.lang) {
+				continue
+			}
 			for i, view := range views {
 				if (pt.re != nil && (noPrefilter || pt.pre.admits(folded[i])) && pt.re.MatchString(view)) || (pt.detector != nil && pt.detector(personal)) {
 					score += pt.weight
