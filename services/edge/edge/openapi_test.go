@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -142,4 +144,64 @@ func TestOpenAPIDocumentMatchesTheHandlers(t *testing.T) {
 			}
 		}
 	}
+}
+
+// openapi.json is generated from openapi.base.json and the JSON Schemas (issue 40 item 4): one
+// definition, so a schema changed without `go generate` here fails this test.
+func TestOpenAPIIsGenerated(t *testing.T) {
+	base, err := os.ReadFile("openapi.base.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := edge.GenerateOpenAPI(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(doc, edge.OpenAPI()) {
+		t.Fatal("openapi.json is not what openapi.base.json and schemas/v1 generate: run `go generate` in services/edge/edge")
+	}
+}
+
+// Every schema of the document is deep enough to generate a client from (issue 40 item 4):
+// no object is bare (openapi-typescript makes `{"type":"object"}` a Record<string, never>
+// that refuses every payload), the API's messages are components of their own, and the
+// document names its servers.
+func TestOpenAPISchemasAreTyped(t *testing.T) {
+	var doc struct {
+		Servers    []struct{ URL string } `json:"servers"`
+		Components struct {
+			Schemas map[string]any `json:"schemas"`
+		} `json:"components"`
+		Paths map[string]any `json:"paths"`
+	}
+	if err := json.Unmarshal(edge.OpenAPI(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if len(doc.Servers) == 0 || doc.Servers[0].URL == "" {
+		t.Error("the document names no server")
+	}
+	for _, name := range []string{"Envelope", "Actor", "Outcome", "OutcomeRefusal", "OutcomeSkip", "OutcomeJourney", "DomainEvent",
+		"PlayerMovedPayload", "PlayerSpokeToNPCPayload", "NpcDialogueProposalPayload", "ProposalHop"} {
+		if doc.Components.Schemas[name] == nil {
+			t.Errorf("no component %s", name)
+		}
+	}
+	var walk func(where string, v any)
+	walk = func(where string, v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			if v["type"] == "object" && v["properties"] == nil && v["anyOf"] == nil && v["oneOf"] == nil && v["additionalProperties"] == nil {
+				t.Errorf("%s is a bare object", where)
+			}
+			for k, e := range v {
+				walk(where+"/"+k, e)
+			}
+		case []any:
+			for i, e := range v {
+				walk(fmt.Sprintf("%s/%d", where, i), e)
+			}
+		}
+	}
+	walk("#/components/schemas", doc.Components.Schemas)
+	walk("#/paths", doc.Paths)
 }
