@@ -42,7 +42,13 @@ vet:
 fmt-check:
 	@out=$$(gofmt -l $(MODULES)); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 
-unit:
+# TypeScript (clients/typescript's devDependencies, from npm at the lockfile's versions): the
+# TypeScript client's tests and docs/integrate.md's TypeScript block compile with its tsc.
+TS_DEPS := clients/typescript/node_modules/.package-lock.json
+$(TS_DEPS): clients/typescript/package-lock.json clients/typescript/package.json
+	cd clients/typescript && npm ci --no-audit --no-fund
+
+unit: $(TS_DEPS)
 	@set -e; for m in $(MODULES); do \
 		race=""; for r in $(RACE_MODULES); do [ "$$r" = "$$m" ] && race="-race"; done; \
 		echo "== go test $$race ./... in $$m"; \
