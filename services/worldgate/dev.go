@@ -128,13 +128,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	defer st.stop()
 	say("play: %s/play/   (the console: walk the demo world, talk to its NPCs)", st.EdgeURL)
 	say("worldgate dev: data in %s, logs in %s", f.dataDir, logPath)
-	for _, k := range sortedKeys(st.Endpoints) {
-		if secretEndpoint(k, st.Endpoints[k]) {
-			continue // credentials are never printed: they are in endpoints.json (0600)
-		}
-		v, _ := json.Marshal(st.Endpoints[k])
-		say("  %-22s %s", k, strings.Trim(string(v), `"`))
-	}
+	printEndpoints(say, st.Endpoints)
 	say("  (these and the credentials — NATS users, graph users, the MCP token — are in %s, readable only by you)", filepath.Join(f.dataDir, "endpoints.json"))
 
 	runTally, err := st.newTally(ctx)
@@ -178,9 +172,24 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	return nil
 }
 
-// secretEndpoint reports whether an endpoints.json entry is a credential.
+// printEndpoints says where everything listens: every entry of endpoints.json but the
+// credentials, which are never printed (they are in endpoints.json, 0600).
+func printEndpoints(say func(format string, a ...any), endpoints map[string]any) {
+	for _, k := range sortedKeys(endpoints) {
+		if secretEndpoint(k, endpoints[k]) {
+			continue
+		}
+		v, _ := json.Marshal(endpoints[k])
+		say("  %-22s %s", k, strings.Trim(string(v), `"`))
+	}
+}
+
+// secretEndpoint reports whether an endpoints.json entry is a credential: a named secret, or
+// a structured value (a user and password, or the approvers' credentials by name).
 func secretEndpoint(key string, v any) bool {
-	if _, isMap := v.(map[string]string); isMap {
+	switch v.(type) {
+	case string, bool, int, int64, float64, nil:
+	default:
 		return true
 	}
 	return strings.Contains(key, "token") || strings.Contains(key, "password") || strings.Contains(key, "secret") || strings.HasSuffix(key, ".key")

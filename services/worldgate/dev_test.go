@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -195,5 +196,47 @@ func TestDevMCPAuthorizationFlow(t *testing.T) {
 	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "get-location", Arguments: map[string]any{"locationId": "loc:forge-row"}})
 	if err != nil || res.IsError {
 		t.Fatalf("get-location: %v %+v", err, res.GetError())
+	}
+}
+
+// worldgate dev's start-up lines name where everything listens and print no credential, the
+// approvers' passwords included (issue 40: the terminal printed one while saying credentials
+// were in endpoints.json).
+func TestDevPrintsNoCredential(t *testing.T) {
+	st := startQuietStack(t)
+	var secrets []string
+	var walk func(key string, v any)
+	walk = func(key string, v any) {
+		switch v := v.(type) {
+		case string:
+			if secretEndpoint(key, v) && len(v) >= 8 {
+				secrets = append(secrets, v)
+			}
+		case map[string]string:
+			for k, e := range v {
+				walk(k, e)
+			}
+		case map[string]any:
+			for k, e := range v {
+				walk(k, e)
+			}
+		}
+	}
+	for k, v := range st.Endpoints {
+		walk(k, v)
+	}
+	if len(secrets) < 3 {
+		t.Fatalf("found %d credentials in endpoints.json; the walk misses them", len(secrets))
+	}
+	var out strings.Builder
+	printEndpoints(func(format string, a ...any) { fmt.Fprintf(&out, format+"\n", a...) }, st.Endpoints)
+	for _, s := range secrets {
+		if strings.Contains(out.String(), s) {
+			t.Errorf("the start-up lines print a credential:\n%s", out.String())
+			break
+		}
+	}
+	if !strings.Contains(out.String(), st.EdgeURL) {
+		t.Errorf("the start-up lines do not name edge's URL:\n%s", out.String())
 	}
 }
