@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/nats-io/nats.go"
 
 	"github.com/worldgate/worldgate/services/mcp-classify/classifytools"
@@ -157,6 +158,9 @@ func startMCP(ctx context.Context, st *Stack) error {
 		st.OnStop(func() { _ = svc.Stop() })
 	}
 	st.Lore = lore
+	// The stack's own workers (ai-worker, the safety gate, the console) call the read servers
+	// in process; outside clients (and propose's narrators) use HTTP.
+	st.MCPServers = map[string]*mcp.Server{"world": world.MCP(), "lore": lore.MCP(), "classify": classify.MCP()}
 	st.Go("mcp-lore refresh", func(ctx context.Context) error { lore.Run(ctx); return nil })
 
 	mux := http.NewServeMux()

@@ -61,3 +61,30 @@ func TestOutsideFloodLeavesTheWorkersBudget(t *testing.T) {
 		t.Fatalf("the workers during the flood: %v", err)
 	}
 }
+
+// The stack's own workers call its MCP servers in process (issue 41 item 4): with every server's
+// HTTP address made unreachable, a worker's client still discovers and calls their tools.
+func TestWorkersCallTheServersInProcess(t *testing.T) {
+	ctx := context.Background()
+	st, err := stack.Start(ctx, stack.Config{DataDir: t.TempDir()}, []stack.Part{stack.MCP})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(st.Stop)
+	for name := range st.MCPServers {
+		st.MCPURLs[name] = "http://127.0.0.1:1/mcp/unreachable"
+	}
+	workers, err := st.MCPClient(ctx, "world", "lore", "classify")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range workers.Health() {
+		if !h.Available || h.Tools == 0 {
+			t.Fatalf("server %s not reached in process: %+v", h.Name, h)
+		}
+	}
+	res, err := workers.Call(ctx, "classify-intent", map[string]any{"utterance": "hello there"})
+	if err != nil || res == nil || len(res.Structured) == 0 {
+		t.Fatalf("classify-intent in process: %+v %v", res, err)
+	}
+}

@@ -25,6 +25,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -111,10 +112,13 @@ type Stack struct {
 	natsPasswords  map[string]string
 	graphPasswords map[string]string
 
-	GraphRO  *graphx.Conn      // graphd's read-only user, shared by readers (set by MCP)
-	MCPURLs  map[string]string // server name → Streamable HTTP URL (set by MCP)
-	Lore     *loretools.Server // mcp-lore, to refresh once a world is committed (set by MCP)
-	MCPToken string            // the in-process workers' read-scoped token for the MCP servers, not the one endpoints.json publishes (set by MCP)
+	GraphRO *graphx.Conn      // graphd's read-only user, shared by readers (set by MCP)
+	MCPURLs map[string]string // server name → Streamable HTTP URL (set by MCP)
+	// MCPServers are the MCP servers the stack's own workers call in process (set by MCP):
+	// MCPClient connects to them through the SDK's in-memory transport, not HTTP.
+	MCPServers map[string]*mcp.Server
+	Lore       *loretools.Server // mcp-lore, to refresh once a world is committed (set by MCP)
+	MCPToken   string            // the in-process workers' read-scoped token for the MCP servers, not the one endpoints.json publishes (set by MCP)
 
 	// Endpoints is what endpoints.json lists: URLs and credentials, by name.
 	Endpoints map[string]any

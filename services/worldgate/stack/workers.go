@@ -97,12 +97,17 @@ func startProcessor(_ context.Context, st *Stack) error {
 	return nil
 }
 
-// MCPClient is a client of the named MCP servers (MCP must have started), with the stack's
-// read token; it closes when the stack stops.
+// MCPClient is a client of the named MCP servers (MCP must have started): in process where the
+// stack runs the server (MCPServers), else over HTTP with the stack's read token; it closes
+// when the stack stops.
 func (st *Stack) MCPClient(ctx context.Context, servers ...string) (*client.Client, error) {
 	cfg := client.Config{Logger: st.Log.With("component", "mcp-client")}
 	for _, name := range servers {
-		cfg.Servers = append(cfg.Servers, client.ServerConfig{Name: name, URL: st.MCPURLs[name], Token: st.MCPToken})
+		sc := client.ServerConfig{Name: name, URL: st.MCPURLs[name], Token: st.MCPToken}
+		if s := st.MCPServers[name]; s != nil {
+			sc = client.ServerConfig{Name: name, InProcess: s}
+		}
+		cfg.Servers = append(cfg.Servers, sc)
 	}
 	c, err := client.New(ctx, cfg)
 	if err != nil {
