@@ -12,6 +12,7 @@ import (
 
 	"github.com/worldgate/worldgate/events"
 	"github.com/worldgate/worldgate/services/event-processor/apply"
+	"github.com/worldgate/worldgate/services/event-processor/processor"
 	"github.com/worldgate/worldgate/shared/graphx"
 )
 
@@ -33,9 +34,10 @@ type Audit struct {
 	// marker without a committed event, or the reverse).
 	GraphMismatch int      `json:"graphMismatch"`
 	Examples      []string `json:"examples,omitempty"` // a few lost or duplicated, for a person to trace
-	// OrderViolations counts committed events applied out of their actor's order: for each
-	// actor, the order of its events on COMMITTED must follow the WORLD order of the events
-	// that caused them (CheckOrder). OrderExamples are a few, for a person to trace.
+	// OrderViolations counts the writer's decisions out of their actor's order: for each actor,
+	// the order of its events on COMMITTED, with the event-processor's refusals at the commit
+	// merged in by time, must follow the WORLD order of the events that caused them
+	// (CheckOrder). OrderExamples are a few, for a person to trace.
 	OrderViolations int      `json:"orderViolations"`
 	OrderExamples   []string `json:"orderExamples,omitempty"`
 }
@@ -49,8 +51,9 @@ func (a *Audit) Failed() bool {
 // AuditRun checks that each of the n events with correlation ids gen.CorrelationID(0..n-1)
 // ended exactly once: one proposal, committed (one COMMITTED message and one AppliedEvent
 // marker) or rejected (one rejection). Moves only: an AI event may legitimately lead to several
-// proposals (reprompts). It also checks each actor's commits against the order of their causes
-// on WORLD (CheckOrder): a committed event points back to its cause by correlation id.
+// proposals (reprompts). It also checks each actor's commits and refusals at the commit against
+// the order of their causes on WORLD (CheckOrder): a committed event and a rejection point back
+// to their cause by correlation id.
 func AuditRun(ctx context.Context, js jetstream.JetStream, graph graphx.Settings, gen *Generator, n int) (*Audit, error) {
 	a := &Audit{Events: n}
 	type cause struct {
@@ -58,7 +61,7 @@ func AuditRun(ctx context.Context, js jetstream.JetStream, graph graphx.Settings
 		seq   uint64
 	}
 	causes := map[string]cause{} // correlation id → the world event's actor and WORLD sequence
-	var commits []Commit
+	var commits, refusals []Decision
 	type seen struct {
 		proposals  map[string]bool
 		commits    int
@@ -75,52 +78,62 @@ func AuditRun(ctx context.Context, js jetstream.JetStream, graph graphx.Settings
 		return s
 	}
 	ours := func(corr string) bool { return strings.HasPrefix(corr, gen.Prefix) }
-	err := scanStream(ctx, js, events.StreamWorld, func(_ string, seq uint64, data []byte) {
+	decision := func(corr string, at time.Time, refused bool) *Decision {
+		c, ok := causes[corr]
+		if !ok {
+			return nil
+		}
+		return &Decision{Actor: c.actor, Cause: corr, CauseSeq: c.seq, Refused: refused, At: at}
+	}
+	err := scanStream(ctx, js, events.StreamWorld, func(m storedMsg) {
 		var e events.Envelope
-		if json.Unmarshal(data, &e) == nil && ours(e.CorrelationID) {
+		if json.Unmarshal(m.data, &e) == nil && ours(e.CorrelationID) {
 			if _, ok := causes[e.CorrelationID]; !ok { // a copy past the duplicate window is not the cause
-				causes[e.CorrelationID] = cause{actor: e.Actor.Kind + ":" + e.Actor.ID, seq: seq}
+				causes[e.CorrelationID] = cause{actor: e.Actor.Kind + ":" + e.Actor.ID, seq: m.seq}
 			}
 		}
 	})
 	if err != nil {
 		return nil, fmt.Errorf("read WORLD: %w", err)
 	}
-	err = scanStream(ctx, js, events.StreamCommitted, func(_ string, _ uint64, data []byte) {
+	err = scanStream(ctx, js, events.StreamCommitted, func(m storedMsg) {
 		var e events.DomainEvent
-		if json.Unmarshal(data, &e) == nil && ours(e.CorrelationID) {
+		if json.Unmarshal(m.data, &e) == nil && ours(e.CorrelationID) {
 			s := get(e.CorrelationID)
 			s.commits++
 			s.proposals[e.ProposalID] = true
-			if c, ok := causes[e.CorrelationID]; ok {
-				commits = append(commits, Commit{Actor: c.actor, Cause: e.CorrelationID, CauseSeq: c.seq})
+			if d := decision(e.CorrelationID, m.at, false); d != nil {
+				commits = append(commits, *d)
 			}
 		}
 	})
 	if err != nil {
 		return nil, fmt.Errorf("read COMMITTED: %w", err)
 	}
-	order := CheckOrder(commits, 5)
-	a.OrderViolations, a.OrderExamples = order.Violations, order.Examples
-	err = scanStream(ctx, js, events.StreamProposals, func(subject string, _ uint64, data []byte) {
-		if !strings.HasPrefix(subject, "proposals.rejected.") {
+	err = scanStream(ctx, js, events.StreamProposals, func(m storedMsg) {
+		if !strings.HasPrefix(m.subject, "proposals.rejected.") {
 			return
 		}
 		var r events.Rejection
-		if json.Unmarshal(data, &r) == nil && ours(r.CorrelationID) {
+		if json.Unmarshal(m.data, &r) == nil && ours(r.CorrelationID) {
 			s := get(r.CorrelationID)
 			s.rejections++
 			s.proposals[r.ProposalID] = true
+			if d := decision(r.CorrelationID, m.at, true); d != nil && r.Gate == processor.Gate {
+				refusals = append(refusals, *d)
+			}
 		}
 	})
 	if err != nil {
 		return nil, fmt.Errorf("read PROPOSALS: %w", err)
 	}
-	err = scanStream(ctx, js, events.StreamDLQ, func(_ string, _ uint64, data []byte) {
+	order := CheckOrder(MergeDecisions(commits, refusals), 5)
+	a.OrderViolations, a.OrderExamples = order.Violations, order.Examples
+	err = scanStream(ctx, js, events.StreamDLQ, func(m storedMsg) {
 		var v struct {
 			CorrelationID string `json:"correlationId"`
 		}
-		if json.Unmarshal(data, &v) == nil && ours(v.CorrelationID) {
+		if json.Unmarshal(m.data, &v) == nil && ours(v.CorrelationID) {
 			a.DeadLetters++
 		}
 	})
@@ -179,8 +192,16 @@ func AuditRun(ctx context.Context, js jetstream.JetStream, graph graphx.Settings
 	return a, nil
 }
 
-// scanStream calls fn for every message stream holds now, in stream order, with its sequence.
-func scanStream(ctx context.Context, js jetstream.JetStream, stream string, fn func(subject string, seq uint64, data []byte)) error {
+// storedMsg is a message as a stream stored it.
+type storedMsg struct {
+	subject string
+	seq     uint64
+	at      time.Time // stored
+	data    []byte
+}
+
+// scanStream calls fn for every message stream holds now, in stream order.
+func scanStream(ctx context.Context, js jetstream.JetStream, stream string, fn func(storedMsg)) error {
 	s, err := js.Stream(ctx, stream)
 	if err != nil {
 		return err
@@ -209,7 +230,7 @@ func scanStream(ctx context.Context, js jetstream.JetStream, stream string, fn f
 			if err != nil {
 				return fmt.Errorf("stream %s: %w", stream, err)
 			}
-			fn(m.Subject(), meta.Sequence.Stream, m.Data())
+			fn(storedMsg{subject: m.Subject(), seq: meta.Sequence.Stream, at: meta.Timestamp, data: m.Data()})
 			if meta.Sequence.Stream >= last {
 				return nil
 			}
