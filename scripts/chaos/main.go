@@ -1,17 +1,22 @@
 // Command chaos runs every Worldgate component as its own OS process (a three-node NATS
-// cluster with R3 streams and buckets, graphd, the MCP servers, the event-processor, one process
-// per gate, the ai-worker; each connects as its own NATS user), publishes a steady stream of
-// world events, and at random moments kills a worker, a NATS node (half of the time the leader
-// of a stream) or graphd with SIGKILL and lets it restart. A NATS node is killed only while the
-// whole cluster is healthy (every node's /healthz), so a quorum always remains. At the end it
-// checks, from the streams and the graph, that every event's proposal was committed or rejected
-// exactly once, and prints the lost and duplicated counts.
+// cluster with R3 streams and buckets, graphd, the MCP servers, -processors event-processor
+// replicas, one process per gate, the ai-worker; each connects as its own NATS user), publishes a
+// steady stream of world events, and at random moments kills a worker (any event-processor
+// replica among them), a NATS node (half of the time the leader of a stream) or graphd with
+// SIGKILL and lets it restart. -nats-share of the kills are aimed at NATS nodes and
+// -processor-share at event-processor replicas. A NATS node is killed only while the whole
+// cluster is healthy (every node's /healthz), so a quorum always remains. At the end it checks,
+// from the streams and the graph, that every event's proposal was committed or rejected exactly
+// once, and that each actor's committed events follow the WORLD order of the events that caused
+// them, and prints the lost, duplicated and order-violation counts.
 //
 //	go run ./scripts/chaos                           # 2 minutes, 20 kills, 50 events/s
 //	go run ./scripts/chaos -duration 5m -kills 60 -rate 100
 //	go run ./scripts/chaos -nats-nodes 1             # one NATS server, R1
+//	go run ./scripts/chaos -processors 3 -kills 30 -nats-share 0.2 -processor-share 0.3   # 6 NATS, 9 replica kills
 //
-// It exits 1 when anything was lost or duplicated. Progress goes to stderr, figures to stdout.
+// It exits 1 when anything was lost, duplicated, applied out of its actor's order or disagrees
+// with the graph. Progress goes to stderr, figures to stdout.
 package main
 
 import (
@@ -36,8 +41,8 @@ import (
 
 type options struct {
 	duration, settle, downMin, downMax time.Duration
-	kills, players, natsNodes          int
-	rate, natsShare                    float64
+	kills, players, natsNodes, procs   int
+	rate, natsShare, procShare         float64
 	seed                               uint64
 	split                              bool
 	binDir, dataDir, jsonOut           string
@@ -47,25 +52,27 @@ type options struct {
 type Kill struct {
 	At      float64 `json:"atSeconds"`
 	Process string  `json:"process"`
-	Kind    string  `json:"kind"`               // worker, nats, graphd
+	Kind    string  `json:"kind"`               // worker, nats, graphd (an event-processor replica is a worker)
 	Leader  string  `json:"leaderOf,omitempty"` // a NATS node killed as this stream's leader
 	DownMs  int64   `json:"downMs"`
 }
 
 // Result is the run's figures.
 type Result struct {
-	Date      string         `json:"date"`
-	Host      harness.Host   `json:"host"`
-	Seconds   float64        `json:"seconds"`
-	Processes int            `json:"processes"`
-	NATSNodes int            `json:"natsNodes"`
-	Kills     []Kill         `json:"kills"`
-	ByProcess map[string]int `json:"killsByProcess"`
-	ByKind    map[string]int `json:"killsByKind"`
-	Leaders   int            `json:"streamLeaderKills"`
-	Retries   int64          `json:"publishRetries"`
-	Audit     *harness.Audit `json:"audit"`
-	DataDir   string         `json:"dataDir,omitempty"`
+	Date      string       `json:"date"`
+	Host      harness.Host `json:"host"`
+	Seconds   float64      `json:"seconds"`
+	Processes int          `json:"processes"`
+	NATSNodes int          `json:"natsNodes"`
+	// Processors is how many event-processor replicas ran (-processors).
+	Processors int            `json:"processors"`
+	Kills      []Kill         `json:"kills"`
+	ByProcess  map[string]int `json:"killsByProcess"`
+	ByKind     map[string]int `json:"killsByKind"`
+	Leaders    int            `json:"streamLeaderKills"`
+	Retries    int64          `json:"publishRetries"`
+	Audit      *harness.Audit `json:"audit"`
+	DataDir    string         `json:"dataDir,omitempty"`
 }
 
 func main() {
@@ -76,7 +83,7 @@ func main() {
 		}
 		os.Exit(1)
 	}
-	if res != nil && (res.Audit.Lost > 0 || res.Audit.Duplicated > 0 || res.Audit.GraphMismatch > 0) {
+	if res != nil && res.Audit.Failed() {
 		os.Exit(1)
 	}
 }
@@ -89,6 +96,8 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.kills, "kills", 20, "SIGKILLs to inject")
 	fs.IntVar(&o.natsNodes, "nats-nodes", 3, "NATS servers: 3 (a JetStream cluster, R3 streams and buckets) or 1")
 	fs.Float64Var(&o.natsShare, "nats-share", 0.25, "fraction of the kills aimed at NATS nodes (half of them at a stream leader); the rest at workers and graphd")
+	fs.IntVar(&o.procs, "processors", 1, "event-processor replicas, each its own process (event-processor, event-processor-2, …)")
+	fs.Float64Var(&o.procShare, "processor-share", 0, "fraction of the kills aimed at event-processor replicas (besides the random kills of any worker, which can hit them too)")
 	fs.Float64Var(&o.rate, "rate", 50, "events/s (Player.MoveRequested)")
 	fs.IntVar(&o.players, "players", 400, "players; each moves every players/rate seconds")
 	fs.DurationVar(&o.downMin, "down-min", 200*time.Millisecond, "shortest time a killed process stays down")
@@ -100,14 +109,15 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.dataDir, "data-dir", "", "data directory (NATS store, graph, processes.log); default: temporary, kept if the check fails")
 	fs.StringVar(&o.jsonOut, "json", "", "also write the figures as JSON to this file (- for stdout)")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: chaos [flags]\n\nRuns each component as its own process, kills them at random while events flow, and checks that\nevery event was committed or rejected exactly once.\n\nFlags:")
+		fmt.Fprintln(stderr, "Usage: chaos [flags]\n\nRuns each component as its own process, kills them at random while events flow, and checks that\nevery event was committed or rejected exactly once and that each actor's events were committed in\nthe order of the world events that caused them.\n\nFlags:")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
-	if o.rate <= 0 || o.duration <= 0 || o.kills < 0 || o.downMax < o.downMin || o.natsShare < 0 || o.natsShare > 1 || (o.natsNodes != 1 && o.natsNodes != 3) {
-		return o, errors.New("need -rate > 0, -duration > 0, -kills ≥ 0, -down-max ≥ -down-min, 0 ≤ -nats-share ≤ 1 and -nats-nodes 1 or 3")
+	if o.rate <= 0 || o.duration <= 0 || o.kills < 0 || o.downMax < o.downMin || o.natsShare < 0 || o.procShare < 0 || o.natsShare+o.procShare > 1+1e-9 ||
+		(o.natsNodes != 1 && o.natsNodes != 3) || o.procs < 1 {
+		return o, errors.New("need -rate > 0, -duration > 0, -kills ≥ 0, -down-max ≥ -down-min, -nats-share and -processor-share ≥ 0 with a sum ≤ 1, -nats-nodes 1 or 3, and -processors ≥ 1")
 	}
 	if o.seed == 0 {
 		o.seed = uint64(time.Now().UnixNano())
@@ -139,7 +149,7 @@ func chaos(ctx context.Context, o options, stderr io.Writer) (*Result, error) {
 		return nil, err
 	}
 	prog.Update("starting every component as its own process (logs: %s/processes.log)", dataDir)
-	ps, err := harness.StartProcs(ctx, harness.ProcsOptions{BinDir: binDir, DataDir: dataDir, Split: o.split, NATSNodes: o.natsNodes, Logger: logx.New(stderr, "chaos", "warn")})
+	ps, err := harness.StartProcs(ctx, harness.ProcsOptions{BinDir: binDir, DataDir: dataDir, Split: o.split, NATSNodes: o.natsNodes, Processors: o.procs, Logger: logx.New(stderr, "chaos", "warn")})
 	if err != nil {
 		return nil, err
 	}
@@ -161,25 +171,16 @@ func chaos(ctx context.Context, o options, stderr io.Writer) (*Result, error) {
 	}
 
 	res := &Result{Date: time.Now().UTC().Format(time.RFC3339), Host: harness.ThisHost(), Processes: len(ps.List), NATSNodes: o.natsNodes,
-		ByProcess: map[string]int{}, ByKind: map[string]int{}}
+		Processors: len(ps.Processors()), ByProcess: map[string]int{}, ByKind: map[string]int{}}
 	n := int(o.rate * o.duration.Seconds())
 	pub := &harness.ReliablePublisher{JS: ps.JS, Gen: gen, Rate: o.rate}
 	start := time.Now()
 	pubErr := make(chan error, 1)
 	go func() { pubErr <- pub.Run(ctx, 0, n) }()
 
-	// Kill times spread over the publishing window, jittered; which of them hit NATS nodes.
-	type slot struct {
-		at   time.Duration
-		nats bool
-	}
-	var at []slot
-	natsKills := int(math.Round(float64(o.kills) * o.natsShare))
-	aimed := rng.Perm(o.kills)
-	for i := range o.kills {
-		width := o.duration / time.Duration(o.kills)
-		at = append(at, slot{at: time.Duration(i)*width + time.Duration(rng.Int64N(int64(width))), nats: aimed[i] < natsKills})
-	}
+	// Kill times spread over the publishing window, jittered; which of them hit NATS nodes and
+	// which event-processor replicas (the rest hit any worker or graphd).
+	at := killSlots(rng, o.kills, o.duration, o.natsShare, o.procShare)
 	var targets []*harness.Proc
 	for _, p := range ps.List {
 		if p.Kind != "mcp" && p.Kind != "nats" {
@@ -202,7 +203,11 @@ func chaos(ctx context.Context, o options, stderr io.Writer) (*Result, error) {
 			next := at[0]
 			at = at[1:]
 			p, leaderOf := targets[rng.IntN(len(targets))], ""
-			if next.nats {
+			if next.aim == aimProcessor {
+				replicas := ps.Processors()
+				p = replicas[rng.IntN(len(replicas))]
+			}
+			if next.aim == aimNATS {
 				// Only a healthy cluster loses a node: a quorum of every stream always remains.
 				p = nil
 				if ps.NATSHealthy() {
@@ -228,7 +233,7 @@ func chaos(ctx context.Context, o options, stderr io.Writer) (*Result, error) {
 					}
 				}
 			} else {
-				at = append([]slot{{at: time.Since(start) + time.Second, nats: next.nats}}, at...) // it was down: try again shortly
+				at = append([]slot{{at: time.Since(start) + time.Second, aim: next.aim}}, at...) // it was down: try again shortly
 			}
 		}
 		if published && len(at) == 0 && c.DecidedCorrs >= n {
@@ -294,7 +299,7 @@ func chaos(ctx context.Context, o options, stderr io.Writer) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	if res.Audit.Lost+res.Audit.Duplicated+res.Audit.GraphMismatch == 0 {
+	if !res.Audit.Failed() {
 		cleanData()
 	} else {
 		res.DataDir = dataDir
@@ -306,7 +311,11 @@ func printResult(w io.Writer, r *Result) {
 	a := r.Audit
 	fmt.Fprintf(w, "worldgate chaos — %s\n", r.Date)
 	fmt.Fprintf(w, "machine         %s\n", r.Host)
-	fmt.Fprintf(w, "processes       %d (%d NATS nodes), run %.0fs\n", r.Processes, r.NATSNodes, r.Seconds)
+	replicas := "event-processor replicas"
+	if r.Processors == 1 {
+		replicas = "event-processor"
+	}
+	fmt.Fprintf(w, "processes       %d (%d NATS nodes, %d %s), run %.0fs\n", r.Processes, r.NATSNodes, r.Processors, replicas, r.Seconds)
 	names := make([]string, 0, len(r.ByProcess))
 	for n := range r.ByProcess {
 		names = append(names, n)
@@ -337,7 +346,46 @@ func printResult(w io.Writer, r *Result) {
 	for _, e := range a.Examples {
 		fmt.Fprintf(w, "  e.g. %s\n", e)
 	}
+	fmt.Fprintf(w, "order violations %d (an actor's commits and refusals at the commit out of the WORLD order of their causes)\n", a.OrderViolations)
+	for _, e := range a.OrderExamples {
+		fmt.Fprintf(w, "  e.g. %s\n", e)
+	}
 	if r.DataDir != "" {
 		fmt.Fprintf(w, "data kept in    %s (processes.log has every process's output)\n", r.DataDir)
 	}
+}
+
+// What a kill slot is aimed at.
+const (
+	aimAny       = iota // any worker (event-processor replicas among them) or graphd
+	aimNATS             // a NATS node, every other one the leader of a stream
+	aimProcessor        // an event-processor replica
+)
+
+// slot is one kill: when, after the start of publishing, and what it is aimed at.
+type slot struct {
+	at  time.Duration
+	aim int
+}
+
+// killSlots spreads kills over d, one in each of kills equal windows at a random moment of it,
+// and aims round(kills × natsShare) of them, chosen at random, at NATS nodes and
+// round(kills × procShare) at event-processor replicas.
+func killSlots(rng *rand.Rand, kills int, d time.Duration, natsShare, procShare float64) []slot {
+	natsKills := int(math.Round(float64(kills) * natsShare))
+	procKills := min(int(math.Round(float64(kills)*procShare)), kills-natsKills)
+	aimed := rng.Perm(kills)
+	var at []slot
+	for i := range kills {
+		width := d / time.Duration(kills)
+		s := slot{at: time.Duration(i)*width + time.Duration(rng.Int64N(int64(width)))}
+		switch {
+		case aimed[i] < natsKills:
+			s.aim = aimNATS
+		case aimed[i] < natsKills+procKills:
+			s.aim = aimProcessor
+		}
+		at = append(at, s)
+	}
+	return at
 }
