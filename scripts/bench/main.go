@@ -7,6 +7,7 @@
 //
 //	go run ./scripts/bench -n 3000               # the stack as its own processes, moves at saturation, then at half that rate
 //	go run ./scripts/bench -compare              # the same twice in one invocation: gates fused, then unfused (-fuse=false)
+//	go run ./scripts/bench -processors 3         # three event-processor replicas, each its own process
 //	go run ./scripts/bench -mix ai -n 600        # the LLM + MCP route (scripted model), CPU per AI proposal
 //	go run ./scripts/bench -bin-dir /tmp/old-bin -src /tmp/wg-old   # binaries built from another checkout
 //	go run ./scripts/bench -stack embedded -cpuprofile cpu.out      # one process, for profiles
@@ -56,6 +57,7 @@ const (
 
 type options struct {
 	n, warmup, players, ceilingN, inFlight int
+	processors                             int
 	rate                                   float64
 	half                                   bool
 	mix, natsURL, dataDir, jsonOut         string
@@ -95,6 +97,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.compare, "compare", false, "measure twice in one invocation: the gates as they run by default (fused), then with -compare-flags (unfused), and print both and their ratio")
 	fs.StringVar(&compareFlags, "compare-flags", "-fuse=false", "extra gate flags of the second run of -compare (space-separated)")
 	fs.StringVar(&gateFlags, "gate-flags", "", "extra flags of the gate process in every run of -stack processes (space-separated)")
+	fs.IntVar(&o.processors, "processors", 1, "event-processor replicas of -stack processes, each its own process (event-processor, event-processor-2, …)")
 	fs.IntVar(&o.inFlight, "processor-in-flight", 0, "event-processor MaxInFlight on the embedded stack (0: its default)")
 	fs.BoolVar(&o.floor, "floor", true, "-stack processes, -mix moves: after the phases, run the floor at each phase's committed rate — the same NATS server binary and the route's hand-overs between processes, each relay doing no work — and report its CPU per move beside the pipeline's")
 	fs.DurationVar(&o.idle, "idle", 10*time.Second, "-stack processes: after the phases, measure the pipeline's CPU this long with no events (what it burns idle; 0 skips it)")
@@ -117,6 +120,10 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	switch {
 	case o.n <= 0:
 		return o, errors.New("-n must be positive")
+	case o.processors < 1:
+		return o, errors.New("-processors must be at least 1")
+	case o.processors > 1 && (o.stack != StackProcesses || o.natsURL != ""):
+		return o, errors.New("-processors starts that many event-processor processes: it needs -stack processes and no -nats-url (the embedded stack runs one)")
 	case o.stack != StackProcesses && o.stack != StackEmbedded:
 		return o, fmt.Errorf("-stack %q: use %s or %s", o.stack, StackProcesses, StackEmbedded)
 	case o.compare && (o.stack != StackProcesses || o.natsURL != ""):
@@ -185,6 +192,9 @@ type Phase struct {
 	PipelineCPUMsPerProposal float64            `json:"pipelineCpuMsPerProposal,omitempty"`
 	BenchCPUSeconds          float64            `json:"benchCpuSeconds"`
 	ProcessCPUSeconds        map[string]float64 `json:"processCpuSeconds,omitempty"`
+	// ProcessorCPUSeconds is the event-processor replicas' CPU summed (their entries of
+	// ProcessCPUSeconds), to compare runs with different -processors.
+	ProcessorCPUSeconds float64 `json:"processorCpuSeconds,omitempty"`
 	// PipelineKernelShare is the part of the pipeline's CPU its processes spent in the kernel
 	// (system time), and ContextSwitchesPerEvent their threads' context switches per event,
 	// summed and by process (ProcessSwitchesPerEvent): the wake-ups behind a move's CPU, which
@@ -238,15 +248,18 @@ type FloorRun struct {
 
 // Figures is the whole run.
 type Figures struct {
-	Date         string         `json:"date"`
-	Host         harness.Host   `json:"host"`
-	Stack        string         `json:"stack"`
-	Label        string         `json:"label,omitempty"` // fused or unfused under -compare
-	BinDir       string         `json:"binDir,omitempty"`
-	GateFlags    []string       `json:"gateFlags,omitempty"`
-	Mix          string         `json:"mix"`
-	Hops         float64        `json:"hops"` // of the configured route, one process per gate
-	Players      int            `json:"players"`
+	Date      string       `json:"date"`
+	Host      harness.Host `json:"host"`
+	Stack     string       `json:"stack"`
+	Label     string       `json:"label,omitempty"` // fused or unfused under -compare
+	BinDir    string       `json:"binDir,omitempty"`
+	GateFlags []string     `json:"gateFlags,omitempty"`
+	Mix       string       `json:"mix"`
+	Hops      float64      `json:"hops"` // of the configured route, one process per gate
+	Players   int          `json:"players"`
+	// Processors is how many event-processor replicas ran (-processors; 0: unknown, a
+	// pipeline behind -nats-url).
+	Processors   int            `json:"processors"`
 	CeilingPerS  float64        `json:"ceilingHopsPerSecond,omitempty"`
 	HopLimited   float64        `json:"hopLimitedCeiling,omitempty"`
 	Phases       []Phase        `json:"phases"`
@@ -407,7 +420,9 @@ type stack struct {
 	js      jetstream.JetStream
 	procs   *harness.Procs // nil unless -stack processes
 	aiAdmin string         // the ai-worker's admin address (its /metrics); "" if none
-	stop    func()
+	// processors is how many event-processor replicas run (0: unknown, behind -nats-url).
+	processors int
+	stop       func()
 }
 
 func startStack(ctx context.Context, o options, dir string, gateFlags []string, prog *harness.Progress, stderr io.Writer) (*stack, error) {
@@ -425,23 +440,24 @@ func startStack(ctx context.Context, o options, dir string, gateFlags []string, 
 		if err != nil {
 			return nil, err
 		}
-		return &stack{name: "embedded (one process)", js: st.JS, aiAdmin: st.Admin.Addr(), stop: st.Stop}, nil
+		return &stack{name: "embedded (one process)", js: st.JS, aiAdmin: st.Admin.Addr(), stop: st.Stop, processors: 1}, nil
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
 	prog.Update("starting the stack as processes in %s", dir)
-	ps, err := harness.StartProcs(ctx, harness.ProcsOptions{BinDir: o.binDir, DataDir: dir, NATSNodes: 1, GateFlags: gateFlags, MemoryWriter: true,
-		Logger: logx.New(stderr, "bench", "warn")})
+	ps, err := harness.StartProcs(ctx, harness.ProcsOptions{BinDir: o.binDir, DataDir: dir, NATSNodes: 1, Processors: o.processors, GateFlags: gateFlags,
+		MemoryWriter: true, Logger: logx.New(stderr, "bench", "warn")})
 	if err != nil {
 		return nil, err
 	}
-	s := &stack{js: ps.JS, procs: ps, stop: ps.Stop}
+	s := &stack{js: ps.JS, procs: ps, stop: ps.Stop, processors: len(ps.Processors())}
 	var names []string
 	for _, p := range ps.List {
 		names = append(names, p.Name)
 	}
-	s.name = fmt.Sprintf("processes (%d: %s; one NATS server, every gate in one process)", len(names), strings.Join(names, ", "))
+	s.name = fmt.Sprintf("processes (%d: %s; one NATS server, every gate in one process, %d event-processor %s)",
+		len(names), strings.Join(names, ", "), s.processors, plural(s.processors, "replica", "replicas"))
 	if ai := ps.Lookup("ai-worker"); ai != nil {
 		s.aiAdmin = ai.Admin
 	}
@@ -495,7 +511,7 @@ func measure(ctx context.Context, o options, dir string, gateFlags []string, pro
 		return nil, err
 	}
 	defer st.stop()
-	fig.Stack = st.name
+	fig.Stack, fig.Processors = st.name, st.processors
 	if st.procs != nil {
 		fig.BinDir, fig.GateFlags = o.binDir, gateFlags
 	}
@@ -742,6 +758,7 @@ func runPhase(ctx context.Context, o options, st *stack, gen *harness.Generator,
 	p.CPUMsPerEvent = 1000 * p.CPUSeconds / float64(n)
 	if st.procs != nil {
 		p.PipelineCPUSeconds, p.ProcessCPUSeconds, p.Restarts = pipeline.CPU.Seconds(), per, restarts
+		p.ProcessorCPUSeconds = processorCPU(per)
 		p.PipelineCPUMsPerEvent = 1000 * p.PipelineCPUSeconds / float64(n)
 		p.PipelineKernelShare = pipeline.KernelShare()
 		p.ContextSwitchesPerEvent = float64(pipeline.Switches) / float64(n)
@@ -811,6 +828,9 @@ func printRun(w io.Writer, f *Figures) {
 	if f.BinDir != "" {
 		fmt.Fprintf(w, "binaries        %s · extra gate flags: %s\n", f.BinDir, orNone(strings.Join(f.GateFlags, " ")))
 	}
+	if f.Processors > 0 {
+		fmt.Fprintf(w, "processors      %d event-processor %s\n", f.Processors, plural(f.Processors, "replica", "replicas"))
+	}
 	fmt.Fprintf(w, "mix             %s (%g hops from event to commit as configured, one process per gate), %d players\n", f.Mix, f.Hops, f.Players)
 	if f.CeilingPerS > 0 {
 		fmt.Fprintf(w, "JetStream       %.0f hops/s raw ceiling (one hop) → %.0f/s hop-limited for this route\n", f.CeilingPerS, f.HopLimited)
@@ -833,6 +853,9 @@ func printRun(w io.Writer, f *Figures) {
 			}
 			fmt.Fprintf(w, " (%.0f%% in the kernel) · %.1f context switches per event (%s)", 100*p.PipelineKernelShare, p.ContextSwitchesPerEvent,
 				byShare(atLeast(p.ProcessSwitchesPerEvent, 0.1), "%s %.1f"))
+			if f.Processors > 1 {
+				fmt.Fprintf(w, " · the %d event-processor replicas together %.1fs", f.Processors, p.ProcessorCPUSeconds)
+			}
 			fmt.Fprintf(w, " · bench itself (load generator, tracker) %.1fs", p.BenchCPUSeconds)
 			if p.Restarts > 0 {
 				fmt.Fprintf(w, " · %d process restarts: CPU too low", p.Restarts)
@@ -1016,6 +1039,24 @@ func byShare(m map[string]float64, format string) string {
 		parts = append(parts, fmt.Sprintf(format, n, m[n]))
 	}
 	return strings.Join(parts, ", ")
+}
+
+// processorCPU is the event-processor replicas' CPU seconds in per (seconds by process name).
+func processorCPU(per map[string]float64) float64 {
+	var sum float64
+	for name, s := range per {
+		if harness.IsProcessor(name) {
+			sum += s
+		}
+	}
+	return sum
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }
 
 func orNone(s string) string {

@@ -202,6 +202,9 @@ func checkProcessRun(t *testing.T, f *Figures, n int) {
 			t.Errorf("%s %s: NATS received %.1f and sent %.1f messages per event, fewer than the %.2f it stored", f.Label, p.Name, p.NATSInMsgsPerEvent, p.NATSOutMsgsPerEvent, p.StoredPerEvent)
 		}
 	}
+	if f.Processors != 1 {
+		t.Errorf("%s: %d event-processor replicas recorded, want the default 1", f.Label, f.Processors)
+	}
 	if f.PipelineCPUSeconds <= 0 || f.BenchCPUSeconds <= 0 || f.PeakRSSBytes <= 0 || f.ProcessPeakRSS["nats-1"] <= 0 || f.DeadLetters != 0 {
 		t.Errorf("%s: pipeline CPU %.1fs, bench CPU %.1fs, peak RSS %d (%v), dead letters %d", f.Label, f.PipelineCPUSeconds, f.BenchCPUSeconds, f.PeakRSSBytes, f.ProcessPeakRSS, f.DeadLetters)
 	}
@@ -263,8 +266,8 @@ func TestEmbedded(t *testing.T) {
 	if want := fig.Phases[0].CommittedPerS / 2; fig.Phases[1].TargetRate != want {
 		t.Errorf("half-rate phase ran at %.1f/s, want %.1f/s", fig.Phases[1].TargetRate, want)
 	}
-	if fig.DeadLetters != 0 || fig.PeakRSSBytes <= 0 || fig.CPUSeconds <= 0 {
-		t.Errorf("dead letters %d, peak RSS %d, CPU %.1fs", fig.DeadLetters, fig.PeakRSSBytes, fig.CPUSeconds)
+	if fig.DeadLetters != 0 || fig.PeakRSSBytes <= 0 || fig.CPUSeconds <= 0 || fig.Processors != 1 {
+		t.Errorf("dead letters %d, peak RSS %d, CPU %.1fs, %d event-processors", fig.DeadLetters, fig.PeakRSSBytes, fig.CPUSeconds, fig.Processors)
 	}
 	var out bytes.Buffer
 	printFigures(&out, fig)
@@ -284,14 +287,20 @@ func TestParse(t *testing.T) {
 		{"-cpuprofile", "cpu.out"},
 		{"-src", "/tmp/x", "-build=false"},
 		{"-stack", "threads"},
+		{"-processors", "0"},
+		{"-processors", "2", "-stack", "embedded"},
+		{"-processors", "2", "-nats-url", "nats://127.0.0.1:4222"},
 	} {
 		if _, err := parse(args, &bytes.Buffer{}); err == nil {
 			t.Errorf("parse %v: want an error", args)
 		}
 	}
 	o, err := parse([]string{"-compare"}, &bytes.Buffer{})
-	if err != nil || o.stack != StackProcesses || !slices.Equal(o.compareFlags, []string{"-fuse=false"}) || o.binDir == "" {
+	if err != nil || o.stack != StackProcesses || !slices.Equal(o.compareFlags, []string{"-fuse=false"}) || o.binDir == "" || o.processors != 1 {
 		t.Errorf("defaults: %+v, %v", o, err)
+	}
+	if o, err := parse([]string{"-processors", "3"}, &bytes.Buffer{}); err != nil || o.processors != 3 {
+		t.Errorf("-processors 3: %d processors, %v", o.processors, err)
 	}
 	if a, b := binDirFor(""), binDirFor("/tmp/wg-old"); a == b {
 		t.Errorf("the current checkout and another share bin dir %s", a)
@@ -314,4 +323,28 @@ func runBench(t *testing.T, timeout time.Duration, args ...string) *Figures {
 		t.Fatalf("%v\n%s", err, progress.String())
 	}
 	return fig
+}
+
+// The figures of a run with several event-processor replicas say how many ran, and their CPU
+// summed beside each replica's.
+func TestPrintProcessors(t *testing.T) {
+	per := map[string]float64{"event-processor": 1.5, "event-processor-2": 1.25, "event-processor-3": 0.25, "gate-all": 4, "nats-1": 2}
+	if got := processorCPU(per); got != 3 {
+		t.Errorf("the replicas' CPU summed: %.2fs, want 3s", got)
+	}
+	f := &Figures{Processors: 3, Mix: harness.MixMoves, Phases: []Phase{{Name: "saturation", Events: 10, PipelineCPUSeconds: 8.75,
+		ProcessCPUSeconds: per, ProcessorCPUSeconds: processorCPU(per)}}}
+	var out bytes.Buffer
+	printFigures(&out, f)
+	for _, want := range []string{"processors      3 event-processor replicas", "the 3 event-processor replicas together 3.0s"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("figures lack %q:\n%s", want, out.String())
+		}
+	}
+	out.Reset()
+	f.Processors = 1
+	printFigures(&out, f)
+	if !strings.Contains(out.String(), "processors      1 event-processor replica\n") || strings.Contains(out.String(), "together") {
+		t.Errorf("one replica:\n%s", out.String())
+	}
 }
