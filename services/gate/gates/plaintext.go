@@ -11,8 +11,10 @@ import (
 // Committed text is plain text by contract: it reaches players' screens and templates as it is,
 // and no gate rewrites it. No kind's schema allows formatting today; a kind that ever does names
 // it here. The schema gate refuses what is about the text's form (formatHits: invisible and
-// control characters, markdown images and links, URLs); the safety gate refuses those and markup
-// and template code (markupHits), also when disguised as compatibility forms ("＜script＞").
+// control characters, markdown images and links); the safety gate refuses those, URLs, and
+// markup and template code (markupHits), also when disguised as compatibility forms
+// ("＜script＞"). URLs are the safety gate's alone: a URL inside a script tag is markup, and the
+// safety gate's refusal names it as such.
 
 // formatPatterns are the forms of formatting refused in content text.
 var formatPatterns = []struct {
@@ -21,11 +23,13 @@ var formatPatterns = []struct {
 }{
 	{"a markdown image", regexp.MustCompile(`!\[[^\]\n]*\]\(`)},
 	{"a markdown link", regexp.MustCompile(`\[[^\]\n]+\]\(\s*[^)\s]+[^)]*\)|\[[^\]\n]+\]\[[^\]\n]*\]|<(https?|mailto|ftp):[^>\s]+>`)},
-	{"a URL", regexp.MustCompile(`(?i)\b(https?|ftp|file)://\S|\bwww\.[a-z0-9-]+\.[a-z]{2,}\b|\bmailto:\S`)},
 }
 
+// urlPattern finds URLs: refused by the safety gate.
+var urlPattern = regexp.MustCompile(`(?i)\b(https?|ftp|file)://\S|\bwww\.[a-z0-9-]+\.[a-z]{2,}\b|\bmailto:\S`)
+
 // formatHits names the formatting text carries: invisible, bidirectional and control characters
-// (they hide or reorder what is shown), markdown images and links, URLs. Tab and newline are text.
+// (they hide or reorder what is shown), markdown images and links. Tab and newline are text.
 func formatHits(text string) []string {
 	var out []string
 	zw, bidi, ctl := false, false, false
@@ -62,14 +66,17 @@ func plainTextProblems(p events.Payload, path string) []events.Problem {
 		Message: fmt.Sprintf("carries %s: committed text is plain text; write it without formatting, links or hidden characters", listOf(hits))}}
 }
 
-// unsafeMarkup names what the safety gate refuses in content text: formatHits, and markup or
-// template code in the text as written or as a reader sees it (compatibility forms folded).
+// unsafeMarkup names what the safety gate refuses in content text: formatHits, URLs, and markup
+// or template code in the text as written or as a reader sees it (compatibility forms folded).
 func unsafeMarkup(text string) []string {
+	f := textnorm.Fold(text)
 	hits := markupHits(text)
-	if len(hits) == 0 {
-		if f := textnorm.Fold(text); f.Has(textnorm.Compatibility) || f.Has(textnorm.Confusable) || f.Has(textnorm.ZeroWidth) || f.Has(textnorm.Bidi) {
-			hits = markupHits(f.Text)
-		}
+	if len(hits) == 0 && (f.Has(textnorm.Compatibility) || f.Has(textnorm.Confusable) || f.Has(textnorm.ZeroWidth) || f.Has(textnorm.Bidi)) {
+		hits = markupHits(f.Text)
 	}
-	return append(hits, formatHits(text)...)
+	hits = append(hits, formatHits(text)...)
+	if urlPattern.MatchString(text) || urlPattern.MatchString(f.Text) {
+		hits = append(hits, "a URL")
+	}
+	return hits
 }

@@ -11,7 +11,8 @@ import (
 )
 
 // The markup and disguise variants that reached players (issue 42): each is refused, by the schema
-// gate where it is formatting, and by the safety gate in every case (a forged schema hop does not
+// gate where it is formatting (not URLs or markup: the safety gate names those), and by the safety
+// gate in every case (a forged schema hop does not
 // carry them past safety).
 //
 // PlainTextViolations is exported for the safety gate's test (package gates_test).
@@ -22,8 +23,8 @@ var PlainTextViolations = []struct {
 	{"markdown image", "Rain on the roofs. ![map](https://evil.example/x.png)", true},
 	{"markdown link", "Ask the smith about [the sale](javascript:alert(1)) today.", true},
 	{"markdown link to a page", "Read [the notice](evil.example/notice) by the well.", true},
-	{"URL", "The crier shouts: visit https://evil.example/free-gold now!", true},
-	{"www address", "The crier shouts: visit www.evil-example.com for gold!", true},
+	{"URL", "The crier shouts: visit https://evil.example/free-gold now!", false},
+	{"www address", "The crier shouts: visit www.evil-example.com for gold!", false},
 	{"zero-width characters", "The bell\u200b tolls\u200d at dusk.", true},
 	{"bidi override", "The sign reads \u202egnp.exe\u202c by the door.", true},
 	{"control character", "The bell\x1b[31m tolls.", true},
