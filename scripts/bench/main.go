@@ -225,6 +225,9 @@ type Phase struct {
 	NATSOutMsgsPerEvent float64 `json:"natsOutMsgsPerEvent,omitempty"`
 	// AICache is the ai-worker's context-hash cache over the phase (worldgate_ai_cache_*_total).
 	AICache *CacheCounts `json:"aiCache,omitempty"`
+	// AISpend is what the phase's model calls were and cost (the ai-worker's
+	// worldgate_ai_requests_total and worldgate_ai_cost_usd_total), per answered event too.
+	AISpend *Spend `json:"aiSpend,omitempty"`
 	// Stages is where the phase's committed events spent their time, from the streams'
 	// timestamps and the gates' hops (harness.Stages): the agent, each gate, the publish to
 	// proposals.validated, the commit.
@@ -232,6 +235,45 @@ type Phase struct {
 	// Answers is what the phase's events got back (events.Outcome on OUTCOMES): committed,
 	// fallback or refused content, abandoned (even the fallback refused) and silent (nothing).
 	Answers harness.Answers `json:"answers"`
+}
+
+// Spend is the model calls (every provider call: reprompts, repairs and failed calls
+// included; cache hits make none) and their cost over a phase, in all, per purpose, and per
+// answered event (an event with any final outcome).
+type Spend struct {
+	ModelCalls            float64            `json:"modelCalls"`
+	CostUSD               float64            `json:"costUsd"`
+	ModelCallsByPurpose   map[string]float64 `json:"modelCallsByPurpose,omitempty"`
+	ModelCallsPerAnswered float64            `json:"modelCallsPerAnsweredEvent"`
+	CostUSDPerAnswered    float64            `json:"costUsdPerAnsweredEvent"`
+}
+
+// aiSpend reads the ai-worker's model calls and cost; nil when there is no ai-worker to ask.
+func aiSpend(admin string) *Spend {
+	if admin == "" {
+		return nil
+	}
+	calls, _ := harness.MetricSumBy(admin, "worldgate_ai_requests_total", "purpose")
+	cost, _ := harness.MetricSum(admin, "worldgate_ai_cost_usd_total")
+	sp := &Spend{CostUSD: cost, ModelCallsByPurpose: calls}
+	for _, n := range calls {
+		sp.ModelCalls += n
+	}
+	return sp
+}
+
+// since is the spend from s0 to s over answered events.
+func (s *Spend) since(s0 *Spend, answered int) *Spend {
+	d := &Spend{ModelCalls: s.ModelCalls - s0.ModelCalls, CostUSD: s.CostUSD - s0.CostUSD, ModelCallsByPurpose: map[string]float64{}}
+	for k, v := range s.ModelCallsByPurpose {
+		if n := v - s0.ModelCallsByPurpose[k]; n != 0 {
+			d.ModelCallsByPurpose[k] = n
+		}
+	}
+	if answered > 0 {
+		d.ModelCallsPerAnswered, d.CostUSDPerAnswered = d.ModelCalls/float64(answered), d.CostUSD/float64(answered)
+	}
+	return d
 }
 
 // CacheCounts are the ai-worker's cache hits and misses.
@@ -672,6 +714,7 @@ func runPhase(ctx context.Context, o options, st *stack, gen *harness.Generator,
 		return p, err
 	}
 	cache0 := aiCache(st.aiAdmin)
+	spend0 := aiSpend(st.aiAdmin)
 	in0, out0, msgs0 := st.natsMessages()
 	u0 := st.usage()
 	pub := &harness.Publisher{JS: st.js, Gen: gen, Rate: rate, Tracker: t}
@@ -794,6 +837,9 @@ func runPhase(ctx context.Context, o options, st *stack, gen *harness.Generator,
 	if cache1 := aiCache(st.aiAdmin); cache0 != nil && cache1 != nil {
 		p.AICache = &CacheCounts{Hits: cache1.Hits - cache0.Hits, Misses: cache1.Misses - cache0.Misses}
 	}
+	if spend1 := aiSpend(st.aiAdmin); spend0 != nil && spend1 != nil {
+		p.AISpend = spend1.since(spend0, p.Answers.Answered)
+	}
 	return p, nil
 }
 
@@ -842,8 +888,15 @@ func printRun(w io.Writer, f *Figures) {
 		if p.CeilingRatio > 0 {
 			fmt.Fprintf(w, ", %.2f%% of the one-hop ceiling, %.0f%% of the hop-limited ceiling", 100*p.CeilingRatio, 100*p.CeilingShare)
 		}
-		fmt.Fprintf(w, "\n                %.0f decided/s · %.0f committed/s · answers: %d committed, %d fallback, %d refused %v · %d abandoned · %d silent",
-			p.DecidedPerS, p.CommittedPerS, p.Answers.Committed, p.Answers.Fallback, p.Answers.Refused, p.Answers.RefusedBy, p.Answers.Abandoned, p.Answers.Silent)
+		fmt.Fprintf(w, "\n                %.0f decided/s · %.0f committed/s · answers: %s · %d abandoned · %d silent",
+			p.DecidedPerS, p.CommittedPerS, answerCounts(&p.Answers), p.Answers.Abandoned, p.Answers.Silent)
+		if ai {
+			fmt.Fprintf(w, "\n                answers by kind: %s", answersByKind(&p.Answers))
+			if sp := p.AISpend; sp != nil {
+				fmt.Fprintf(w, "\n                model calls %.0f = %.2f per answered event (%s) · cost $%.6f = $%.6f per answered event",
+					sp.ModelCalls, sp.ModelCallsPerAnswered, byShare(sp.ModelCallsByPurpose, "%s %.0f"), sp.CostUSD, sp.CostUSDPerAnswered)
+			}
+		}
 		fmt.Fprintf(w, "\n                event→commit p50 %.1f ms · p95 %.1f ms · p99 %.1f ms · max %.1f ms · CPU %.1fs\n",
 			p.P50ms, p.P95ms, p.P99ms, p.MaxMs, p.CPUSeconds)
 		if p.PipelineCPUSeconds > 0 {
@@ -901,6 +954,30 @@ func printRun(w io.Writer, f *Figures) {
 	fmt.Fprintf(w, "dead letters    %d\n", f.DeadLetters)
 	printFloor(w, f)
 	printCarries(w, f)
+}
+
+// answerCounts is a phase's answers by outcome kind, each with its share of the answered events.
+func answerCounts(a *harness.Answers) string {
+	share := func(n int) string { return fmt.Sprintf("%d (%.0f%%)", n, 100*a.Share(n)) }
+	s := fmt.Sprintf("%s committed new, %s reused, %s fallback, %s refused", share(a.Committed), share(a.Reused), share(a.Fallback), share(a.Refused))
+	if len(a.RefusedBy) > 0 {
+		s += fmt.Sprintf(" %v", a.RefusedBy)
+	}
+	return s + ", " + share(a.Skipped) + " skipped"
+}
+
+// answersByKind is a phase's answers per proposal kind: new/reused/fallback/refused/skipped.
+func answersByKind(a *harness.Answers) string {
+	kinds := slices.Sorted(maps.Keys(a.ByKind))
+	parts := make([]string, len(kinds))
+	for i, k := range kinds {
+		c := a.ByKind[k]
+		parts[i] = fmt.Sprintf("%s %d new/%d reused/%d fallback/%d refused/%d skipped", k, c.Committed, c.Reused, c.Fallback, c.Refused, c.Skipped)
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, " · ")
 }
 
 // printFloor prints the floor beside the phase whose rate it ran at.

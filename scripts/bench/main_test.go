@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -346,5 +347,38 @@ func TestPrintProcessors(t *testing.T) {
 	printFigures(&out, f)
 	if !strings.Contains(out.String(), "processors      1 event-processor replica\n") || strings.Contains(out.String(), "together") {
 		t.Errorf("one replica:\n%s", out.String())
+	}
+}
+
+// The AI figures tell answers apart (issue 41 item 2): new content, reused content, fallback,
+// refused and skipped, with their shares, per proposal kind, and the model calls and cost per
+// answered event, in the table and the JSON.
+func TestPrintAnswers(t *testing.T) {
+	a := harness.Answers{Answered: 10, Committed: 4, Reused: 3, Fallback: 1, Refused: 1, Skipped: 1, RefusedBy: map[string]int{"safety/SAFETY_FLAGGED": 1},
+		ByKind: map[string]*harness.KindAnswers{"quest_seed": {Committed: 1, Reused: 3}, "npc_dialogue": {Committed: 3, Fallback: 1, Refused: 1}, "ambience": {Skipped: 1}}}
+	s0 := &Spend{ModelCalls: 5, CostUSD: 0.001, ModelCallsByPurpose: map[string]float64{"quest_seed": 5}}
+	s1 := &Spend{ModelCalls: 17, CostUSD: 0.003, ModelCallsByPurpose: map[string]float64{"quest_seed": 9, "npc_dialogue": 8}}
+	sp := s1.since(s0, a.Answered)
+	if sp.ModelCalls != 12 || sp.ModelCallsPerAnswered != 1.2 || sp.ModelCallsByPurpose["quest_seed"] != 4 || sp.CostUSDPerAnswered < 0.000199 || sp.CostUSDPerAnswered > 0.000201 {
+		t.Fatalf("spend %+v", sp)
+	}
+	f := &Figures{Mix: harness.MixAI, Phases: []Phase{{Name: "saturation", Events: 10, Answers: a, AISpend: sp}}}
+	var out bytes.Buffer
+	printFigures(&out, f)
+	for _, want := range []string{"4 (40%) committed new, 3 (30%) reused, 1 (10%) fallback, 1 (10%) refused map[safety/SAFETY_FLAGGED:1], 1 (10%) skipped",
+		"answers by kind: ambience 0 new/0 reused/0 fallback/0 refused/1 skipped · npc_dialogue 3 new/0 reused/1 fallback/1 refused/0 skipped · quest_seed 1 new/3 reused/0 fallback/0 refused/0 skipped",
+		"model calls 12 = 1.20 per answered event", "per answered event"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("figures lack %q:\n%s", want, out.String())
+		}
+	}
+	raw, err := json.Marshal(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"reused":3`, `"byKind":{`, `"modelCallsPerAnsweredEvent":1.2`, `"costUsdPerAnsweredEvent":`} {
+		if !strings.Contains(string(raw), want) {
+			t.Errorf("the JSON lacks %s: %s", want, raw)
+		}
 	}
 }

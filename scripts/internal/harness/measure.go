@@ -38,15 +38,26 @@ func StreamSeqs(ctx context.Context, js jetstream.JetStream, streams ...string) 
 // MetricSum scrapes admin's /metrics and adds up every series of the named metric (all label
 // values); false if the metric is absent or the scrape failed.
 func MetricSum(admin, name string) (float64, bool) {
+	by, found := MetricSumBy(admin, name, "")
+	return by[""], found
+}
+
+// MetricSumBy scrapes admin's /metrics and adds up the series of the named metric per value of
+// label ("" adds them all up under ""); false if the metric is absent or the scrape failed.
+func MetricSumBy(admin, name, label string) (map[string]float64, bool) {
 	c := http.Client{Timeout: 3 * time.Second}
 	resp, err := c.Get("http://" + admin + "/metrics")
 	if err != nil {
-		return 0, false
+		return nil, false
 	}
 	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
+	return sumBy(bufio.NewScanner(resp.Body), name, label)
+}
+
+// sumBy adds up the text-format series of name read from sc, per value of label.
+func sumBy(sc *bufio.Scanner, name, label string) (map[string]float64, bool) {
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	var sum float64
+	sums := map[string]float64{}
 	found := false
 	for sc.Scan() {
 		line := sc.Text()
@@ -59,9 +70,22 @@ func MetricSum(admin, name string) (float64, bool) {
 			continue
 		}
 		if v, err := strconv.ParseFloat(f[0], 64); err == nil {
-			sum += v
+			sums[labelValue(rest, label)] += v
 			found = true
 		}
 	}
-	return sum, found
+	return sums, found
+}
+
+// labelValue is label's value in a series' {…} ("" when label is "" or absent).
+func labelValue(series, label string) string {
+	if label == "" {
+		return ""
+	}
+	_, after, ok := strings.Cut(series, label+`="`)
+	if !ok {
+		return ""
+	}
+	v, _, _ := strings.Cut(after, `"`)
+	return v
 }

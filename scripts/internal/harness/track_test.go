@@ -1,6 +1,8 @@
 package harness
 
 import (
+	"bufio"
+	"strings"
 	"testing"
 
 	"github.com/worldgate/worldgate/events"
@@ -30,5 +32,23 @@ func TestAnswersTellOutcomesApart(t *testing.T) {
 	}
 	if a.Of(events.OutcomeReused) != 2 || a.Share(a.Fallback) != 1.0/6 {
 		t.Fatalf("Of %d, Share %v", a.Of(events.OutcomeReused), a.Share(a.Fallback))
+	}
+}
+
+// MetricSumBy reads what bench reports of the ai-worker's spend: per purpose, or all summed.
+func TestSumByLabel(t *testing.T) {
+	text := `# TYPE worldgate_ai_requests_total counter
+worldgate_ai_requests_total{model="m",outcome="ok",provider="scripted",purpose="quest_seed"} 3
+worldgate_ai_requests_total{model="m",outcome="ok",provider="scripted",purpose="npc_dialogue"} 2
+worldgate_ai_requests_total{model="m",outcome="timeout",provider="scripted",purpose="quest_seed"} 1
+worldgate_ai_requests_totally 9
+`
+	by, ok := sumBy(bufio.NewScanner(strings.NewReader(text)), "worldgate_ai_requests_total", "purpose")
+	if !ok || by["quest_seed"] != 4 || by["npc_dialogue"] != 2 || len(by) != 2 {
+		t.Fatalf("by purpose %v (%v)", by, ok)
+	}
+	all, _ := sumBy(bufio.NewScanner(strings.NewReader(text)), "worldgate_ai_requests_total", "")
+	if all[""] != 6 {
+		t.Fatalf("all %v", all)
 	}
 }
