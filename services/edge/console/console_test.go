@@ -153,7 +153,15 @@ func TestConsoleShowsEveryOutcomeKind(t *testing.T) {
 		"loc:tavern has ambience committed 1m0s ago (fresh for 10m0s): none is generated until then", 9*time.Minute, time.Now())
 	refused := events.RequestRefused(env, "world-rules", "loc:ash-gate", events.CodeMoveRefused, "loc:ash-gate has no exit west", time.Now())
 	refused.EventID = "0190a8f0-0000-7000-8000-000000000002"
-	in, _ := json.Marshal([]*events.Outcome{skipped, refused})
+	// Fallback content after two refused reprompts: the fallback proposal is attempt 3.
+	fallback := &events.Outcome{SchemaVersion: events.OutcomeSchemaVersion, OutcomeID: "0190a8f0-0000-7000-8000-0000000000f3", Kind: events.OutcomeFallback,
+		EventID: "0190a8f0-0000-7000-8000-000000000003", CorrelationID: "c-3", AgentRole: "npc-dialogue", ProposalKind: events.KindNPCDialogue,
+		Actor: events.Actor{Kind: "player", ID: "player:ana"}, LocationID: "loc:tavern", DecidedUTC: time.Now(),
+		FallbackReason: "refused after 2 reprompts; last by the safety gate (SAFETY_FLAGGED): unsafe",
+		Event: &events.DomainEvent{EventID: "0190a8f0-0000-7000-8000-0000000000e3", Type: "NPCDialogueAccepted", ProposalID: "p-3", CorrelationID: "c-3",
+			OccurredUTC: time.Now(), CommittedUTC: time.Now(), Payload: json.RawMessage(`{"npcId":"npc:oren","line":"Not now, friend."}`)},
+		Journey: &events.Journey{Attempt: 3, Gates: []events.Hop{{Gate: "schema", Outcome: "passed", At: time.Now()}, {Gate: "safety", Outcome: "passed", At: time.Now()}}}}
+	in, _ := json.Marshal([]*events.Outcome{skipped, refused, fallback})
 	cmd := exec.Command(node, "testdata/show.js", "static/app.js")
 	cmd.Stdin = bytes.NewReader(in)
 	out, err := cmd.Output()
@@ -174,9 +182,22 @@ func TestConsoleShowsEveryOutcomeKind(t *testing.T) {
 	if err := json.Unmarshal(out, &page); err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
-	if len(page.Feed) != 2 || page.Feed[1].Cls != "skipped" || !strings.Contains(page.Feed[1].Text, "skipped: loc:tavern has ambience committed") ||
-		!strings.Contains(page.Feed[1].Text, "ask again after") || page.Feed[0].Cls != "refused" {
-		t.Fatalf("feed %+v; want the skip with its reason and the refusal", page.Feed)
+	// Oldest first, as the list numbers them (issue 40: the feed was numbered newest first).
+	if len(page.Feed) != 3 || page.Feed[0].Cls != "skipped" || !strings.Contains(page.Feed[0].Text, "skipped: loc:tavern has ambience committed") ||
+		!strings.Contains(page.Feed[0].Text, "ask again after") || page.Feed[1].Cls != "refused" || page.Feed[2].Cls != "fallback" {
+		t.Fatalf("feed %+v; want the skip with its reason, the refusal, then the fallback line", page.Feed)
+	}
+	// A fallback after two reprompts says two (not its attempt, 3), and its gate chips are
+	// the fallback content's (issue 40: "reprompts: 3" beside "refused after 2 reprompts", and
+	// chips that read as if the model's answer had passed).
+	var fb string
+	for _, j := range page.Journeys {
+		if strings.Contains(j, "fallback —") {
+			fb = j
+		}
+	}
+	if !strings.Contains(fb, "reprompts: 2") || strings.Contains(fb, "reprompts: 3") || !strings.Contains(fb, "fallback content: | schema passed") {
+		t.Errorf("the fallback's journey reads %q; want reprompts: 2 and its chips as the fallback content's", fb)
 	}
 	var journey string
 	for _, j := range page.Journeys {

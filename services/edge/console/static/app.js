@@ -4,6 +4,9 @@
 
 const state = { key: "", player: "", location: "", npc: "", cursor: "", pending: new Map(), location_data: null };
 
+// HISTORY_MS is how far back the feed starts when the page (re)loads.
+const HISTORY_MS = 60 * 60 * 1000;
+
 function $(id) { return document.getElementById(id); }
 
 // el builds an element whose content is text, never markup.
@@ -26,9 +29,11 @@ function uuidv7() {
   return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20)}`;
 }
 
+// say adds a line to the feed: oldest first, as the list numbers them, the newest in view.
 function say(text, cls) {
   const li = el("li", text, cls);
-  $("feed").prepend(li);
+  $("feed").append(li);
+  if (li.scrollIntoView) li.scrollIntoView({ block: "nearest" });
   return li;
 }
 
@@ -66,13 +71,18 @@ function journey(id, label, what, o) {
   const j = o.journey || { attempt: 0, tokens: { prompt: 0, completion: 0 }, costUsd: 0 };
   li.append(el("div", `${o.kind} — ${o.agentRole || ""} ${o.proposalKind || ""}`, o.kind));
   const gates = el("div", null, "gates");
+  // A fallback's gates are those its static content passed; the model's refused answers are
+  // told by fallbackReason below.
+  if (o.kind === "fallback") gates.append(el("span", "fallback content:"));
   for (const h of j.gates || []) {
     gates.append(el("span", `${h.gate} ${h.outcome}${h.code ? " " + h.code : ""} (${(h.durationMs || 0).toFixed(1)} ms)`, "gate-" + h.outcome));
   }
   if (o.refusal) gates.append(el("span", `refused by ${o.refusal.gate}: ${o.refusal.code} — ${o.refusal.reason}`, "gate-rejected"));
   if (o.skip) gates.append(el("span", `not acted on by ${o.agentRole || "its role"}: ${o.skip.code} — ${o.skip.reason}${askAgain(o.skip)}`, "gate-skipped"));
   li.append(gates);
-  if (j.attempt > 0) li.append(el("div", `reprompts: ${j.attempt}`));
+  // attempt counts the answers before this one; a fallback is the attempt after the last reprompt.
+  const reprompts = o.kind === "fallback" ? Math.max(j.attempt - 1, 0) : j.attempt;
+  if (reprompts > 0) li.append(el("div", `reprompts: ${reprompts}`));
   if (o.fallbackReason) li.append(el("div", `fallback used: ${o.fallbackReason}`, "fallback"));
   li.append(el("div", `model ${j.model || "—"} · tokens ${j.tokens.prompt}+${j.tokens.completion} · $${(j.costUsd || 0).toFixed(6)}`));
 }
@@ -159,8 +169,11 @@ async function stream() {
   for (;;) {
     try {
       const headers = { "Authorization": "Bearer " + state.key };
+      let url = "/v1/outcomes?actor=" + encodeURIComponent(state.player);
+      // First connection: the last hour's outcomes, so a reload keeps the player's history.
       if (state.cursor) headers["Last-Event-ID"] = state.cursor;
-      const r = await fetch("/v1/outcomes?actor=" + encodeURIComponent(state.player), { headers });
+      else url += "&since=" + encodeURIComponent(new Date(Date.now() - HISTORY_MS).toISOString());
+      const r = await fetch(url, { headers });
       if (!r.ok) throw new Error("outcomes: " + r.status);
       $("status").textContent = "live";
       const reader = r.body.pipeThrough(new TextDecoderStream()).getReader();
