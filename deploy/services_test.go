@@ -89,7 +89,16 @@ func workers(t *testing.T) []worker {
 		ws = append(ws, worker{name: "gate-" + g, program: "gate", args: []string{"-gate", g},
 			consumers: []consumer{{"PROPOSALS", "gate-" + g}}})
 	}
-	ws = append(ws, worker{name: "event-processor", program: "event-processor", consumers: []consumer{{"PROPOSALS", "event-processor"}}},
+	// The event-processor's replicas share the partitions of the validated proposals, one
+	// durable each (runtime.PartitionDurable; natsx.DefaultPartitions of them: this module
+	// builds without the others, and `worldgate dev` shows the same names), and drain the
+	// legacy subject on their own durable.
+	var ep []consumer
+	for p := range 16 {
+		ep = append(ep, consumer{"PROPOSALS", fmt.Sprintf("event-processor-p%02d", p)})
+	}
+	ep = append(ep, consumer{"PROPOSALS", "event-processor"})
+	ws = append(ws, worker{name: "event-processor", program: "event-processor", consumers: ep},
 		worker{name: "memory-writer", program: "memory-writer", consumers: []consumer{{"COMMITTED", "memory-writer"}}})
 	ai := worker{name: "ai-worker", program: "ai-worker"}
 	for _, r := range aiRoles {

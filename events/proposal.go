@@ -131,13 +131,17 @@ type Hop struct {
 	Sig      string `json:"sig,omitempty"`
 }
 
-// Next is the subject the proposal goes to after its current gate: the next pending gate, or
-// proposals.validated when none is left.
-func (r Route) Next() string {
-	if len(r.Pending) == 0 {
-		return SubjectValidated
+// Next is the subject the proposal goes to after its current gate: the next pending gate, or,
+// when none is left, its partition's entry (ValidatedSubject of its actor).
+func (p *Proposal) Next() string {
+	if len(p.Route.Pending) > 0 {
+		return GateSubject(p.Route.Pending[0])
 	}
-	return GateSubject(r.Pending[0])
+	key := p.ProposalID
+	if p.Actor.ID != "" {
+		key = p.Actor.Kind + ":" + p.Actor.ID
+	}
+	return ValidatedSubject(key)
 }
 
 // Proposal kinds. Each has a payload schema at schemas/v1/proposals/<kind>.json.

@@ -119,7 +119,7 @@ func (r Routes) Uses(gate string) bool {
 }
 
 // NextHops are the subjects gate forwards a passed proposal to: the gate after it on each route
-// that names it, or proposals.validated where it is the last.
+// that names it, or the validated proposals' entry (proposals.validated.*) where it is the last.
 // A narrator's route (NarratorRoute) counts too.
 func (r Routes) NextHops(gate string) []string {
 	var out []string
@@ -128,7 +128,7 @@ func (r Routes) NextHops(gate string) []string {
 		switch {
 		case i < 0:
 		case i == len(gates)-1:
-			out = append(out, SubjectValidated)
+			out = append(out, SubjectValidatedEntry)
 		default:
 			out = append(out, GateSubject(gates[i+1]))
 		}

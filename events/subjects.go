@@ -1,6 +1,11 @@
 package events
 
-import "strings"
+import (
+	"fmt"
+	"hash/fnv"
+	"strconv"
+	"strings"
+)
 
 // Stream names of the JetStream topology (see shared/natsx for their configuration).
 const (
@@ -13,27 +18,65 @@ const (
 
 // Subjects that are fixed rather than derived.
 const (
-	SubjectWorldAll        = "world.events.>"
-	SubjectCommittedAll    = "world.committed.>"
-	SubjectProposalsAll    = "proposals.>"
-	SubjectValidated       = "proposals.validated"
-	SubjectApproval        = "proposals.approval"
-	SubjectDecisions       = "proposals.decisions"
-	SubjectRejectedAll     = "proposals.rejected.>"
-	SubjectRetryAll        = "proposals.retry.>"
-	SubjectAuditAll        = "audit.>"
-	SubjectAuditProposals  = "audit.proposals"
-	SubjectDeadLetterAll   = "deadletter.>"
-	subjectGatePrefix      = "proposals.gate."
-	subjectRejectedPrefix  = "proposals.rejected."
-	subjectRetryPrefix     = "proposals.retry."
-	subjectWorldPrefix     = "world.events."
-	subjectCommittedPrefix = "world.committed."
+	SubjectWorldAll     = "world.events.>"
+	SubjectCommittedAll = "world.committed.>"
+	SubjectProposalsAll = "proposals.>"
+	// SubjectValidatedAll is every validated proposal: each is published to
+	// proposals.validated.<order token> (ValidatedSubject) and stored on its partition,
+	// proposals.validated.<partition>.<order token> (the PROPOSALS stream's subject transform).
+	SubjectValidatedAll = "proposals.validated.>"
+	// SubjectValidatedLegacy is where validated proposals went before partitioned commits
+	// (proposal schemaVersion 1 and 2 gates); the event-processor still drains it.
+	SubjectValidatedLegacy = "proposals.validated"
+	// SubjectValidatedEntry is what the last gate of a route publishes to: one token, the
+	// proposal's order token, which the stream turns into a partition.
+	SubjectValidatedEntry = "proposals.validated.*"
+	// SubjectValidatedPartitions is every partition's filter (ValidatedPartition).
+	SubjectValidatedPartitions = "proposals.validated.*.*"
+	subjectValidatedPrefix     = "proposals.validated."
+	SubjectApproval            = "proposals.approval"
+	SubjectDecisions           = "proposals.decisions"
+	SubjectRejectedAll         = "proposals.rejected.>"
+	SubjectRetryAll            = "proposals.retry.>"
+	SubjectAuditAll            = "audit.>"
+	SubjectAuditProposals      = "audit.proposals"
+	SubjectDeadLetterAll       = "deadletter.>"
+	subjectGatePrefix          = "proposals.gate."
+	subjectRejectedPrefix      = "proposals.rejected."
+	subjectRetryPrefix         = "proposals.retry."
+	subjectWorldPrefix         = "world.events."
+	subjectCommittedPrefix     = "world.committed."
 )
 
 // Subject is where an envelope of eventType is published: world.events.<type lower-cased>,
 // e.g. "Player.Moved" → "world.events.player.moved".
 func Subject(eventType string) string { return subjectWorldPrefix + strings.ToLower(eventType) }
+
+// ValidatedSubject is where the last gate of a route publishes a validated proposal whose
+// order key (ActorKey: "kind:id") is key: proposals.validated.<OrderToken(key)>. The PROPOSALS
+// stream stores it as proposals.validated.<partition>.<token>, the partition a function of the
+// token alone (natsx.ProposalPartitions), so one actor's proposals share a partition and keep
+// their order on it. A proposal without an actor passes its proposal id as key: it needs no
+// order and its partition is as good as any.
+func ValidatedSubject(key string) string { return subjectValidatedPrefix + OrderToken(key) }
+
+// OrderToken is key as one subject token: 16 hexadecimal digits of its 64-bit FNV-1a hash
+// (an actor id may hold dots, which a token may not).
+func OrderToken(key string) string {
+	h := fnv.New64a()
+	h.Write([]byte(key))
+	return fmt.Sprintf("%016x", h.Sum64())
+}
+
+// ValidatedPartition is the filter of partition p's validated proposals as the PROPOSALS stream
+// stores them: proposals.validated.<p>.*.
+func ValidatedPartition(p int) string { return subjectValidatedPrefix + strconv.Itoa(p) + ".*" }
+
+// IsValidated reports whether subject holds a validated proposal: a partition's, an entry's
+// (before the stream's transform) or the legacy subject.
+func IsValidated(subject string) bool {
+	return subject == SubjectValidatedLegacy || strings.HasPrefix(subject, subjectValidatedPrefix)
+}
 
 // GateSubject is the input subject of a gate: proposals.gate.<gate>.
 func GateSubject(gate string) string { return subjectGatePrefix + gate }

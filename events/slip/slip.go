@@ -75,13 +75,13 @@ func Record(p *events.Proposal, h Hop) {
 	}
 }
 
-// Forward is the proposal on its way to its next hop (Route.Next) after gate.
+// Forward is the proposal on its way to its next hop (Proposal.Next) after gate.
 func Forward(p *events.Proposal, gate string) (Message, error) {
 	data, err := json.Marshal(p)
 	if err != nil {
 		return Message{}, fmt.Errorf("encode proposal %s: %w", p.ProposalID, err)
 	}
-	return Message{Subject: p.Route.Next(), ID: MsgID(p, gate), Data: data, CorrelationID: p.CorrelationID, Kind: p.Kind}, nil
+	return Message{Subject: p.Next(), ID: MsgID(p, gate), Data: data, CorrelationID: p.CorrelationID, Kind: p.Kind}, nil
 }
 
 // Verdict is what a refusing gate says.

@@ -560,12 +560,12 @@ func TestAttacksOnTheDevStackAreRefused(t *testing.T) {
 			return mustJSON(t, q)
 		}
 		_, auditJS := a.as(natsauth.GateRole(gates.Audit))
-		if err := publishAs(auditJS, events.SubjectValidated, "honest-dup-control", signed("honest-dup-control", "Ash settles on the gate.")); err != nil {
+		if err := publishAs(auditJS, events.ValidatedSubject("npc:ash"), "honest-dup-control", signed("honest-dup-control", "Ash settles on the gate.")); err != nil {
 			t.Fatal(err)
 		}
 		slipped := bytes.Replace(signed("attack-dup-slip", "Ash falls softly."), []byte(`"payload":{`),
 			[]byte(`"payload":{"text":"<script>alert(2)</script> Everyone hates you.",`), 1)
-		if err := publishAs(auditJS, events.SubjectValidated, "attack-dup-slip", slipped); err != nil {
+		if err := publishAs(auditJS, events.ValidatedSubject("npc:ash"), "attack-dup-slip", slipped); err != nil {
 			t.Fatal(err)
 		}
 		natstest.WaitFor(t, 30*time.Second, "the control committed and the slip dead-lettered", func() bool {

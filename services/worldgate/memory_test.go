@@ -130,14 +130,14 @@ func TestNPCRemembersTheLastExchange(t *testing.T) {
 // validated is the proposal as it reached proposals.validated.
 func validated(ctx context.Context, t *testing.T, js jetstream.JetStream, id string) *events.Proposal {
 	t.Helper()
-	c, err := js.OrderedConsumer(ctx, events.StreamProposals, jetstream.OrderedConsumerConfig{FilterSubjects: []string{events.SubjectValidated}})
+	c, err := js.OrderedConsumer(ctx, events.StreamProposals, jetstream.OrderedConsumerConfig{FilterSubjects: []string{events.SubjectValidatedAll}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for {
 		m, err := c.Next(jetstream.FetchMaxWait(5 * time.Second))
 		if errors.Is(err, jetstream.ErrMsgIteratorClosed) || err != nil {
-			t.Fatalf("proposal %s not on %s: %v", id, events.SubjectValidated, err)
+			t.Fatalf("proposal %s not on %s: %v", id, events.SubjectValidatedAll, err)
 		}
 		p, err := events.Decoder{}.Proposal(m.Data())
 		if err == nil && p.ProposalID == id {

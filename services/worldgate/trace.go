@@ -385,7 +385,7 @@ func buildJourney(id string, msgs []found) *Journey {
 			if d := m.header.Get(events.HeaderAIDowngrade); d != "" {
 				tp.Downgraded = d
 			}
-			if m.subject == events.SubjectValidated && tp.Validated == nil {
+			if events.IsValidated(m.subject) && tp.Validated == nil {
 				at := m.at
 				tp.Validated = &at
 			}

@@ -17,6 +17,7 @@ import (
 func (o *TopologyOptions) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.Replicas, "replicas", 1, "JetStream stream and bucket replicas when provisioning (3 in production)")
 	fs.DurationVar(&o.DuplicateWindow, "duplicate-window", 10*time.Minute, "every stream's Nats-Msg-Id duplicate window (shortened to a stream's max age if that is shorter)")
+	fs.IntVar(&o.Partitions, "partitions", DefaultPartitions, fmt.Sprintf("partitions of validated proposals in PROPOSALS (event-processor replicas share them; fixed once provisioned; at most %d)", MaxPartitions))
 	fs.Var(retentionFlag{o}, "retention", "age and size limits per stream or bucket, over the defaults: NAME=AGE/SIZE,… (e.g. WORLD=12h/4GiB,COMMITTED=90d/64GiB; AGE in Go units or d, SIZE in B, KiB, MiB, GiB, TiB; either may be left empty). Defaults: "+DefaultRetention())
 }
 

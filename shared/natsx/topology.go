@@ -39,7 +39,23 @@ const (
 	// The interaction memory: per NPC–player pair the last committed exchanges, per NPC its
 	// recent committed events (written by the memory-writer from COMMITTED, read by mcp-world).
 	BucketMemory = "worldgate-memory"
+	// BucketMembers holds one key per live replica of a partitioned consumer
+	// (<handler>.<member id>), put every second and gone MembersTTL after the last put: the
+	// replicas share the partitions among the members they see (runtime.Partitioned).
+	BucketMembers = "worldgate-members"
 )
+
+// MembersTTL is how long a replica of a partitioned consumer counts as a member after its last
+// heartbeat.
+const MembersTTL = 5 * time.Second
+
+// DefaultPartitions is how many partitions validated proposals are spread over by default: more
+// than the event-processor replicas a cluster is expected to run, so that replicas can be added
+// without re-partitioning.
+const DefaultPartitions = 16
+
+// MaxPartitions bounds -partitions.
+const MaxPartitions = 256
 
 // TopologyOptions are the knobs operators turn; the zero value is the single-node default.
 type TopologyOptions struct {
@@ -48,6 +64,10 @@ type TopologyOptions struct {
 	AICacheTTL      time.Duration // overrides Limits[BucketAICache].MaxAge
 	DedupTTL        time.Duration // overrides Limits[BucketDedup].MaxAge (how long accepted content fingerprints are remembered)
 	MaxMsgSize      int32         // default 1 MiB
+	// Partitions is how many partitions the PROPOSALS stream spreads validated proposals over
+	// (by their order token); default DefaultPartitions. It is fixed once the stream has it:
+	// Provision refuses to change it in place.
+	Partitions int
 	// Limits per stream and bucket name; a missing name or a zero field keeps the default
 	// (DefaultLimits). A bucket's MaxAge is its keys' TTL.
 	Limits map[string]Limits
@@ -87,6 +107,7 @@ var DefaultLimits = map[string]Limits{
 	BucketBudgetShort: {2 * time.Hour, 64 * mib},
 	BucketBudgetLong:  {33 * 24 * time.Hour, 64 * mib},
 	BucketMemory:      {7 * 24 * time.Hour, 64 * mib},
+	BucketMembers:     {MembersTTL, 1 * mib}, // a key per live replica of a partitioned consumer
 }
 
 // limits is name's limits with opts applied over the default.
@@ -127,10 +148,12 @@ func DefaultTopology(opts TopologyOptions) Topology {
 	// bounds a dead letter's body and headers (DeadLetterMax).
 	dlq := stream(events.StreamDLQ, []string{events.SubjectDeadLetterAll}, "Messages a stage gave up on, with the reason in headers")
 	dlq.MaxMsgSize = max(size, DeadLetterMax)
+	proposals := stream(events.StreamProposals, []string{events.SubjectProposalsAll}, "Proposals on their way through the gates, validated and rejected")
+	proposals.SubjectTransform = PartitionTransform(cmp.Or(opts.Partitions, DefaultPartitions))
 	return Topology{
 		Streams: []jetstream.StreamConfig{
 			stream(events.StreamWorld, WorldSubjects(), "World events published by game backends"),
-			stream(events.StreamProposals, []string{events.SubjectProposalsAll}, "Proposals on their way through the gates, validated and rejected"),
+			proposals,
 			stream(events.StreamCommitted, []string{events.SubjectCommittedAll}, "Canonical log of applied domain events (event-processor only)"),
 			stream(events.StreamAudit, []string{events.SubjectAuditAll}, "Audit records, written before persistence"),
 			dlq,
@@ -148,8 +171,45 @@ func DefaultTopology(opts TopologyOptions) Topology {
 			bucket(BucketBudgetShort, "LLM budget windows of a minute or an hour, updated with compare-and-set", 0, 0),
 			bucket(BucketBudgetLong, "LLM budget windows of a day or a month, updated with compare-and-set", 0, 0),
 			bucket(BucketMemory, "Interaction memory: recent committed dialogue per NPC and player, recent events per NPC", 0, 0),
+			bucket(BucketMembers, "Live replicas of partitioned consumers, one key each, gone a few seconds after the replica", 0, 0),
 		},
 	}
+}
+
+// PartitionTransform is the PROPOSALS stream's subject transform: a validated proposal published
+// to proposals.validated.<token> is stored as proposals.validated.<partition>.<token>, the
+// partition a hash of the token (the server's partition() mapping), so that every proposal of
+// one actor lands on one partition, which one event-processor replica at a time consumes.
+func PartitionTransform(n int) *jetstream.SubjectTransformConfig {
+	return &jetstream.SubjectTransformConfig{Source: events.SubjectValidatedEntry,
+		Destination: fmt.Sprintf("proposals.validated.{{partition(%d,1)}}.{{wildcard(1)}}", n)}
+}
+
+// transformPartitions is the partition count of a PROPOSALS transform; 0 for none.
+func transformPartitions(t *jetstream.SubjectTransformConfig) int {
+	if t == nil {
+		return 0
+	}
+	var n int
+	if _, err := fmt.Sscanf(t.Destination, "proposals.validated.{{partition(%d,1)}}", &n); err != nil {
+		return 0
+	}
+	return n
+}
+
+// ProposalPartitions is how many partitions the PROPOSALS stream on the server spreads validated
+// proposals over: what the event-processor's replicas share. A stream without the transform
+// (provisioned before partitioned commits) is an error saying how to provision it.
+func ProposalPartitions(ctx context.Context, js jetstream.JetStream) (int, error) {
+	s, err := js.Stream(ctx, events.StreamProposals)
+	if err != nil {
+		return 0, fmt.Errorf("stream %s: %w", events.StreamProposals, err)
+	}
+	n := transformPartitions(s.CachedInfo().Config.SubjectTransform)
+	if n <= 0 {
+		return 0, fmt.Errorf("stream %s has no partitions (it was provisioned before partitioned commits): provision it again (worldgate provision, or start a worker with -provision)", events.StreamProposals)
+	}
+	return n, nil
 }
 
 // WorldSubjects are the subjects WORLD stores: one per known event type. A publish to any
@@ -217,6 +277,9 @@ func provisionStream(ctx context.Context, js jetstream.JetStream, want jetstream
 	changed := diffStream(have, want)
 	if len(changed) == 0 {
 		return nil
+	}
+	if h, w := transformPartitions(have.SubjectTransform), transformPartitions(want.SubjectTransform); h != 0 && h != w {
+		return fmt.Errorf("stream %s spreads validated proposals over %d partitions on the server but %d are configured: the count cannot change in place (an actor's proposals would change partition while some wait on the old one); keep -partitions %d", want.Name, h, w, h)
 	}
 	for _, f := range []string{"Storage", "Retention"} {
 		if _, ok := changed[f]; ok {
@@ -289,6 +352,7 @@ func diffStream(have, want jetstream.StreamConfig) map[string]string {
 	cmp("MaxBytes", have.MaxBytes, want.MaxBytes)
 	cmp("Duplicates", have.Duplicates, want.Duplicates)
 	cmp("MaxMsgSize", have.MaxMsgSize, want.MaxMsgSize)
+	cmp("SubjectTransform", have.SubjectTransform, want.SubjectTransform)
 	cmp("Discard", have.Discard, want.Discard)
 	return out
 }

@@ -52,6 +52,15 @@ type Options struct {
 	TracerProvider trace.TracerProvider
 }
 
+// intake is how a handler's messages come in: one durable consumer (subscriber) or the
+// partitions a replica owns (partitionGroup).
+type intake interface {
+	start(ctx context.Context, handle func(*message.Message) error, run func(func())) error
+	stopIntake()   // no message is handed to the handler after it returns
+	waitInflight() // until what was handed out settled
+	Close() error  // settles what is in flight (bounded) and lets go of the consumer
+}
+
 // App runs a worker's handlers, each on its durable consumer.
 type App struct {
 	opts    Options
@@ -63,7 +72,7 @@ type App struct {
 
 	mu       sync.Mutex
 	handlers []string
-	subs     []*subscriber
+	subs     []intake
 	chains   []func(*message.Message) error // by handler, as subs
 	stats    map[string]func() any
 	running  atomic.Bool
@@ -129,7 +138,10 @@ func (a *App) Handle(name string, c Consumer, h message.HandlerFunc) {
 	chain = a.deadLetter(name, c, chain)
 	chain = a.observe(name, chain)
 	chain = a.traced(name, chain)
-	sub := newSubscriber(a.opts.JetStream, c, a.log.With("handler", name))
+	var sub intake = newSubscriber(a.opts.JetStream, c, a.log.With("handler", name))
+	if c.Partitioned != nil {
+		sub = newPartitionGroup(a.opts.JetStream, c, a.log.With("handler", name), a.metrics, name)
+	}
 	a.mu.Lock()
 	a.subs = append(a.subs, sub)
 	a.chains = append(a.chains, func(m *message.Message) error {
@@ -194,7 +206,7 @@ func (a *App) Run(ctx context.Context) error {
 	drained := make(chan struct{})
 	go func() {
 		for _, s := range subs {
-			s.inflight.Wait()
+			s.waitInflight()
 		}
 		close(drained)
 	}()

@@ -74,6 +74,12 @@ type Consumer struct {
 	// any newer message of their key; it takes them all and hands them out in stream order. A
 	// worker that stops gracefully hands the messages of a key back in stream order.
 	OrderKey func(subject string, data []byte) string
+	// Partitioned, if set, spreads the consumer over its stream's partitions, each consumed by
+	// one replica at a time (see Partitioned): replicas share the work and each order key's
+	// messages stay in stream order across them. Subjects is then unused.
+	Partitioned *Partitioned
+
+	group string // the pinned priority group of a partition's consumer (set by partitionGroup)
 }
 
 func (c *Consumer) setDefaults() {
@@ -194,7 +200,7 @@ func (s *subscriber) release(jm jetstream.Msg) {
 // runtime terminates the message: nothing is redelivered for ever.
 func (c Consumer) ServerConfig() jetstream.ConsumerConfig {
 	c.setDefaults()
-	return jetstream.ConsumerConfig{
+	cfg := jetstream.ConsumerConfig{
 		Durable:        c.Durable,
 		FilterSubjects: c.Subjects,
 		AckPolicy:      jetstream.AckExplicitPolicy,
@@ -203,6 +209,19 @@ func (c Consumer) ServerConfig() jetstream.ConsumerConfig {
 		MaxAckPending:  c.MaxAckPending,
 		DeliverPolicy:  jetstream.DeliverAllPolicy,
 	}
+	if c.group != "" {
+		// One client at a time; the pin moves when its client unpins (it gave the partition up,
+		// its messages settled) or sends no pull request for an ack wait (it died: by then its
+		// messages can be redelivered, first, to the next).
+		cfg.PriorityPolicy, cfg.PriorityGroups, cfg.PinnedTTL = jetstream.PriorityPolicyPinned, []string{c.group}, c.AckWait
+		if len(c.Subjects) == 1 {
+			// One filter goes in the create request's subject, where NATS permissions can
+			// restrict it: a worker may create partitions' durables of any name, but only over
+			// its partitions' subjects (natsauth.Consumer.Partitions).
+			cfg.FilterSubject, cfg.FilterSubjects = c.Subjects[0], nil
+		}
+	}
+	return cfg
 }
 
 func (c *Consumer) serverMaxDeliver() int { return c.MaxDeliver + natsx.DeadLetterAttempts }
@@ -249,8 +268,7 @@ func (s *subscriber) start(ctx context.Context, handle func(*message.Message) er
 			s.dispatch(jm)
 		}
 	}()
-	cc, err := cons.Consume(func(jm jetstream.Msg) { <-caughtUp; s.dispatch(jm) },
-		jetstream.PullMaxMessages(min(s.spec.MaxAckPending, 256)),
+	opts := []jetstream.PullConsumeOpt{jetstream.PullMaxMessages(min(s.spec.MaxAckPending, 256)),
 		// nats.go finds out that the server holds none of its pull requests any more only when
 		// their heartbeats stop: with its defaults (30 s requests, 15 s heartbeats) a consumer
 		// then waited 30 s with messages pending, as bench saw under bursts. With these, 2 s.
@@ -263,7 +281,11 @@ func (s *subscriber) start(ctx context.Context, handle func(*message.Message) er
 				return
 			}
 			s.log.Debug("consume", "consumer", s.spec.Durable, "err", err)
-		}))
+		})}
+	if s.spec.group != "" {
+		opts = append(opts, jetstream.PullPriorityGroup(s.spec.group))
+	}
+	cc, err := cons.Consume(func(jm jetstream.Msg) { <-caughtUp; s.dispatch(jm) }, opts...)
 	if err != nil {
 		s.closeOnce.Do(func() { close(s.closing) }) // what was taken at the start is handed back
 		<-caughtUp
@@ -273,7 +295,11 @@ func (s *subscriber) start(ctx context.Context, handle func(*message.Message) er
 	go s.keep()
 	go func() {
 		<-s.closing
-		cc.Stop()
+		// Drain, not Stop: the messages already pulled into this client's buffer still reach
+		// dispatch, which hands them back at once, in stream order. Dropped, they would stay held
+		// until their ack wait ran out, and whoever consumes next would take the newer messages of
+		// their keys first.
+		cc.Drain()
 		<-cc.Closed()
 		<-caughtUp
 		close(s.stopped)
@@ -292,18 +318,31 @@ func (s *subscriber) awaitHeld(ctx context.Context, cons jetstream.Consumer) (in
 	if info == nil || info.NumAckPending == 0 {
 		return 0, nil
 	}
+	held := info.NumAckPending
 	wait := s.spec.AckWait + 100*time.Millisecond // past the server's redelivery check
-	s.log.Info("messages of this consumer are held elsewhere: taking none until they can be redelivered first",
-		"consumer", s.spec.Durable, "held", info.NumAckPending, "wait", wait)
-	t := time.NewTimer(wait)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return info.NumAckPending, nil
-	case <-ctx.Done():
-		return 0, ctx.Err()
-	case <-s.closing:
-		return 0, errors.New("subscriber closed while waiting for held messages")
+	s.log.Info("messages of this consumer are held elsewhere: taking none until they settle or can be redelivered first",
+		"consumer", s.spec.Durable, "held", held, "wait", wait)
+	deadline := time.NewTimer(wait)
+	defer deadline.Stop()
+	// A live holder (a replica that gave this partition up) settles them well before: then
+	// there is nothing to wait for.
+	poll := time.NewTicker(100 * time.Millisecond)
+	defer poll.Stop()
+	for {
+		select {
+		case <-deadline.C:
+			return held, nil
+		case <-poll.C:
+			if i, err := cons.Info(ctx); err == nil {
+				if held = i.NumAckPending; held == 0 {
+					return 0, nil
+				}
+			}
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-s.closing:
+			return 0, errors.New("subscriber closed while waiting for held messages")
+		}
 	}
 }
 
@@ -319,7 +358,13 @@ func (s *subscriber) takeHeld(ctx context.Context, cons jetstream.Consumer, held
 	var got []taken
 	for len(got) < held && ctx.Err() == nil {
 		want := min(held-len(got), 256)
-		batch, err := cons.FetchNoWait(want)
+		var batch jetstream.MessageBatch
+		var err error
+		if s.spec.group != "" {
+			batch, err = cons.Fetch(want, jetstream.FetchMaxWait(time.Second), jetstream.FetchPriorityGroup(s.spec.group))
+		} else {
+			batch, err = cons.FetchNoWait(want)
+		}
 		if err != nil {
 			s.log.Warn("could not take the messages held at the start; they are taken as they come", "consumer", s.spec.Durable, "err", err)
 			break
@@ -579,15 +624,25 @@ func (s *subscriber) stopIntake() {
 }
 
 func (s *subscriber) Close() error {
+	s.closeSettled()
+	return nil
+}
+
+func (s *subscriber) waitInflight() { s.inflight.Wait() }
+
+// closeSettled is Close, reporting whether every message in flight settled in time.
+func (s *subscriber) closeSettled() bool {
 	s.stopIntake() // no message is handed out after this, so inflight only shrinks
 	done := make(chan struct{})
 	go func() { s.inflight.Wait(); close(done) }()
+	settled := true
 	select {
 	case <-done:
 	case <-time.After(s.spec.AckWait):
+		settled = false
 	}
 	s.keepOnce.Do(func() { close(s.keepStop) })
-	return nil
+	return settled
 }
 
 // Publisher publishes watermill messages to JetStream and returns once JetStream has

@@ -11,6 +11,7 @@ type handlerMetrics struct {
 	latency     *prometheus.HistogramVec
 	deadLetters *prometheus.CounterVec
 	terminated  *prometheus.CounterVec
+	partitions  *prometheus.GaugeVec
 }
 
 func newHandlerMetrics(reg prometheus.Registerer) *handlerMetrics {
@@ -31,5 +32,9 @@ func newHandlerMetrics(reg prometheus.Registerer) *handlerMetrics {
 			Namespace: metrics.Namespace, Name: "terminated_total",
 			Help: "Messages terminated (Term) without a dead letter: the dead letter could not be published on any of the deliveries left for it. Each is also logged with its stream, sequence and subject.",
 		}, []string{"stage"})),
+		partitions: metrics.Register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: metrics.Namespace, Name: "handler_partitions_owned",
+			Help: "Partitions of a partitioned consumer this replica consumes now (the replicas share them; see docs/deploy.md).",
+		}, []string{"handler"})),
 	}
 }

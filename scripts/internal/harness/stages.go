@@ -67,7 +67,7 @@ func Stages(ctx context.Context, js jetstream.JetStream, from, to map[string]uin
 			if _, ok := proposed[p.ProposalID]; !ok {
 				proposed[p.ProposalID] = at
 			}
-			if m.Subject() == events.SubjectValidated {
+			if events.IsValidated(m.Subject()) {
 				if _, ok := valid[p.ProposalID]; !ok {
 					valid[p.ProposalID] = validated{at: at, corr: p.CorrelationID, trail: p.Route.Trail}
 				}

@@ -112,7 +112,7 @@ func publish(t testing.TB, js jetstream.JetStream, p *events.Proposal, msgID str
 	if err != nil {
 		t.Fatal(err)
 	}
-	msg := &nats.Msg{Subject: events.SubjectValidated, Data: data, Header: nats.Header{}}
+	msg := &nats.Msg{Subject: p.Next(), Data: data, Header: nats.Header{}}
 	msg.Header.Set(events.HeaderCorrelationID, p.CorrelationID)
 	if _, err := js.PublishMsg(context.Background(), msg, jetstream.WithMsgID(msgID)); err != nil {
 		t.Fatal(err)
@@ -138,7 +138,7 @@ func publishAsync(t testing.TB, js jetstream.JetStream, ps []*events.Proposal, m
 				t.Fatal("publish acks timed out")
 			}
 		}
-		f, err := js.PublishMsgAsync(&nats.Msg{Subject: events.SubjectValidated, Data: data}, jetstream.WithMsgID(msgID(i)))
+		f, err := js.PublishMsgAsync(&nats.Msg{Subject: p.Next(), Data: data}, jetstream.WithMsgID(msgID(i)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -164,12 +164,29 @@ func rejected(t testing.TB, e *natstest.Env) uint64 {
 }
 
 func settled(t testing.TB, e *natstest.Env) bool {
-	c, err := e.JS.Consumer(context.Background(), events.StreamProposals, processor.Name)
-	if err != nil {
-		return false
+	for _, info := range processorConsumers(t, e) {
+		if info.NumPending > 0 || info.NumAckPending > 0 {
+			return false
+		}
 	}
-	info, err := c.Info(context.Background())
-	return err == nil && info.NumPending == 0 && info.NumAckPending == 0
+	return true
+}
+
+// processorConsumers are the processor's consumers: its partitions' and its own (the legacy
+// subject's).
+func processorConsumers(t testing.TB, e *natstest.Env) []*jetstream.ConsumerInfo {
+	s, err := e.JS.Stream(context.Background(), events.StreamProposals)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []*jetstream.ConsumerInfo
+	l := s.ListConsumers(context.Background())
+	for info := range l.Info() {
+		if info.Name == processor.Name || strings.HasPrefix(info.Name, processor.Name+"-p") {
+			out = append(out, info)
+		}
+	}
+	return out
 }
 
 // counts returns vertex and edge counts by label.

@@ -33,6 +33,7 @@ import (
 	"github.com/worldgate/worldgate/shared/graphx"
 	"github.com/worldgate/worldgate/shared/logx"
 	"github.com/worldgate/worldgate/shared/metrics"
+	"github.com/worldgate/worldgate/shared/natsx"
 	"github.com/worldgate/worldgate/shared/runtime"
 	"github.com/worldgate/worldgate/shared/telemetry"
 )
@@ -145,8 +146,12 @@ func Register(app *runtime.App, d Deps) (*Processor, error) {
 	return p, nil
 }
 
-// Consumer is the durable consumer the processor reads: proposals.validated on PROPOSALS.
-// MaxDeliver is the largest the runtime allows because the runtime dead-letters at MaxDeliver
+// Consumer is what the processor reads: the partitions of the validated proposals on
+// PROPOSALS, one durable consumer each (event-processor-p00, …), each consumed by one replica
+// at a time, so that replicas share the commits and one actor's proposals (one partition, and
+// the OrderKey within it) apply in the order proposed, whatever the replicas. Its own durable,
+// event-processor, drains proposals.validated, where gates put validated proposals before
+// partitioned commits. MaxDeliver is the largest the runtime allows because the runtime dead-letters at MaxDeliver
 // whatever the cause: the processor bounds server-refused proposals itself (ServerErrorLimit)
 // and lets outages retry until the graph is back, for about a day at the 10 s backoff; after
 // that the proposal is dead-lettered (never redelivered for ever).
@@ -154,12 +159,13 @@ func (p *Processor) Consumer() runtime.Consumer {
 	return runtime.Consumer{
 		Stream:        events.StreamProposals,
 		Durable:       Name,
-		Subjects:      []string{events.SubjectValidated},
 		MaxDeliver:    runtime.MaxDeliverLimit,
 		Backoff:       p.d.Backoff,
 		AckWait:       p.d.AckWait,
 		MaxAckPending: p.d.MaxInFlight,
 		OrderKey:      events.ActorKey,
+		Partitioned: &runtime.Partitioned{Count: natsx.ProposalPartitions, Filter: events.ValidatedPartition,
+			Legacy: []string{events.SubjectValidatedLegacy}},
 	}
 }
 

@@ -84,7 +84,7 @@ func TestDuplicateMembersAreNeverCommitted(t *testing.T) {
 
 func publishRaw(t testing.TB, js jetstream.JetStream, data []byte, msgID string) {
 	t.Helper()
-	if _, err := js.PublishMsg(context.Background(), &nats.Msg{Subject: events.SubjectValidated, Data: data}, jetstream.WithMsgID(msgID)); err != nil {
+	if _, err := js.PublishMsg(context.Background(), &nats.Msg{Subject: events.ValidatedSubject(events.ActorKey("", data)), Data: data}, jetstream.WithMsgID(msgID)); err != nil {
 		t.Fatal(err)
 	}
 }

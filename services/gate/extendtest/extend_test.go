@@ -97,8 +97,8 @@ func TestATestOnlyGateRunsLikeTheOthers(t *testing.T) {
 			t.Errorf("%s may not publish to %s: %v", user, s, role.Permissions.Publish)
 		}
 	}
-	if slices.Contains(role.Permissions.Publish, events.SubjectValidated) {
-		t.Errorf("%s may publish to %s, though it is not the last gate of any route", user, events.SubjectValidated)
+	if slices.Contains(role.Permissions.Publish, events.SubjectValidatedEntry) {
+		t.Errorf("%s may publish to %s, though it is not the last gate of any route", user, events.SubjectValidatedEntry)
 	}
 	all, _ := natsauth.Lookup(roles, natsauth.Gates)
 	if !slices.Contains(all.Permissions.Publish, events.RejectedSubject(curfewGate)) {

@@ -317,7 +317,7 @@ func (c *chain) record(ctx context.Context, g Gate, subject string, p *events.Pr
 	}
 	switch d.Outcome {
 	case Passed:
-		return p.Route.Next(), nil
+		return p.Next(), nil
 	case Held:
 		if err := h.Hold(ctx, p); err != nil {
 			return "", fmt.Errorf("gate %s: hold proposal %s: %w", name, p.ProposalID, err)

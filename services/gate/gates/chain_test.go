@@ -110,12 +110,12 @@ func TestThousandMixedProposalsEachEndExactlyOnce(t *testing.T) {
 		s.publish(t, p)
 	}
 	ended := func() int {
-		return s.count(t, "PROPOSALS", events.SubjectValidated) + s.count(t, "PROPOSALS", "proposals.rejected.>") + s.count(t, "PROPOSALS", events.SubjectApproval)
+		return s.count(t, "PROPOSALS", events.SubjectValidatedAll) + s.count(t, "PROPOSALS", "proposals.rejected.>") + s.count(t, "PROPOSALS", events.SubjectApproval)
 	}
 	natstest.WaitFor(t, 60*time.Second, "1,000 proposals to end", func() bool { return ended() >= len(all) })
 	t.Logf("1,000 mixed proposals through the chain in %s", time.Since(start).Round(time.Millisecond))
 
-	validated := s.proposalsOn(t, events.SubjectValidated)
+	validated := s.proposalsOn(t, events.SubjectValidatedAll)
 	held := s.proposalsOn(t, events.SubjectApproval)
 	rejected := s.rejections(t)
 	if n := s.count(t, "DLQ", ""); n != 0 {
@@ -211,7 +211,7 @@ func BenchmarkChainThroughput(b *testing.B) {
 		s.publish(b, p)
 	}
 	natstest.WaitFor(b, 2*time.Minute, "all validated", func() bool {
-		return s.count(b, "PROPOSALS", events.SubjectValidated) >= b.N
+		return s.count(b, "PROPOSALS", events.SubjectValidatedAll) >= b.N
 	})
 	b.StopTimer()
 	if n := s.count(b, "PROPOSALS", "proposals.rejected.>") + s.count(b, "DLQ", ""); n != 0 {

@@ -101,7 +101,7 @@ func runFusionScenario(t *testing.T, fuse bool) fusionRun {
 	published := 0
 	publish := func(p *events.Proposal) { s.publish(t, p); published++ }
 	ended := func() int {
-		return s.count(t, events.StreamProposals, events.SubjectValidated) + s.count(t, events.StreamProposals, events.SubjectRejectedAll) +
+		return s.count(t, events.StreamProposals, events.SubjectValidatedAll) + s.count(t, events.StreamProposals, events.SubjectRejectedAll) +
 			s.count(t, events.StreamProposals, events.SubjectApproval)
 	}
 	// The valid move spends the actor's budget before the second move comes.
@@ -122,7 +122,7 @@ func runFusionScenario(t *testing.T, fuse bool) fusionRun {
 	natstest.WaitFor(t, 15*time.Second, "the retried move to end", func() bool { return ended() == len(named)+1 })
 
 	run := fusionRun{endings: map[string]ending{}, published: published, decisions: map[string]float64{}, latencies: map[string]uint64{}}
-	for pid, p := range s.proposalsOn(t, events.SubjectValidated) {
+	for pid, p := range s.proposalsOn(t, events.SubjectValidatedAll) {
 		route, _ := route.Default().For(p.Kind)
 		if err := s.keys.Ring.Verify(p, route, gates.Approval, gates.Schema); err != nil {
 			t.Errorf("validated %s (%s): its trail does not prove its route: %v", pid, id[pid], err)
@@ -245,10 +245,10 @@ func TestFusedRunDeliveredTwicePublishesOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := s.count(t, events.StreamProposals, events.SubjectValidated); n != 1 {
+	if n := s.count(t, events.StreamProposals, events.SubjectValidatedAll); n != 1 {
 		t.Fatalf("%d validated messages; want 1", n)
 	}
-	last, err := stream.GetLastMsgForSubject(ctx, events.SubjectValidated)
+	last, err := stream.GetLastMsgForSubject(ctx, events.SubjectValidatedAll)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -299,7 +299,7 @@ func BenchmarkMoveThroughGates(b *testing.B) {
 				b.Fatal("moves not stored within a minute")
 			}
 			natstest.WaitFor(b, 5*time.Minute, "every move validated", func() bool {
-				return s.count(b, events.StreamProposals, events.SubjectValidated) >= b.N
+				return s.count(b, events.StreamProposals, events.SubjectValidatedAll) >= b.N
 			})
 			b.StopTimer()
 			if n := s.count(b, events.StreamProposals, events.SubjectRejectedAll) + s.count(b, events.StreamDLQ, ""); n != 0 {
@@ -358,7 +358,7 @@ func TestFusedRunFailingPartWayCountsEachDecisionOnce(t *testing.T) {
 	}
 	graphdtest.Start(t, graphdtest.WithDataDir(dir), graphdtest.WithConfig(func(c *server.Config) { c.Listen = addr }))
 	natstest.WaitFor(t, 30*time.Second, "the move validated once graphd is back", func() bool {
-		return s.count(t, events.StreamProposals, events.SubjectValidated) == 1
+		return s.count(t, events.StreamProposals, events.SubjectValidatedAll) == 1
 	})
 	for _, gate := range []string{gates.Schema, gates.Invariant, gates.Rate, gates.Audit} {
 		if got := metricstest.Sum(t, s.reg, "worldgate_gate_decisions_total", map[string]string{"gate": gate, "outcome": "passed"}); got != 1 {

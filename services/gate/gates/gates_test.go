@@ -632,13 +632,13 @@ func TestAuditGate(t *testing.T) {
 	s.run(t, s.deps(testConfig()), "audit")
 	p := startAt(ambience(t, "loc:square", "Quiet."), "audit")
 	s.publish(t, p)
-	natstest.WaitFor(t, 10*time.Second, "validated", func() bool { return s.count(t, events.StreamProposals, events.SubjectValidated) == 1 })
+	natstest.WaitFor(t, 10*time.Second, "validated", func() bool { return s.count(t, events.StreamProposals, events.SubjectValidatedAll) == 1 })
 	msgs := s.messages(t, events.StreamAudit, events.SubjectAuditProposals)
 	var rec gates.AuditRecord
 	if len(msgs) != 1 || json.Unmarshal(msgs[0].Data(), &rec) != nil || rec.ProposalID != p.ProposalID || len(rec.Digest) != 64 || rec.Provenance == nil {
 		t.Fatalf("audit records %d: %+v", len(msgs), rec)
 	}
-	v := s.proposalsOn(t, events.SubjectValidated)[p.ProposalID]
+	v := s.proposalsOn(t, events.SubjectValidatedAll)[p.ProposalID]
 	if v == nil || len(v.Route.Pending) != 0 || v.Route.Trail[len(v.Route.Trail)-1].Gate != "audit" {
 		t.Fatalf("validated %+v", v)
 	}
@@ -662,7 +662,7 @@ func TestAuditGateRejectsWhenAuditStreamIsUnavailable(t *testing.T) {
 	if r.Code != events.CodeAuditUnavailable || !r.Transient || r.RetryAfter <= 0 {
 		t.Fatalf("rejection %+v", r)
 	}
-	if n := s.count(t, events.StreamProposals, events.SubjectValidated); n != 0 {
+	if n := s.count(t, events.StreamProposals, events.SubjectValidatedAll); n != 0 {
 		t.Fatal("the proposal went on without its audit record")
 	}
 	c, _ := s.nats.JS.Consumer(context.Background(), events.StreamProposals, "gate-audit")

@@ -216,7 +216,7 @@ func (s *stack) publish(t testing.TB, p *events.Proposal) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	subject := p.Route.Next()
+	subject := p.Next()
 	if len(p.Route.Pending) > 0 && p.Route.Pending[0] == gates.Schema {
 		subject = events.EmitSubject(p.AgentRole) // new proposals enter on their emitter's subject
 	}

@@ -67,7 +67,11 @@ func ForLayouts(routes events.Routes, layouts ...gates.Layout) (natsauth.Policy,
 	ws = append(ws,
 		natsauth.Worker{User: natsauth.EventProcessor, Summary: "the event-processor: the only publisher of committed events", Service: processor.Name,
 			Grants: []natsauth.Grant{{
-				Consumers: []natsauth.Consumer{{Stream: events.StreamProposals, Durable: processor.Name}},
+				// Its replicas share the partitions of the validated proposals (runtime.Partitioned):
+				// one durable per partition, and a key each in the members bucket.
+				Consumers: []natsauth.Consumer{{Stream: events.StreamProposals, Durable: processor.Name, Partitions: events.SubjectValidatedPartitions}},
+				Buckets: []natsauth.Bucket{{Name: natsx.BucketMembers, Keys: processor.Name + ".*"},
+					{Name: natsx.BucketMembers, Keys: processor.Name + ".*", ReadOnly: true, Watch: true}},
 				Publish: []string{events.SubjectCommittedAll, events.RejectedSubject(processor.Gate),
 					events.OutcomeKindFilter(events.OutcomeCommitted), events.OutcomeKindFilter(events.OutcomeFallback)},
 			}}},

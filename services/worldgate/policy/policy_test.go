@@ -180,7 +180,7 @@ func TestPublisherPublishesWorldEventsOnly(t *testing.T) {
 	if _, err := events.Publish(ctx, js, env); err != nil {
 		t.Fatalf("events.Publish as publisher: %v", err)
 	}
-	refused(t, nc, natsauth.Publisher, events.GateSubject(gates.Schema), events.EmitSubject(events.EmitterAmbience), events.EmitSubject(events.EmitterOperator), events.SubjectValidated, events.RejectedSubject(gates.Schema),
+	refused(t, nc, natsauth.Publisher, events.GateSubject(gates.Schema), events.EmitSubject(events.EmitterAmbience), events.EmitSubject(events.EmitterOperator), validated, events.RejectedSubject(gates.Schema),
 		events.SubjectAuditProposals, events.DeadLetterSubject("x"), "$KV."+natsx.BucketApprovals+".p",
 		"$JS.API.CONSUMER.MSG.NEXT."+events.StreamWorld+".ai-ambience")
 	if violation(t, nc, "subscribe", events.SubjectWorldAll) == nil {
@@ -205,7 +205,7 @@ func TestAIWorkerProposesOnlyOnItsRolesEmitterSubjects(t *testing.T) {
 	// subject, never straight to the gate.
 	stored(t, js, natsauth.AIWorker, events.RetrySubject(gates.Rate), events.StreamProposals)
 	stored(t, js, natsauth.AIWorker, events.DeadLetterSubject("ai-ambience"), events.StreamDLQ)
-	refused(t, nc, natsauth.AIWorker, events.SubjectValidated, events.CommittedSubject("Ambience.Generated"),
+	refused(t, nc, natsauth.AIWorker, validated, events.CommittedSubject("Ambience.Generated"),
 		events.GateSubject(gates.Safety), events.GateSubject(gates.Dedup), events.GateSubject(gates.Approval),
 		events.GateSubject(gates.Invariant), events.GateSubject(gates.Rate), events.GateSubject(gates.Audit),
 		"$KV."+natsx.BucketRetries+".k",
@@ -273,11 +273,23 @@ func hops(g string) []string {
 			if i+1 < len(gates) {
 				out = append(out, events.GateSubject(gates[i+1]))
 			} else {
-				out = append(out, events.SubjectValidated)
+				out = append(out, events.SubjectValidatedEntry)
 			}
 		}
 	}
 	return out
+}
+
+// validated is a validated proposal's subject as a last gate publishes it (one actor's).
+var validated = events.ValidatedSubject("player:policy-test")
+
+// concrete is a subject to publish to for the hop h: validated for the validated proposals'
+// entry (a wildcard in the permissions).
+func concrete(h string) string {
+	if h == events.SubjectValidatedEntry {
+		return validated
+	}
+	return h
 }
 
 func TestEachGatePublishesOnlyToItsNextHops(t *testing.T) {
@@ -290,7 +302,7 @@ func TestEachGatePublishesOnlyToItsNextHops(t *testing.T) {
 			t.Fatalf("gate %s has no next hop on the default routes", g)
 		}
 		for _, h := range next {
-			stored(t, js, role, h, events.StreamProposals)
+			stored(t, js, role, concrete(h), events.StreamProposals)
 		}
 		stored(t, js, role, events.RejectedSubject(g), events.StreamProposals)
 		stored(t, js, role, events.DeadLetterSubject("gate-"+g), events.StreamDLQ)
@@ -305,10 +317,10 @@ func TestEachGatePublishesOnlyToItsNextHops(t *testing.T) {
 		for _, other := range append(gates.Known(), "validated") {
 			subject := events.GateSubject(other)
 			if other == "validated" {
-				subject = events.SubjectValidated
+				subject = events.SubjectValidatedEntry
 			}
 			if !slices.Contains(next, subject) {
-				skips = append(skips, subject)
+				skips = append(skips, concrete(subject))
 			}
 		}
 		for _, other := range gates.Known() {
@@ -327,7 +339,7 @@ func TestEachGatePublishesOnlyToItsNextHops(t *testing.T) {
 	}
 	// The names the issue gives: the schema gate cannot jump to audit or to validated.
 	nc, _ := s.connect(natsauth.GateRole(gates.Schema))
-	refused(t, nc, "gate-schema", events.GateSubject(gates.Audit), events.SubjectValidated)
+	refused(t, nc, "gate-schema", events.GateSubject(gates.Audit), validated)
 }
 
 func TestWorldLoaderOnlyProposesWorldBuilding(t *testing.T) {
@@ -335,7 +347,7 @@ func TestWorldLoaderOnlyProposesWorldBuilding(t *testing.T) {
 	nc, js := s.connect(natsauth.WorldLoader)
 	stored(t, js, natsauth.WorldLoader, events.EmitSubject(events.EmitterWorldLoader), events.StreamProposals)
 	refused(t, nc, natsauth.WorldLoader, events.EmitSubject(events.EmitterOperator), events.EmitSubject(events.EmitterAmbience),
-		events.GateSubject(gates.Schema), events.SubjectValidated, events.Subject(events.PlayerMoved))
+		events.GateSubject(gates.Schema), validated, events.Subject(events.PlayerMoved))
 }
 
 // The gates user runs every gate in one process, fused (gate -gate all): it publishes what
@@ -355,7 +367,7 @@ func TestGatesUserLacksTheHopsBetweenItsGates(t *testing.T) {
 	}
 	for _, h := range all {
 		if !slices.Contains(internal, h) {
-			stored(t, js, natsauth.Gates, h, events.StreamProposals)
+			stored(t, js, natsauth.Gates, concrete(h), events.StreamProposals)
 		}
 	}
 	stored(t, js, natsauth.Gates, events.SubjectApproval, events.StreamProposals)
@@ -430,7 +442,7 @@ func TestFusedGatesRunAsTheGatesUser(t *testing.T) {
 	}
 	_, ajs := s.connect(natsauth.Admin)
 	natstest.WaitFor(t, 15*time.Second, "the move validated and the other rejected by the invariant gate", func() bool {
-		return natstest.StreamMsgs(t, ajs, events.StreamProposals, events.SubjectValidated) == 1 &&
+		return natstest.StreamMsgs(t, ajs, events.StreamProposals, events.SubjectValidatedAll) == 1 &&
 			natstest.StreamMsgs(t, ajs, events.StreamProposals, events.RejectedSubject(gates.Invariant)) == 1
 	})
 	if n := natstest.StreamMsgs(t, ajs, events.StreamDLQ, ">"); n != 0 {
@@ -445,7 +457,7 @@ func TestEventProcessorAndMCPWorld(t *testing.T) {
 	s := startServer(t)
 	nc, js := s.connect(natsauth.EventProcessor)
 	stored(t, js, natsauth.EventProcessor, events.RejectedSubject("processor"), events.StreamProposals)
-	refused(t, nc, natsauth.EventProcessor, events.SubjectValidated, events.GateSubject(gates.Schema), events.RejectedSubject(gates.Audit))
+	refused(t, nc, natsauth.EventProcessor, validated, events.GateSubject(gates.Schema), events.RejectedSubject(gates.Audit))
 
 	_, ajs := s.connect(natsauth.Admin)
 	stored(t, ajs, natsauth.Admin, events.CommittedSubject("Location.Created"), events.StreamCommitted)
@@ -482,14 +494,14 @@ func TestOperatorDecidesButCannotStealWork(t *testing.T) {
 		events.EmitSubject(events.EmitterWorldLoader), events.EmitSubject(events.EmitterAmbience), events.EmitSubject(events.EmitterNarrator))
 	var moves []string
 	for _, h := range hops(gates.Approval) {
-		if h != events.SubjectValidated {
+		if h != events.SubjectValidatedEntry {
 			moves = append(moves, h)
 		}
 	}
 	refused(t, nc, natsauth.Operator, moves...)
 	refused(t, nc, natsauth.Operator, events.RejectedSubject(gates.Approval), "$KV."+natsx.BucketApprovals+".p",
 		events.RetrySubject(gates.Audit), "$JS.API.CONSUMER.MSG.NEXT.PROPOSALS."+gates.DecisionsDurable)
-	refused(t, nc, natsauth.Operator, events.SubjectValidated, events.RejectedSubject(gates.Schema), "$KV."+natsx.BucketRate+".k",
+	refused(t, nc, natsauth.Operator, validated, events.RejectedSubject(gates.Schema), "$KV."+natsx.BucketRate+".k",
 		"$JS.API.CONSUMER.MSG.NEXT.PROPOSALS.gate-schema", "$JS.API.CONSUMER.DELETE.PROPOSALS.event-processor",
 		"$JS.API.CONSUMER.CREATE.WORLD.ai-ambience.world.events.player.moved")
 	// Reading is allowed: stream information through JetStream.
@@ -516,7 +528,7 @@ func TestEachApproverDecidesAsThemselvesOnly(t *testing.T) {
 	stored(t, js, alice, events.DecisionsSubject("alice"), events.StreamProposals)
 	refused(t, nc, alice, events.DecisionsSubject("bob"), events.DecisionsSubject(natsauth.Operator), events.SubjectDecisions,
 		events.EmitSubject(events.EmitterOperator), events.GateSubject(gates.Schema), events.GateSubject(gates.Audit),
-		events.SubjectValidated, "$KV."+natsx.BucketApprovals+".p", "$KV."+natsx.BucketBudget+".x",
+		validated, "$KV."+natsx.BucketApprovals+".p", "$KV."+natsx.BucketBudget+".x",
 		events.RetrySubject(gates.Approval), "$JS.API.CONSUMER.MSG.NEXT.PROPOSALS."+gates.DecisionsDurable)
 	if violation(t, nc, "subscribe", natsx.InboxPrefix(natsauth.ApproverRole("bob"))+".x") == nil {
 		t.Error("alice subscribed to bob's inbox")
@@ -717,7 +729,7 @@ func TestMCPProposePublishesOnlyAsTheNarrator(t *testing.T) {
 		others = append(others, events.GateSubject(g), events.RejectedSubject(g), events.RetrySubject(g))
 	}
 	refused(t, nc, natsauth.MCPPropose, others...)
-	refused(t, nc, natsauth.MCPPropose, events.SubjectValidated, events.SubjectApproval, events.DecisionsSubject(natsauth.Operator),
+	refused(t, nc, natsauth.MCPPropose, validated, events.SubjectApproval, events.DecisionsSubject(natsauth.Operator),
 		events.CommittedSubject("NPCDialogueAccepted"), events.SubjectAuditProposals,
 		events.Subject(events.PlayerMoved), events.Subject(events.PlayerMoveRequested),
 		events.OutcomeSubject(events.OutcomeCommitted, "agent:x"), events.OutcomeSubject(events.OutcomeRefused, "agent:x"),

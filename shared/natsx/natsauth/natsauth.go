@@ -87,6 +87,12 @@ func GateRole(g string) string { return "gate-" + g }
 type Consumer struct {
 	Stream  string
 	Durable string
+	// Partitions, if set, is the filter pattern of a partitioned consumer's partitions (e.g.
+	// proposals.validated.*.*; runtime.Partitioned): the worker may also create durables of
+	// any name filtered within it (<Durable>-p<NN>), pull from them, settle what it receives and
+	// unpin them — never another worker's durable on the stream. A pattern rather than a list,
+	// so that the permissions hold whatever the partition count the stream was provisioned with.
+	Partitions string
 }
 
 // Bucket is a KV bucket a worker reads and writes; Watch adds listing its keys, ReadOnly
@@ -224,6 +230,9 @@ func (w Worker) permissions(others []Consumer) *natsx.Permissions {
 		for _, c := range g.Consumers {
 			p.consumer(c.Stream, c.Durable)
 			p.pub = append(p.pub, events.DeadLetterSubject(c.Durable))
+			if c.Partitions != "" {
+				p.partitions(c, others)
+			}
 		}
 		for _, b := range g.Buckets {
 			switch {
@@ -269,6 +278,20 @@ func (p *perms) consumer(stream, durable string) {
 		api("CONSUMER.MSG.NEXT", stream, durable),
 		"$JS.ACK."+stream+"."+durable+".>",
 		api("CONSUMER.LIST", stream))
+}
+
+// partitions lets a worker create the partitions' durables of c (any name, filtered within
+// c.Partitions), read their info, pull from them, settle what they deliver and unpin them;
+// never one of the policy's other durables on the stream.
+func (p *perms) partitions(c Consumer, durables []Consumer) {
+	p.pub = append(p.pub, api("CONSUMER.CREATE", c.Stream, "*", c.Partitions), api("CONSUMER.INFO", c.Stream, "*"),
+		api("CONSUMER.MSG.NEXT", c.Stream, "*"), api("CONSUMER.UNPIN", c.Stream, "*"), "$JS.ACK."+c.Stream+".*.>")
+	for _, o := range durables {
+		if o.Stream == c.Stream && o.Durable != c.Durable {
+			p.pubDeny = append(p.pubDeny, api("CONSUMER.CREATE", o.Stream, o.Durable, ">"), api("CONSUMER.INFO", o.Stream, o.Durable),
+				api("CONSUMER.MSG.NEXT", o.Stream, o.Durable), api("CONSUMER.UNPIN", o.Stream, o.Durable), "$JS.ACK."+o.Stream+"."+o.Durable+".>")
+		}
+	}
 }
 
 // follow lets a worker create ordered consumers of its own on f.Stream filtered to f.Subject

@@ -1,0 +1,323 @@
+package runtime
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/worldgate/worldgate/shared/natsx"
+)
+
+// Partitioned spreads a consumer over the partitions of its stream, so that its replicas share
+// the work and still keep each order key's messages in stream order across replicas: the
+// stream stores each message on a partition chosen from its order key (a subject transform),
+// each partition has its own durable consumer (<Durable>-p<NN>), and each partition is consumed
+// by exactly one replica at a time.
+//
+// Two mechanisms, one for balance and one for safety:
+//   - Membership (balance): every replica puts a key in the natsx.BucketMembers bucket each
+//     second (<Durable>.<member id>); the keys of the members that stopped vanish after
+//     natsx.MembersTTL. Each replica reads the members, sorts them, and consumes the partitions p
+//     with p mod members = its place. A replica that no longer owns a partition stops taking its
+//     messages, lets those it holds settle (a key's queued messages are handed back in stream
+//     order), and then unpins the consumer, so that the next owner starts with them.
+//   - Pinning (safety): each partition's consumer has a priority group with the pinned_client
+//     policy (NATS ADR-42): the server delivers its messages to one client at a time and moves
+//     the pin only when that client unpins or sends no pull request for the pin TTL (the
+//     consumer's AckWait). Two replicas that disagree about the members for a moment cannot both
+//     receive a partition's messages.
+//
+// A replica that takes over a partition whose messages another one still holds (a crash) takes
+// none until they can be redelivered, then takes them first, in stream order (as for any ordered
+// consumer at start; see Consumer.OrderKey).
+type Partitioned struct {
+	// Count returns the number of partitions of the stream (it is the server's: read at start).
+	Count func(ctx context.Context, js jetstream.JetStream) (int, error)
+	// Filter is partition p's filter subject.
+	Filter func(p int) string
+	// Legacy, if set, are subjects the consumer's own durable (Consumer.Durable) still reads, as
+	// one more partition: what was published before the stream was partitioned.
+	Legacy []string
+}
+
+// priorityGroup is the priority group of every partition consumer.
+const priorityGroup = "partition"
+
+// heartbeatEvery is how often a member renews its key (natsx.MembersTTL is the key's life).
+const heartbeatEvery = time.Second
+
+// partitionGroup is the intake of a partitioned consumer: the partitions this replica owns, each
+// a subscriber of its own.
+type partitionGroup struct {
+	js   jetstream.JetStream
+	spec Consumer
+	log  *slog.Logger
+	m    *handlerMetrics
+	name string
+
+	handle func(*message.Message) error
+	run    func(func())
+
+	member  string // this replica's key in the members bucket
+	kv      jetstream.KeyValue
+	units   int // partitions, plus one for the legacy subjects
+	closing chan struct{}
+	ctx     context.Context // cancelled on closing
+	cancel  context.CancelFunc
+	loops   sync.WaitGroup // the membership loop and one goroutine per unit
+	wants   []chan bool    // per unit: whether this replica should own it now (latest wins)
+
+	mu   sync.Mutex
+	subs map[int]*subscriber // the units this replica consumes now
+}
+
+func newPartitionGroup(js jetstream.JetStream, spec Consumer, log *slog.Logger, m *handlerMetrics, name string) *partitionGroup {
+	return &partitionGroup{js: js, spec: spec, log: log, m: m, name: name, closing: make(chan struct{}), subs: map[int]*subscriber{}}
+}
+
+// unitSpec is the consumer of unit u: a partition's own durable, or the legacy durable.
+func (g *partitionGroup) unitSpec(u int) Consumer {
+	c := g.spec
+	c.Partitioned = nil
+	c.group = priorityGroup
+	if u == g.units-1 && len(g.spec.Partitioned.Legacy) > 0 {
+		c.Subjects = g.spec.Partitioned.Legacy
+		return c
+	}
+	c.Durable = PartitionDurable(g.spec.Durable, u)
+	c.Subjects = []string{g.spec.Partitioned.Filter(u)}
+	return c
+}
+
+// PartitionDurable is the durable consumer of partition p of the partitioned consumer durable.
+func PartitionDurable(durable string, p int) string { return fmt.Sprintf("%s-p%02d", durable, p) }
+
+func (g *partitionGroup) start(ctx context.Context, handle func(*message.Message) error, run func(func())) error {
+	g.handle, g.run = handle, run
+	g.ctx, g.cancel = context.WithCancel(context.Background())
+	var n int
+	err := natsx.Await(ctx, "the partitions of "+g.spec.Stream, g.log, func(ctx context.Context) (err error) {
+		n, err = g.spec.Partitioned.Count(ctx, g.js)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	g.units = n
+	if len(g.spec.Partitioned.Legacy) > 0 {
+		g.units++
+	}
+	if err := natsx.Await(ctx, "bucket "+natsx.BucketMembers, g.log, func(ctx context.Context) (err error) {
+		g.kv, err = g.js.KeyValue(ctx, natsx.BucketMembers)
+		return err
+	}); err != nil {
+		return err
+	}
+	g.member = g.spec.Durable + "." + rand.Text()
+	if err := g.beat(ctx); err != nil {
+		return fmt.Errorf("join the replicas of %s: %w", g.spec.Durable, err)
+	}
+	g.wants = make([]chan bool, g.units)
+	for u := range g.units {
+		g.wants[u] = make(chan bool, 1)
+		g.loops.Add(1)
+		go g.unit(u)
+	}
+	g.loops.Add(1)
+	go g.membership()
+	g.log.Info("consuming partitions", "consumer", g.spec.Durable, "partitions", n, "member", g.member)
+	return nil
+}
+
+func (g *partitionGroup) beat(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	_, err := g.kv.PutString(ctx, g.member, time.Now().UTC().Format(time.RFC3339Nano))
+	return err
+}
+
+// members are the live members' keys, sorted.
+func (g *partitionGroup) members(ctx context.Context) ([]string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	lister, err := g.kv.ListKeysFiltered(ctx, g.spec.Durable+".*")
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for k := range lister.Keys() {
+		out = append(out, k)
+	}
+	if !slices.Contains(out, g.member) {
+		return nil, errors.New("this replica's own key is missing")
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// membership renews this replica's key and shares the units among the members, every second.
+func (g *partitionGroup) membership() {
+	defer g.loops.Done()
+	t := time.NewTicker(heartbeatEvery)
+	defer t.Stop()
+	var last []string
+	for {
+		if err := g.beat(g.ctx); err != nil && g.ctx.Err() == nil {
+			g.log.Warn("could not renew this replica's membership", "consumer", g.spec.Durable, "err", err)
+		}
+		ms, err := g.members(g.ctx)
+		switch {
+		case err != nil && g.ctx.Err() == nil:
+			// The partitions stay as they are: pinning keeps them exclusive meanwhile.
+			g.log.Warn("could not read the members; partitions unchanged", "consumer", g.spec.Durable, "err", err)
+		case err == nil:
+			if !slices.Equal(ms, last) {
+				g.log.Info("replicas changed; sharing the partitions", "consumer", g.spec.Durable, "members", len(ms))
+				last = ms
+			}
+			me := slices.Index(ms, g.member)
+			for u, want := range g.wants {
+				own := u%len(ms) == me
+				select {
+				case <-want:
+				default:
+				}
+				want <- own
+			}
+		}
+		select {
+		case <-g.closing:
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// unit takes and gives up unit u as the membership says.
+func (g *partitionGroup) unit(u int) {
+	defer g.loops.Done()
+	for {
+		select {
+		case <-g.closing:
+			return
+		case own := <-g.wants[u]:
+			g.mu.Lock()
+			sub := g.subs[u]
+			g.mu.Unlock()
+			switch {
+			case own && sub == nil:
+				g.take(u)
+			case !own && sub != nil:
+				g.give(u, sub)
+			}
+		}
+	}
+}
+
+// take starts consuming unit u.
+func (g *partitionGroup) take(u int) {
+	spec := g.unitSpec(u)
+	sub := newSubscriber(g.js, spec, g.log)
+	// Registered before it starts, so that a close meanwhile stops it.
+	g.mu.Lock()
+	g.subs[u] = sub
+	g.mu.Unlock()
+	if err := sub.start(g.ctx, g.handle, g.run); err != nil {
+		g.mu.Lock()
+		delete(g.subs, u)
+		g.mu.Unlock()
+		if g.ctx.Err() == nil {
+			g.log.Warn("could not take a partition; trying again at the next heartbeat", "consumer", spec.Durable, "err", err)
+		}
+		return
+	}
+	g.m.partitions.WithLabelValues(g.name).Inc()
+	g.log.Info("took a partition", "consumer", spec.Durable)
+}
+
+// give stops consuming unit u: its messages held here settle (queued ones are handed back in
+// stream order), then the pin is released so that the next owner gets them at once.
+func (g *partitionGroup) give(u int, sub *subscriber) {
+	settled := sub.closeSettled()
+	g.mu.Lock()
+	delete(g.subs, u)
+	g.mu.Unlock()
+	g.m.partitions.WithLabelValues(g.name).Dec()
+	if settled {
+		g.unpin(sub.spec.Durable)
+	}
+	g.log.Info("gave up a partition", "consumer", sub.spec.Durable, "settled", settled)
+}
+
+// unpin releases the pin of durable's priority group (best effort: a pin no client renews
+// expires after the consumer's pin TTL anyway).
+func (g *partitionGroup) unpin(durable string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	s, err := g.js.Stream(ctx, g.spec.Stream)
+	if err == nil {
+		err = s.UnpinConsumer(ctx, durable, priorityGroup)
+	}
+	if err != nil && !strings.Contains(err.Error(), "not pinned") {
+		g.log.Debug("unpin", "consumer", durable, "err", err)
+	}
+}
+
+func (g *partitionGroup) current() []*subscriber {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := make([]*subscriber, 0, len(g.subs))
+	for _, s := range g.subs {
+		out = append(out, s)
+	}
+	return out
+}
+
+func (g *partitionGroup) stopIntake() {
+	select {
+	case <-g.closing:
+	default:
+		close(g.closing)
+	}
+	if g.cancel != nil {
+		g.cancel()
+	}
+	g.loops.Wait()
+	for _, s := range g.current() {
+		s.stopIntake()
+	}
+}
+
+func (g *partitionGroup) waitInflight() {
+	for _, s := range g.current() {
+		s.inflight.Wait()
+	}
+}
+
+// Close settles what this replica holds, releases its partitions and leaves the members, so
+// that the others take its partitions at once rather than after natsx.MembersTTL.
+func (g *partitionGroup) Close() error {
+	g.stopIntake()
+	subs := g.current()
+	for _, s := range subs {
+		_ = s.Close()
+	}
+	for _, s := range subs {
+		g.unpin(s.spec.Durable)
+	}
+	if g.kv != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = g.kv.Delete(ctx, g.member)
+	}
+	return nil
+}

@@ -1,0 +1,276 @@
+package runtime_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/worldgate/worldgate/events"
+	"github.com/worldgate/worldgate/shared/logx"
+	"github.com/worldgate/worldgate/shared/natsx"
+	"github.com/worldgate/worldgate/shared/natsx/natstest"
+	"github.com/worldgate/worldgate/shared/runtime"
+	"github.com/worldgate/worldgate/shared/runtime/runtimetest"
+)
+
+// ledger records, per order key, the order in which the replicas handled its messages.
+type ledger struct {
+	mu      sync.Mutex
+	seen    map[string][]int
+	handled map[string]bool // "key/i" handled at least once
+	by      map[string]int  // messages handled per replica
+	dups    int
+}
+
+func newLedger() *ledger {
+	return &ledger{seen: map[string][]int{}, handled: map[string]bool{}, by: map[string]int{}}
+}
+
+// handler records each message as replica; the first message of every third index is slow, so
+// that a replica handling it while another takes the key's next one would reorder the key.
+func (l *ledger) handler(replica string) message.HandlerFunc {
+	return func(m *message.Message) ([]*message.Message, error) {
+		key, n, _ := strings.Cut(string(m.Payload), "/")
+		var i int
+		fmt.Sscan(n, &i)
+		if i%3 == 0 {
+			time.Sleep(15 * time.Millisecond)
+		}
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if l.handled[string(m.Payload)] {
+			l.dups++
+			return nil, nil
+		}
+		l.handled[string(m.Payload)] = true
+		l.seen[key] = append(l.seen[key], i)
+		l.by[replica]++
+		return nil, nil
+	}
+}
+
+func (l *ledger) count() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.handled)
+}
+
+// violations counts messages handled after a later message of their key.
+func (l *ledger) violations() (n int, example string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for key, v := range l.seen {
+		top := -1
+		for _, i := range v {
+			if i < top {
+				n++
+				if example == "" {
+					example = fmt.Sprintf("%s: %v", key, v)
+				}
+			}
+			top = max(top, i)
+		}
+	}
+	return n, example
+}
+
+func orderKey(_ string, data []byte) string { k, _, _ := strings.Cut(string(data), "/"); return k }
+
+// partitioned is the consumer as the event-processor configures it, over the PROPOSALS stream's
+// validated partitions.
+func partitioned() runtime.Consumer {
+	return runtime.Consumer{Stream: events.StreamProposals, Durable: "ordered", MaxAckPending: 8, AckWait: 2 * time.Second,
+		OrderKey:    orderKey,
+		Partitioned: &runtime.Partitioned{Count: natsx.ProposalPartitions, Filter: events.ValidatedPartition}}
+}
+
+// replica starts one replica of spec on its own connection.
+func replica(t *testing.T, e *natstest.Env, spec runtime.Consumer, name string, l *ledger) (stop func(), reg *prometheus.Registry) {
+	t.Helper()
+	nc, js, err := natsx.Connect(natsx.ConnConfig{URL: e.Server.ClientURL(), Name: name}, logx.Discard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	reg = prometheus.NewRegistry()
+	app, err := runtime.New(runtime.Options{Name: "test", Conn: nc, JetStream: js, Registerer: reg, Logger: logx.Discard(), Retries: -1, CloseTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	app.Handle("ordered", spec, l.handler(name))
+	return runtimetest.Start(t, app), reg
+}
+
+// owned is how many partitions the replica with registry reg consumes now.
+func owned(reg *prometheus.Registry) int {
+	mfs, _ := reg.Gather()
+	for _, mf := range mfs {
+		if mf.GetName() == "worldgate_handler_partitions_owned" {
+			n := 0.0
+			for _, m := range mf.GetMetric() {
+				n += m.GetGauge().GetValue()
+			}
+			return int(n)
+		}
+	}
+	return 0
+}
+
+func publishKeys(t *testing.T, e *natstest.Env, prefix string, keys, per int) {
+	t.Helper()
+	ctx := context.Background()
+	for i := range per {
+		for k := range keys {
+			key := fmt.Sprintf("k%d", k)
+			msg := &nats.Msg{Subject: events.ValidatedSubject(key), Data: fmt.Appendf(nil, "%s/%d", key, i)}
+			if _, err := e.JS.PublishMsgAsync(msg); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	select {
+	case <-e.JS.PublishAsyncComplete():
+	case <-ctx.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("publishes not acknowledged")
+	}
+}
+
+// Two replicas pulling one durable consumer reorder one key's messages, whatever each does
+// within itself (the event-processor before partitioned commits: a player's second move applied
+// before the first). With the consumer partitioned, the same two replicas share the work and
+// keep every key in order.
+func TestTwoReplicasReorderUnlessPartitioned(t *testing.T) {
+	const keys, per = 24, 30
+	t.Run("one shared consumer reorders", func(t *testing.T) {
+		e := natstest.Start(t)
+		l := newLedger()
+		spec := runtime.Consumer{Stream: events.StreamProposals, Durable: "ordered", Subjects: []string{events.SubjectValidatedAll},
+			MaxAckPending: 8, AckWait: 2 * time.Second, OrderKey: orderKey}
+		replica(t, e, spec, "a", l)
+		replica(t, e, spec, "b", l)
+		publishKeys(t, e, "shared", keys, per)
+		natstest.WaitFor(t, 60*time.Second, "every message handled", func() bool { return l.count() == keys*per })
+		if n, _ := l.violations(); n == 0 {
+			t.Fatalf("no key was reordered by two replicas of one consumer (handled %v per replica): the reproduction no longer reproduces", l.by)
+		} else {
+			t.Logf("%d messages handled after a later one of their key (per replica %v)", n, l.by)
+		}
+	})
+	t.Run("partitioned keeps order", func(t *testing.T) {
+		e := natstest.Start(t)
+		l := newLedger()
+		_, regA := replica(t, e, partitioned(), "a", l)
+		_, regB := replica(t, e, partitioned(), "b", l)
+		natstest.WaitFor(t, 20*time.Second, "the partitions shared by the two replicas", func() bool {
+			a, b := owned(regA), owned(regB)
+			return a+b == natsx.DefaultPartitions && a > 0 && b > 0
+		})
+		publishKeys(t, e, "parts", keys, per)
+		natstest.WaitFor(t, 60*time.Second, "every message handled", func() bool { return l.count() == keys*per })
+		if n, ex := l.violations(); n > 0 {
+			t.Fatalf("%d messages handled after a later one of their key, e.g. %s", n, ex)
+		}
+		if l.by["a"] == 0 || l.by["b"] == 0 {
+			t.Errorf("handled per replica %v: both should share the work", l.by)
+		}
+	})
+}
+
+// Replicas join and leave while messages flow: each partition moves from the replica that gives
+// it up (its messages settle first) to the next, nothing is lost, nothing handled twice, and no
+// key is reordered.
+func TestPartitionsMoveBetweenReplicasInOrder(t *testing.T) {
+	e := natstest.Start(t)
+	l := newLedger()
+	stopA, _ := replica(t, e, partitioned(), "a", l)
+	const keys, per = 16, 20
+	waves := 6
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for w := range waves {
+			ctx := context.Background()
+			for i := range per {
+				for k := range keys {
+					key := fmt.Sprintf("k%d", k)
+					msg := &nats.Msg{Subject: events.ValidatedSubject(key), Data: fmt.Appendf(nil, "%s/%d", key, w*per+i)}
+					if _, err := e.JS.PublishMsg(ctx, msg); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			}
+			time.Sleep(400 * time.Millisecond)
+		}
+	}()
+	time.Sleep(500 * time.Millisecond)
+	_, regB := replica(t, e, partitioned(), "b", l) // joins: takes half of a's partitions
+	natstest.WaitFor(t, 20*time.Second, "b owning partitions", func() bool { return owned(regB) > 0 })
+	stopA() // leaves: b takes them all
+	_, regC := replica(t, e, partitioned(), "c", l)
+	natstest.WaitFor(t, 20*time.Second, "c owning partitions", func() bool { return owned(regC) > 0 })
+	<-done
+	natstest.WaitFor(t, 60*time.Second, "every message handled", func() bool { return l.count() == keys*per*waves })
+	if n, ex := l.violations(); n > 0 {
+		t.Fatalf("%d messages handled after a later one of their key, e.g. %s", n, ex)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.dups > 0 {
+		t.Errorf("%d messages handled twice across graceful handovers", l.dups)
+	}
+	if l.by["a"] == 0 || l.by["b"] == 0 || l.by["c"] == 0 {
+		t.Errorf("handled per replica %v: each should have had partitions", l.by)
+	}
+}
+
+// A replica that dies holding a partition's messages (its connection gone: no hand-back, no
+// unpin, no leave) loses nothing and reorders nothing: once its membership runs out, another
+// replica takes the partition, waits until the held message can be redelivered and handles it
+// before the newer messages of its key.
+func TestAPartitionOfADeadReplicaResumesInOrder(t *testing.T) {
+	e := natstest.Start(t)
+	l := newLedger()
+	// The replica that dies: it takes k/0 and never settles it.
+	nc, js, err := natsx.Connect(natsx.ConnConfig{URL: e.Server.ClientURL(), Name: "dying"}, logx.Discard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	holding := make(chan struct{})
+	release := make(chan struct{})
+	defer close(release)
+	app, err := runtime.New(runtime.Options{Name: "test", Conn: nc, JetStream: js, Registerer: prometheus.NewRegistry(), Logger: logx.Discard(), Retries: -1, CloseTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	app.Handle("ordered", partitioned(), func(m *message.Message) ([]*message.Message, error) {
+		once.Do(func() { close(holding) })
+		<-release
+		return nil, fmt.Errorf("never settles")
+	})
+	runtimetest.Start(t, app)
+	publishKeys(t, e, "dead", 1, 3) // k0/0, k0/1, k0/2
+	select {
+	case <-holding:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the dying replica never took the first message")
+	}
+	nc.Close() // dies: the server still counts k0/0 as held by it
+
+	replica(t, e, partitioned(), "b", l)
+	natstest.WaitFor(t, 30*time.Second, "every message handled by the survivor", func() bool { return l.count() == 3 })
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if got := l.seen["k0"]; len(got) != 3 || got[0] != 0 || got[1] != 1 || got[2] != 2 {
+		t.Fatalf("the survivor handled k0 in order %v, want [0 1 2]", got)
+	}
+}
