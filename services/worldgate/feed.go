@@ -59,6 +59,8 @@ func feedLine(o *events.Outcome) string {
 		s = fmt.Sprintf("  ✗ %s  %s refused %s (%s): %s", o.Actor.ID, o.Refusal.Gate, cmpOr(o.ProposalKind, "the request"), o.Refusal.Code, o.Refusal.Reason)
 	case o.Kind == events.OutcomeSkipped && o.Skip != nil:
 		s = fmt.Sprintf("  · %s  %s skipped (%s): %s", o.Actor.ID, cmpOr(o.AgentRole, "a role"), o.Skip.Code, o.Skip.Reason)
+	case o.Kind == events.OutcomeReused && o.Reuse != nil:
+		s = fmt.Sprintf("  ↺ %s  %s answered with accepted content (%s): %s", o.Actor.ID, cmpOr(o.ProposalKind, "the request"), o.Reuse.ProposalID, o.Text())
 	case o.Event == nil:
 		s = fmt.Sprintf("  %s  %s", o.Kind, o.Actor.ID)
 	default:
