@@ -61,8 +61,8 @@ func (s *schema) CheckRaw(ctx context.Context, data []byte, p *events.Proposal) 
 	return routeRule(s.routes, emitter, p), nil
 }
 
-// proposalRules are the rules beyond JSON Schema: the payload's struct rules, and that a
-// destructive kind asks for approval.
+// proposalRules are the rules beyond JSON Schema: the payload's struct rules, that its text is
+// plain text (plaintext.go), and that a destructive kind asks for approval.
 func proposalRules(p *events.Proposal) []events.Problem {
 	var probs []events.Problem
 	info, ok := events.LookupKind(p.Kind)
