@@ -25,11 +25,14 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"os"
 	"os/signal"
+	"slices"
 	"sort"
+	"strings"
 	"syscall"
 	"time"
 
@@ -71,6 +74,9 @@ type Result struct {
 	ByKind     map[string]int `json:"killsByKind"`
 	Leaders    int            `json:"streamLeaderKills"`
 	Retries    int64          `json:"publishRetries"`
+	// RejectedBy counts the run's rejection messages by gate/code (the tracker's): a refusal at
+	// the commit is processor/….
+	RejectedBy map[string]int `json:"rejectedBy,omitempty"`
 	Audit      *harness.Audit `json:"audit"`
 	DataDir    string         `json:"dataDir,omitempty"`
 }
@@ -270,6 +276,7 @@ func chaos(ctx context.Context, o options, stderr io.Writer) (*Result, error) {
 	}
 	res.Seconds = time.Since(start).Seconds()
 	res.Retries = pub.Retries.Load()
+	res.RejectedBy = t.Counts().RejectedBy
 	// The audit reads the streams once the cluster is whole again (every node's /healthz), and
 	// a read cut short (JetStream without a meta leader for a moment, a consumer on a node that
 	// just restarted) is read again.
@@ -340,6 +347,14 @@ func printResult(w io.Writer, r *Result) {
 	fmt.Fprintf(w, "outcomes        %d committed · %d rejected · %d dead letters\n", a.Committed, a.Rejected, a.DeadLetters)
 	fmt.Fprintf(w, "rejected        %d proposed while the player's previous move was undecided (from where it stood before), %d others\n",
 		a.RejectedStale, a.Rejected-a.RejectedStale)
+	if len(r.RejectedBy) > 0 {
+		keys := slices.Sorted(maps.Keys(r.RejectedBy))
+		parts := make([]string, len(keys))
+		for i, k := range keys {
+			parts[i] = fmt.Sprintf("%s %d", k, r.RejectedBy[k])
+		}
+		fmt.Fprintf(w, "rejected by     %s\n", strings.Join(parts, " · "))
+	}
 	fmt.Fprintf(w, "lost            %d\n", a.Lost)
 	fmt.Fprintf(w, "duplicated      %d\n", a.Duplicated)
 	fmt.Fprintf(w, "graph mismatch  %d\n", a.GraphMismatch)
