@@ -16,6 +16,12 @@ import (
 //go:embed demo/scenario.jsonl
 var demoScenario []byte
 
+// demoGriefer says the scenario's hostile lines (a threat, a prompt injection): the input rail
+// flags them, and three flags within an hour make a repeat offender, so they are not said by
+// the players one plays in the console or the guide, whom reruns of the demo would otherwise
+// restrict.
+const demoGriefer = "player:grim"
+
 // demoRepeat is published once the scenario has gone through: a request of the scenario again,
 // as a new event, so the AI cache serves it. It is a quest seed request, whose context has not
 // changed since: a repeated conversation would not be served from the cache, because the NPC
