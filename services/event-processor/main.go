@@ -52,7 +52,7 @@ func run() error {
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	var provisioning natsx.Provisioning
 	provisioning.RegisterFlags(fs)
-	inFlight := fs.Int("max-in-flight", processor.DefaultMaxInFlight, "proposals applied at once; one actor's always apply in stream order (1: everything in stream order)")
+	inFlight := fs.Int("max-in-flight", processor.DefaultMaxInFlight, "proposals of one partition applied at once (a replica applies this many per partition it owns); one actor's always apply in stream order")
 	ackWait := fs.Duration("ack-wait", 10*time.Second, "how long a crashed processor's messages wait before redelivery (a live processor keeps those it holds in progress)")
 	attestKeys := fs.String("attest-keys", "", "directory of the gates' public keys, <gate>.pub and <gate>.<id>.pub during a rotation (docs/attestation.md); required")
 	routesFile := fs.String("routes", "", "routes file (YAML), the same the gates use; empty: the embedded default")

@@ -237,6 +237,13 @@ func cmpOr(d, def time.Duration) time.Duration {
 // safe to run at every start of every worker. A difference the server cannot apply in place
 // (storage type, retention policy) is an error naming the stream and field, never ignored.
 func Provision(ctx context.Context, js jetstream.JetStream, t Topology, log *slog.Logger) error {
+	for _, s := range t.Streams {
+		if s.SubjectTransform != nil && s.Name == events.StreamProposals {
+			if n := transformPartitions(s.SubjectTransform); n < 1 || n > MaxPartitions {
+				return fmt.Errorf("stream %s: %d partitions; want 1 to %d (-partitions)", s.Name, n, MaxPartitions)
+			}
+		}
+	}
 	for _, want := range t.Streams {
 		if err := provisionStream(ctx, js, want, log); err != nil {
 			return explainDenied(js, err)

@@ -45,8 +45,9 @@ const Name = "event-processor"
 // Gate is the gate name the processor's rejections carry.
 const Gate = "processor"
 
-// DefaultMaxInFlight is how many proposals the processor applies at once by default.
-const DefaultMaxInFlight = 64
+// DefaultMaxInFlight is how many proposals of one partition the processor applies at once by
+// default: a replica that owns all 16 partitions applies up to 128 (plus the legacy durable's).
+const DefaultMaxInFlight = 8
 
 // Graph is what the processor needs of the graph connection (*graphx.Conn, with write
 // credentials).
@@ -67,13 +68,13 @@ type Deps struct {
 	Registerer prometheus.Registerer
 	Logger     *slog.Logger
 
-	// MaxInFlight is how many proposals are applied at once (the consumer's MaxAckPending).
-	// Default 64. Proposals of one actor apply one at a time in stream order (the consumer's
-	// OrderKey): a world file — one actor, the world loader — applies its entities before the
-	// exits and NPCs that reference them, and a player's moves apply in the order proposed.
-	// Proposals of different actors apply concurrently, which lets graphd share one fsync among
-	// them (group commit): with one at a time the processor commits at fsync speed. 1 applies
-	// everything in stream order.
+	// MaxInFlight is how many proposals of one partition are applied at once (each partition
+	// consumer's MaxAckPending). Default DefaultMaxInFlight. Proposals of one actor apply one at
+	// a time in stream order, whatever the replicas (one partition, one replica at a time, and
+	// the consumer's OrderKey within it): a world file — one actor, the world loader — applies
+	// its entities before the exits and NPCs that reference them, and a player's moves apply in
+	// the order proposed. Proposals of different actors apply concurrently, which lets graphd
+	// share one fsync among them (group commit). 1 applies each partition in stream order.
 	MaxInFlight int
 	// AckWait is how long a crashed processor's message stays invisible before redelivery.
 	// Default 10s. A live processor keeps the proposals it holds in progress (for up to the
