@@ -78,6 +78,7 @@ func runWorld(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	n.register(fs)
 	file := fs.String("f", "", "world file (YAML)")
 	validateOnly := fs.Bool("validate-only", false, "check the file; needs no server")
+	wait := fs.Duration("wait", 0, "wait up to this long until every proposal of the world is committed or refused, and name each refused one (0: return once they are sent)")
 	if err := parseFlags(fs, args[1:]); err != nil {
 		return err
 	}
@@ -106,6 +107,9 @@ func runWorld(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return fmt.Errorf("after %d proposals: %w", count, err)
 	}
 	fmt.Fprintf(stdout, "sent %d proposals from %s through the pipeline (loading the same file again changes nothing)\n", count, *file)
+	if *wait > 0 {
+		return waitWorld(ctx, js, w, *wait, stdout)
+	}
 	return nil
 }
 

@@ -5,8 +5,10 @@ import (
 	_ "embed"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -98,6 +100,67 @@ func publishWorld(ctx context.Context, js jetstream.JetStream, w *worldfile.Worl
 		}
 	}
 	return len(proposals), nil
+}
+
+// waitWorld waits until every proposal of w is committed or refused (`world load -wait`),
+// reading the world's journey as `worldgate trace world:<name>` does (from a day back, so a
+// second load of the same file, whose proposals JetStream drops as duplicates, finds the first
+// load's). A refused proposal is an error naming its gate and reason.
+func waitWorld(ctx context.Context, js jetstream.JetStream, w *worldfile.World, within time.Duration, stdout io.Writer) error {
+	proposals, err := worldfile.Proposals(w, route.Default().For)
+	if err != nil {
+		return err
+	}
+	want := map[string]bool{}
+	for _, p := range proposals {
+		want[p.ProposalID] = true
+	}
+	ctx, cancel := context.WithTimeout(ctx, within)
+	defer cancel()
+	since := time.Now().Add(-24 * time.Hour)
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		committed, pending := 0, len(want)
+		var refused []string
+		j, err := findJourney(ctx, js, worldfile.CorrelationID(w.Name), since)
+		if err != nil && ctx.Err() == nil {
+			return fmt.Errorf("read the world's journey: %w", err)
+		}
+		if j != nil {
+			for _, tp := range j.Proposals {
+				if !want[tp.ProposalID] {
+					continue
+				}
+				switch tp.Final {
+				case "committed":
+					committed++
+					pending--
+				case "rejected":
+					why := "refused"
+					if n := len(tp.Rejections); n > 0 {
+						r := tp.Rejections[n-1]
+						why = fmt.Sprintf("refused by the %s gate (%s): %s", r.Gate, r.Code, r.Reason)
+					}
+					refused = append(refused, tp.ProposalID+": "+why)
+					pending--
+				}
+			}
+		}
+		if pending == 0 {
+			fmt.Fprintf(stdout, "committed %d of %d proposals of world %s\n", committed, len(want), w.Name)
+			if len(refused) > 0 {
+				return fmt.Errorf("%d proposals were refused:\n  %s", len(refused), strings.Join(refused, "\n  "))
+			}
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("after %s, %d of %d proposals of world %s are still undecided (committed %d, refused %d): is every worker running? `worldgate trace %s` shows where each is",
+				within, pending, len(want), w.Name, committed, len(refused), worldfile.CorrelationID(w.Name))
+		case <-tick.C:
+		}
+	}
 }
 
 // devBudgets is worldgate dev's embedded budget file (docs/budgets.md).

@@ -412,6 +412,10 @@ func (w *World) drafts() []draft {
 	return out
 }
 
+// CorrelationID is the correlation id of every proposal of the world named name: `worldgate
+// trace` follows a load with it.
+func CorrelationID(name string) string { return "world:" + name }
+
 // AgentRole is the agent role of world-loading proposals.
 const AgentRole = "world-loader"
 
@@ -446,7 +450,7 @@ func Proposals(w *World, routeFor func(kind string) ([]string, error)) ([]events
 		}
 		out = append(out, events.Proposal{
 			ProposalID: ProposalID(w.Name, d.kind, d.entity), Kind: d.kind, SchemaVersion: events.ProposalSchemaVersion,
-			CorrelationID: "world:" + w.Name, CausationID: "world:" + w.Name, AgentRole: AgentRole,
+			CorrelationID: CorrelationID(w.Name), CausationID: CorrelationID(w.Name), AgentRole: AgentRole,
 			Actor: events.Actor{Kind: "operator", ID: "world-loader"}, Payload: d.payload,
 			Route: events.Route{Pending: append(make([]string, 0, len(route)), route...)}, RequiresApproval: info.Destructive, CreatedUTC: now,
 		})
