@@ -165,9 +165,14 @@ func runGuideGo(t *testing.T, b guideBlock, repo, root string, run func(guideBlo
 	if err != nil {
 		t.Fatal(err)
 	}
-	mod := fmt.Sprintf("module example.com/game\n\ngo 1.26.0\n\nrequire github.com/worldgate/worldgate/events v0.0.0\n\n"+
+	eventsMod, err := os.ReadFile(filepath.Join(repo, "events/go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	goLine := regexp.MustCompile(`(?m)^go \S+$`).Find(eventsMod) // the events module's own
+	mod := fmt.Sprintf("module example.com/game\n\n%s\n\nrequire github.com/worldgate/worldgate/events v0.0.0\n\n"+
 		"replace github.com/worldgate/worldgate/events => %s\n\nreplace github.com/worldgate/worldgate/schemas => %s\n",
-		filepath.Join(repo, "events"), filepath.Join(repo, "schemas"))
+		goLine, filepath.Join(repo, "events"), filepath.Join(repo, "schemas"))
 	for name, data := range map[string][]byte{"go.mod": []byte(mod), "go.sum": sum, "main.go": []byte(b.code)} {
 		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
 			t.Fatal(err)
