@@ -68,6 +68,23 @@ func TestOpenAPIDocumentMatchesTheHandlers(t *testing.T) {
 	if _, err := e.nats.JS.Publish(context.Background(), skip.Subject(), sb); err != nil {
 		t.Fatal(err)
 	}
+	// A committed NPC line: its domain event's payload is one of the proposal payloads the
+	// document types (anyOf), gates and cost in its journey.
+	_, spoken := envelopeJSON(t, "player:ada")
+	if _, err := events.Publish(context.Background(), e.nats.JS, spoken); err != nil {
+		t.Fatal(err)
+	}
+	line := &events.Proposal{ProposalID: "p-openapi-line", Kind: events.KindNPCDialogue, CorrelationID: spoken.CorrelationID, CausationID: spoken.EventID,
+		AgentRole: "npc-dialogue", Actor: spoken.Actor, Attempt: 1,
+		Payload:    json.RawMessage(`{"npcId":"npc:oren","playerId":"player:ada","locationId":"loc:tavern","line":"Ale's warm, news is cold.","intent":"greet"}`),
+		Provenance: &events.Provenance{Provider: "scripted", Model: "scripted-small", Tokens: events.Tokens{Prompt: 120, Completion: 30}, CostUSD: 0.0001},
+		Route:      events.Route{Trail: []events.Hop{{Gate: "schema", Outcome: "passed", At: time.Now(), DurationMs: 0.4}}}}
+	committed := events.CommittedOutcome(line, events.DomainEvent{EventID: "0190a8f0-0000-5000-8000-0000000000c1", Type: "NPCDialogueAccepted",
+		ProposalID: line.ProposalID, Kind: line.Kind, CorrelationID: line.CorrelationID, OccurredUTC: time.Now(), CommittedUTC: time.Now(), Payload: line.Payload})
+	cb, _ := committed.Encode()
+	if _, err := e.nats.JS.Publish(context.Background(), committed.Subject(), cb); err != nil {
+		t.Fatal(err)
+	}
 	exercised := map[string]bool{}
 	type call struct {
 		method, path, key, ct, body string
@@ -90,6 +107,7 @@ func TestOpenAPIDocumentMatchesTheHandlers(t *testing.T) {
 		{"GET", "/v1/events/nope/outcome", allKey, "", "", nil, false, false},
 		{"GET", "/v1/events/" + never.EventID + "/outcome?wait=1", allKey, "", "", nil, true, false},
 		{"GET", "/v1/events/" + skipped.EventID + "/outcome?wait=2", allKey, "", "", nil, true, false},
+		{"GET", "/v1/events/" + spoken.EventID + "/outcome?wait=2", allKey, "", "", nil, true, false},
 		{"GET", "/v1/outcomes?kind=refused&actor=player:ada&after=0", allKey, "", "", nil, true, true},
 		{"GET", "/v1/outcomes?kind=maybe", allKey, "", "", nil, false, false},
 		{"GET", "/v1/outcomes", adaKey, "", "", []string{"Last-Event-ID", "1"}, true, true},
