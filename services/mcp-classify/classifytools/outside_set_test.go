@@ -138,6 +138,6 @@ func TestOutsideSet(t *testing.T) {
 }
 
 var outsideFloors = map[string]struct{ recall, precision float64 }{
-	"tune.tsv":    {0.80, 0.95}, // a third fresh batch (69 lines) scored 18 of 48 before any rule was written for it
+	"tune.tsv":    {0.95, 0.95},
 	"heldout.tsv": {0.85, 0.95},
 }
