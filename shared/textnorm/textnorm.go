@@ -114,6 +114,9 @@ func Fold(text string) Folded {
 		s, found[Spaced] = j, true
 	}
 	s = foldWords(s, func(w string) (string, bool) { return foldLeet(w) })
+	if j, ok := foldLoneOne(s); ok {
+		s, found[Leet] = j, true
+	}
 	if strings.Contains(s, "\x00") {
 		s = strings.ReplaceAll(s, "\x00", "")
 		found[Leet] = true
@@ -250,6 +253,49 @@ func foldLeet(w string) (string, bool) {
 		}
 	}
 	return string(rs), true
+}
+
+// afterI are words that follow the pronoun "I" and never the number one ("1 will", "1 think"),
+// and clauseStart the words a clause with "I" as its subject may start after.
+var (
+	afterI = map[string]bool{
+		"am": true, "will": true, "would": true, "wont": true, "won't": true, "have": true, "had": true,
+		"think": true, "know": true, "want": true, "wanna": true, "gonna": true, "hope": true, "swear": true,
+		"promise": true, "should": true, "shall": true, "must": true, "need": true, "just": true,
+		"really": true, "never": true, "don't": true, "dont": true, "didn't": true, "didnt": true,
+		"can't": true, "cant": true, "wish": true, "hate": true, "love": true, "feel": true, "guess": true,
+		"bet": true, "mean": true, "told": true, "said": true, "saw": true,
+	}
+	clauseStart = map[string]bool{"and": true, "but": true, "so": true, "then": true, "because": true,
+		"cause": true, "cuz": true, "coz": true, "cos": true, "if": true, "when": true, "that": true, "until": true}
+)
+
+// foldLoneOne reads a lone "1" as "I" where it starts a clause (the text's start, after
+// sentence punctuation or a conjunction) and the next word is one that follows "I" and never a
+// number: "1 will find you", "and 1 think". "1 apple", "room 1 is free" and "1 can of oil" keep it.
+func foldLoneOne(s string) (string, bool) {
+	if !strings.Contains(s, "1 ") {
+		return s, false
+	}
+	words := strings.Split(s, " ")
+	changed := false
+	for i := 0; i+1 < len(words); i++ {
+		if words[i] != "1" || !afterI[strings.TrimRight(strings.TrimSuffix(words[i+1], "\x00"), ".,!?;:")] {
+			continue
+		}
+		if i > 0 {
+			prev := strings.TrimSuffix(words[i-1], "\x00")
+			if prev != "" && !strings.ContainsAny(prev[len(prev)-1:], ".!?;:,") && !clauseStart[prev] {
+				continue
+			}
+		}
+		words[i] = "i\x00"
+		changed = true
+	}
+	if !changed {
+		return s, false
+	}
+	return strings.Join(words, " "), true
 }
 
 // isOrdinal reports numbers with an ordinal or unit suffix: 1st, 3rd, 10th, 5kg, 20m, 2x.

@@ -29,6 +29,15 @@ func TestFold(t *testing.T) {
 		{"a\x07b", "a b", "control"},
 		{"Café crème", "café crème", ""},
 		{"Cafe\u0301", "café", ""}, // composition alone is not a disguise
+		// A lone "1" is "I" where it starts a clause and a word that follows "I" comes next.
+		{"1 will burn your house down.", "i will burn your house down.", "leet"},
+		{"1 w1ll k1ll y0u", "i will kill you", "leet"},
+		{"You again? 1 swear, and 1 think you know it.", "you again? i swear, and i think you know it.", "leet"},
+		// Numbers stay numbers.
+		{"1 apple and 2 pears, please.", "1 apple and 2 pears, please.", ""},
+		{"Room 1 is free, 1 can of oil costs 3 coppers.", "room 1 is free, 1 can of oil costs 3 coppers.", ""},
+		{"Only 1 will do, the other 1 was cracked.", "only 1 will do, the other 1 was cracked.", ""},
+		{"Chapter 1", "chapter 1", ""},
 	} {
 		f := textnorm.Fold(c.in)
 		if f.Text != c.want || strings.Join(f.Disguises, ",") != c.disguises {
