@@ -23,7 +23,7 @@ import (
 )
 
 func init() {
-	commands["eval"] = command{"grade the invariant, dedup and safety gates on the labelled evaluation set (precision and recall per gate and category, both halves)", runEval}
+	commands["eval"] = command{"grade the invariant, dedup and safety gates on the labelled evaluation set (precision and recall per gate and category, both halves; the safety gate also per moderation set, and the outside-style set per language and category)", runEval}
 }
 
 // runEval runs the gates' own rules on the labelled set (services/worldgate/evalset) with real parts

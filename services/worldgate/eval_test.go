@@ -79,3 +79,65 @@ func TestEvalLiveListsTheStalestNPCs(t *testing.T) {
 		t.Errorf("text output:\n%s", out.String())
 	}
 }
+
+// worldgate eval grades the safety gate per moderation set, and the outside-style set per
+// language and per category, on both halves, in the JSON and in the table.
+func TestEvalReportsModerationPerLanguageAndCategory(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	var out, errb bytes.Buffer
+	if err := runEval(ctx, []string{"-json"}, &out, &errb); err != nil {
+		t.Fatalf("%v: %s", err, errb.String())
+	}
+	var got struct {
+		Halves []struct {
+			Half  string `json:"half"`
+			Gates []struct {
+				Gate   string `json:"gate"`
+				Groups []struct {
+					Group     string   `json:"group"`
+					Cases     int      `json:"cases"`
+					Harmful   int      `json:"harmful"`
+					Recall    *float64 `json:"recall"`
+					Precision *float64 `json:"precision"`
+				} `json:"groups"`
+			} `json:"gates"`
+		} `json:"halves"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &got); err != nil {
+		t.Fatalf("%v: %s", err, out.String())
+	}
+	want := []string{"labelled", "outside", "outside lang=en", "outside lang=fr", "outside lang=es", "outside lang=de", "outside lang=pt", "outside lang=it",
+		"outside benign", "outside harassment", "outside hate", "outside self_harm", "outside threat"}
+	if len(got.Halves) != 2 {
+		t.Fatalf("%d halves: %s", len(got.Halves), out.String())
+	}
+	for _, h := range got.Halves {
+		groups := map[string]bool{}
+		for _, g := range h.Gates {
+			for _, gr := range g.Groups {
+				if g.Gate != "safety" {
+					t.Errorf("%s half: the %s gate has group %s", h.Half, g.Gate, gr.Group)
+				}
+				if gr.Cases == 0 || gr.Precision == nil || (gr.Harmful > 0) != (gr.Recall != nil) {
+					t.Errorf("%s half, %s: %+v", h.Half, gr.Group, gr)
+				}
+				groups[gr.Group] = true
+			}
+		}
+		for _, w := range want {
+			if !groups[w] {
+				t.Errorf("%s half: no %q among %v", h.Half, w, groups)
+			}
+		}
+	}
+	out.Reset()
+	if err := runEval(ctx, nil, &out, &errb); err != nil {
+		t.Fatalf("%v: %s", err, errb.String())
+	}
+	for _, w := range []string{"[outside lang=de]", "[outside threat]", "[labelled]"} {
+		if !bytes.Contains(out.Bytes(), []byte(w)) {
+			t.Errorf("the table has no %s row:\n%s", w, out.String())
+		}
+	}
+}

@@ -60,6 +60,11 @@ type Case struct {
 	Note    string          `json:"note,omitempty"`
 	// HeldOut: the case belongs to the held-out half, which tuning never looks at.
 	HeldOut bool `json:"-"`
+	// Safety cases: the moderation set the line comes from (SetLabelled, SetOutside) and, for
+	// the outside-style set, the language it is written in (ISO 639-1) and its form.
+	Source string `json:"-"`
+	Lang   string `json:"-"`
+	Form   string `json:"-"`
 }
 
 // Earlier is content the dedup gate accepted before the case's proposal, AgoMinutes earlier.
@@ -114,15 +119,74 @@ func Load() (*Set, error) {
 	return s, s.check()
 }
 
+// The moderation sets the safety cases come from.
+const (
+	SetLabelled = "labelled" // classifytools.LabelledModerationSet: the project's own set
+	SetOutside  = "outside"  // classifytools.OutsideModerationSet: written from a guide, six languages
+)
+
 // The safety cases are lines an NPC says to a player at the fish market.
 const (
 	safetyNPC, safetyPlayer, safetyLocation = "npc:fenn", "player:rook", "loc:fish-market"
 	benign                                  = "benign"
 )
 
-// safetyCases turns each line of the labelled moderation set into an NPC's line: the text the
-// safety gate reads. A harmful line must be rejected for its category (or one it also accepts).
+// safetyCases turns each line of the labelled and the outside-style moderation sets into an NPC's
+// line: the text the safety gate reads. A harmful line must be rejected for its category (or one
+// it also accepts). The outside-style set keeps its own split (its held-out file) and languages.
 func safetyCases() ([]Case, error) {
+	out, err := labelledCases()
+	if err != nil {
+		return nil, err
+	}
+	tune, held := classifytools.OutsideModerationSet()
+	for _, half := range []struct {
+		name    string
+		data    []byte
+		heldOut bool
+	}{{"tune", tune, false}, {"held", held, true}} {
+		sc := bufio.NewScanner(bytes.NewReader(half.data))
+		for n := 1; sc.Scan(); n++ {
+			f := strings.Split(sc.Text(), "\t")
+			if len(f) != 4 || f[3] == "" {
+				return nil, fmt.Errorf("outside moderation set, %s half, line %d: want labels<TAB>lang<TAB>form<TAB>text", half.name, n)
+			}
+			c, err := safetyCase(fmt.Sprintf("out-%s-%03d", half.name, n), f[0], f[3])
+			if err != nil {
+				return nil, err
+			}
+			c.Source, c.Lang, c.Form, c.HeldOut = SetOutside, f[1], f[2], half.heldOut
+			// Hidden characters are refused by the plain-text contract whatever the words say:
+			// a harmful line refused as markup is refused for a reason it carries.
+			if c.Expect == Rejected && (c.Form == "zerowidth" || c.Form == "bidi") {
+				c.Accept = append(c.Accept, "markup_injection")
+			}
+			out = append(out, c)
+		}
+		if err := sc.Err(); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// safetyCase is an NPC's line labelled with a moderation set's labels (the first the category).
+func safetyCase(id, labels, text string) (Case, error) {
+	accept := strings.Split(labels, ",")
+	payload, err := json.Marshal(events.NPCDialoguePayload{NPCID: safetyNPC, PlayerID: safetyPlayer, LocationID: safetyLocation, Line: text, Intent: "chat"})
+	if err != nil {
+		return Case{}, err
+	}
+	c := Case{ID: id, Gate: GateSafety, Category: accept[0], Accept: accept,
+		Expect: Rejected, Kind: events.KindNPCDialogue, Payload: payload}
+	if c.Category == benign {
+		c.Expect, c.Accept = Passed, nil
+	}
+	return c, nil
+}
+
+// labelledCases are the labelled moderation set's lines, split by the hash of their text.
+func labelledCases() ([]Case, error) {
 	var out []Case
 	sc := bufio.NewScanner(bytes.NewReader(classifytools.LabelledModerationSet()))
 	for n := 1; sc.Scan(); n++ {
@@ -130,16 +194,11 @@ func safetyCases() ([]Case, error) {
 		if !ok || text == "" {
 			return nil, fmt.Errorf("labelled moderation set, line %d: want labels<TAB>text", n)
 		}
-		accept := strings.Split(labels, ",")
-		payload, err := json.Marshal(events.NPCDialoguePayload{NPCID: safetyNPC, PlayerID: safetyPlayer, LocationID: safetyLocation, Line: text, Intent: "chat"})
+		c, err := safetyCase(fmt.Sprintf("mod-%03d", n), labels, text)
 		if err != nil {
 			return nil, err
 		}
-		c := Case{ID: fmt.Sprintf("mod-%03d", n), Gate: GateSafety, Category: accept[0], Accept: accept,
-			Expect: Rejected, Kind: events.KindNPCDialogue, Payload: payload, HeldOut: HeldOut(text)}
-		if c.Category == benign {
-			c.Expect, c.Accept = Passed, nil
-		}
+		c.Source, c.HeldOut = SetLabelled, HeldOut(text)
 		out = append(out, c)
 	}
 	return out, sc.Err()

@@ -28,6 +28,26 @@ type GateScore struct {
 	Precision  float64         `json:"precision"`
 	Recall     float64         `json:"recall"`
 	Categories []CategoryScore `json:"categories"`
+	// Groups grades the safety gate per moderation set, and on the outside-style set per
+	// language and per category (GroupScore); absent for the other gates.
+	Groups []GroupScore `json:"groups,omitempty"`
+}
+
+// GroupScore grades the safety gate on a group of its cases: a moderation set ("labelled",
+// "outside"), or the outside-style set's lines of one language ("outside lang=de") or one
+// category ("outside threat"). Recall is the share of its harmful lines rejected for their
+// category (or one they also accept), Precision the share of its rejections that were of harmful
+// lines (1 when none was rejected), PassRate the share of its benign lines passed.
+type GroupScore struct {
+	Group     string   `json:"group"`
+	Cases     int      `json:"cases"`
+	Harmful   int      `json:"harmful"`
+	Right     int      `json:"right"` // harmful lines caught and benign lines passed
+	Caught    int      `json:"caught"`
+	Rejected  int      `json:"rejected"`
+	Recall    *float64 `json:"recall,omitempty"` // nil without harmful lines
+	Precision float64  `json:"precision"`
+	PassRate  *float64 `json:"passRate,omitempty"` // nil without benign lines
 }
 
 // CategoryScore grades one category. For a category labelled rejected, Recall is the share of
@@ -58,7 +78,11 @@ func Score(vs []Verdict) []HalfScore {
 		}
 		for _, g := range []string{GateInvariant, GateDedup, GateSafety} {
 			if len(byGate[g]) > 0 {
-				hs.Gates = append(hs.Gates, scoreGate(g, byGate[g]))
+				gs := scoreGate(g, byGate[g])
+				if g == GateSafety {
+					gs.Groups = scoreGroups(byGate[g])
+				}
+				hs.Gates = append(hs.Gates, gs)
 			}
 		}
 		out = append(out, hs)
@@ -142,6 +166,70 @@ func scoreGate(gate string, vs []Verdict) GateScore {
 	return s
 }
 
+// scoreGroups grades safety verdicts per moderation set, and the outside-style set's per language
+// and per category, in that order.
+func scoreGroups(vs []Verdict) []GroupScore {
+	type tally struct{ cases, harmful, caught, rejected, rejectedHarmful, benign, passed int }
+	groups := map[string]*tally{}
+	var sets, langs, cats []string
+	add := func(list *[]string, name string, v Verdict) {
+		t := groups[name]
+		if t == nil {
+			t = &tally{}
+			groups[name] = t
+			*list = append(*list, name)
+		}
+		t.cases++
+		harmful := v.Case.Expect == Rejected
+		if harmful {
+			t.harmful++
+			if v.Right() {
+				t.caught++
+			}
+		} else {
+			t.benign++
+			if v.Outcome == Passed {
+				t.passed++
+			}
+		}
+		if v.Outcome == Rejected {
+			t.rejected++
+			if harmful {
+				t.rejectedHarmful++
+			}
+		}
+	}
+	for _, v := range vs {
+		if v.Case.Source == "" {
+			continue
+		}
+		add(&sets, v.Case.Source, v)
+		if v.Case.Lang != "" {
+			add(&langs, v.Case.Source+" lang="+v.Case.Lang, v)
+		}
+		if v.Case.Source == SetOutside {
+			add(&cats, v.Case.Source+" "+v.Case.Category, v)
+		}
+	}
+	var out []GroupScore
+	for _, list := range [][]string{sets, langs, cats} {
+		sort.Strings(list)
+		for _, name := range list {
+			t := groups[name]
+			g := GroupScore{Group: name, Cases: t.cases, Harmful: t.harmful, Right: t.caught + t.passed, Caught: t.caught, Rejected: t.rejected,
+				Precision: ratio(t.rejectedHarmful, t.rejected)}
+			if t.harmful > 0 {
+				g.Recall = ptr(ratio(t.caught, t.harmful))
+			}
+			if t.benign > 0 {
+				g.PassRate = ptr(ratio(t.passed, t.benign))
+			}
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
 // Print writes the scores as tables.
 func Print(w io.Writer, scores []HalfScore) error {
 	f := func(p *float64) string {
@@ -158,6 +246,9 @@ func Print(w io.Writer, scores []HalfScore) error {
 			fmt.Fprintf(tw, "%s\t(all)\t\t%d\t%d\t%.3f\t%.3f\t\t\n", g.Gate, g.Cases, g.TP+g.TN, g.Precision, g.Recall)
 			for _, c := range g.Categories {
 				fmt.Fprintf(tw, "\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t\n", c.Category, c.Expect, c.Cases, c.Right, f(c.Precision), f(c.Recall), f(c.PassRate))
+			}
+			for _, gr := range g.Groups {
+				fmt.Fprintf(tw, "\t[%s]\t\t%d\t%d\t%.3f\t%s\t%s\t\n", gr.Group, gr.Cases, gr.Right, gr.Precision, f(gr.Recall), f(gr.PassRate))
 			}
 		}
 		if err := tw.Flush(); err != nil {
