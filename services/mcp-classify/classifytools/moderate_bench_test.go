@@ -13,19 +13,25 @@ var benchLines = []string{
 	"I heard the miller's daughter found an old key in the well. Nobody knows what it opens.",
 }
 
-// BenchmarkModerate is one moderation of a clean line (the common case) with the default policy.
+// BenchmarkModerate is one moderation of a clean line (the common case) with the default policy,
+// beside policy 2.0.0 (the rules before the normaliser and the other languages) in the same run:
+// go test -run '^$' -bench BenchmarkModerate -benchtime 20000x -count 5 ./mcp-classify/classifytools
 func BenchmarkModerate(b *testing.B) {
-	p, err := DefaultPolicy()
-	if err != nil {
-		b.Fatal(err)
-	}
-	ctx := context.Background()
-	b.ReportAllocs()
-	i := 0
-	for b.Loop() {
-		if _, err := p.Moderate(ctx, benchLines[i%len(benchLines)]); err != nil {
+	for _, version := range []string{"", "worldgate-moderation-2.0.0"} {
+		p, err := EmbeddedPolicy(version)
+		if err != nil {
 			b.Fatal(err)
 		}
-		i++
+		b.Run(p.Version(), func(b *testing.B) {
+			ctx := context.Background()
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				if _, err := p.Moderate(ctx, benchLines[i%len(benchLines)]); err != nil {
+					b.Fatal(err)
+				}
+				i++
+			}
+		})
 	}
 }
