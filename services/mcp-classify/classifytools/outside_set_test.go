@@ -123,7 +123,7 @@ func TestOutsideSet(t *testing.T) {
 		if half == "tune.tsv" && os.Getenv("MODERATION_TUNE") != "" {
 			t.Logf("misses:\n%s\nfalse alarms:\n%s", strings.Join(s.misses, "\n"), strings.Join(s.falseAlarms, "\n"))
 		}
-		// Floors that keep what policy 3.0.0 reached (held-out: recall 0.868 at precision 1.000);
+		// Floors that keep what policy 3.0.0 reached (held-out: recall 0.897 at precision 1.000);
 		// the target is recall 0.90 at precision 0.95, every category 0.80 (issue 42).
 		floor := outsideFloors[half]
 		if r := s.recall[overall]; r < floor.recall {
@@ -139,5 +139,5 @@ func TestOutsideSet(t *testing.T) {
 
 var outsideFloors = map[string]struct{ recall, precision float64 }{
 	"tune.tsv":    {0.95, 0.95},
-	"heldout.tsv": {0.85, 0.95},
+	"heldout.tsv": {0.88, 0.95},
 }
