@@ -95,6 +95,9 @@ type Config struct {
 	// Reuse answers a reprompt's tool calls with what its refused attempt was told, when the
 	// refusal was about the content (nil: every attempt asks the MCP servers).
 	Reuse *ContextReuse
+	// ShortCircuit answers a target whose requests keep ending in reuse with the accepted
+	// content, without a model call, for a cooldown (nil: every request asks the model).
+	ShortCircuit *ShortCircuit
 	// Keyring holds the gates' public keys: a rejection is followed only when the hops before
 	// the rejecting gate verify with them (nil: only refusals at a route's first gate can be).
 	Keyring *attest.Keyring
@@ -242,6 +245,16 @@ func (a *Agent) Handle(ctx context.Context, role roles.Role, env *events.Envelop
 	res, env, err := a.inputRail(ctx, role, env, &in)
 	if err != nil || res != nil {
 		return res, err
+	}
+	if key := shortCircuitKey(role, in.Bind); key != "" {
+		if r, ok := a.cfg.ShortCircuit.Decide(key, a.cfg.Now()); ok {
+			// The target's recent requests kept ending in reuse: its accepted content answers
+			// this one too, and no model is asked (ShortCircuit).
+			a.m.tasks.WithLabelValues(role.Name, "reused").Inc()
+			a.logger(ctx).Info(telemetry.PromptReused, "correlationId", env.CorrelationID, telemetry.DimRole, role.Name,
+				telemetry.DimPurpose, string(role.Purpose), "reusedProposalId", r.ProposalID, "reusedEventId", r.EventID, "shortCircuit", true)
+			return &Result{Note: NoteShortCircuited, Outcome: shortCircuited(env, role, in.LocationID, r, a.cfg.Now())}, nil
+		}
 	}
 	// Keep the trigger for reprompts (redacted): a rejection carries the proposal, not the
 	// player's words.

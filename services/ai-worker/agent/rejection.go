@@ -47,6 +47,9 @@ const NoteNotMine = "not one of this worker's roles"
 // NoteReused is Rejected's note for a duplicate answered with the accepted content.
 const NoteReused = "answered with the accepted content it near-duplicates"
 
+// NoteShortCircuited is Handle's note for a request answered by the reuse short-circuit.
+const NoteShortCircuited = "answered with the accepted content its target's recent requests kept reusing, without a model call"
+
 func (a *Agent) Rejected(ctx context.Context, subject string, rej *events.Rejection, mine []roles.Role) (*Result, error) {
 	p := rej.Proposal
 	roleName := rej.AgentRole
@@ -94,9 +97,13 @@ func (a *Agent) Rejected(ctx context.Context, subject string, rej *events.Reject
 		// target, and that content answers the request, without paying for reprompts whose
 		// answers the scripted or real model would likely repeat.
 		a.m.tasks.WithLabelValues(role.Name, "reused").Inc()
+		a.cfg.ShortCircuit.Reused(payloadKey(role, p), reuse, a.cfg.Now())
 		log.Info(telemetry.PromptReused, "reusedProposalId", reuse.ProposalID, "reusedEventId", reuse.EventID)
 		return &Result{Note: NoteReused, Outcome: events.ReusedOutcome(p, reuse, a.cfg.Now())}, nil
 	}
+	// Refused for its content otherwise (a reprompt or fallback follows): the target's run of
+	// reuses is broken.
+	a.cfg.ShortCircuit.Other(payloadKey(role, p), a.cfg.Now())
 	if !role.UsesLLM {
 		log.Info(telemetry.PromptAbandoned, "reason", "deterministic proposals are not regenerated: "+rej.Reason)
 		return &Result{Note: "deterministic proposal refused", Outcome: events.RefusedOutcome(p, rej, rej.Code, rej.Reason, a.cfg.Now())}, nil

@@ -69,6 +69,11 @@ type Deps struct {
 	// blocked category or prompt injection): the budget's repeat-offender counter
 	// (budget.Offenders.OnFlag).
 	OnInputFlag func(ctx context.Context, playerID string, categories []string)
+	// ShortCircuit bounds the reuse short-circuit (agent.ShortCircuit): a target whose requests
+	// keep ending in reuse is answered with the accepted content, without a model call, for a
+	// cooldown. The zero value is the defaults (2 reuses in a row, 10-minute window, 5-minute
+	// cooldown); After < 0 turns it off.
+	ShortCircuit agent.ShortCircuitConfig
 	// Fallback table (default fallback.Default()).
 	Fallback *fallback.Table
 	// MaxInlineWait: a transient retry due within this is waited for in the handler; a later
@@ -134,7 +139,7 @@ func New(d Deps) (*Worker, error) {
 	}
 	cfg := agent.Config{Tools: d.Tools, Cache: agent.KVCache{KV: d.KV}, Routes: d.Routes, Metrics: agent.NewMetrics(d.Registerer),
 		Logger: d.Logger, Fallback: d.Fallback, ToolBudget: d.ToolBudget, AmbienceFreshFor: d.AmbienceFreshFor,
-		Reuse: agent.NewContextReuse(0, 0), Keyring: d.Keyring}
+		Reuse: agent.NewContextReuse(0, 0), ShortCircuit: agent.NewShortCircuit(d.ShortCircuit), Keyring: d.Keyring}
 	cfg.Rail.OnFlag = d.OnInputFlag
 	if d.Committed != nil && d.ExitsTTL >= 0 && slices.ContainsFunc(rs, func(r roles.Role) bool { return !r.UsesLLM }) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
