@@ -34,9 +34,13 @@ type Tracker struct {
 	seenOutc   map[string]bool     // outcome ids seen (a redelivered decision counts once)
 	where      map[string]string   // player id → location after its last committed move
 	prefix     string              // correlation ids of the run's events
-	events     int                 // correlation ids with the prefix and a decided proposal
-	changed    chan struct{}
-	stops      []func()
+	events     int                 // correlation ids with the prefix and a decided proposal (or none: answeredBare)
+	// answeredBare: the run's events answered by an outcome that names no proposal (a
+	// request the ai-worker answered with reused content without a model call, a refused
+	// move request): decided, though nothing was proposed.
+	answeredBare map[string]bool
+	changed      chan struct{}
+	stops        []func()
 	// outcomesRead counts the OUTCOMES messages read (onOutcome's strict sample).
 	outcomesRead atomic.Int64
 }
@@ -58,7 +62,7 @@ func (o *Outcome) Decided() bool { return o.Commits > 0 || o.Rejections > 0 }
 // cover correlation ids that begin with prefix (the run's events); outcomes cover everything.
 func StartTracker(ctx context.Context, js jetstream.JetStream, prefix string) (*Tracker, error) {
 	t := &Tracker{prefix: prefix, where: map[string]string{}, byProposal: map[string]*Outcome{}, byCorr: map[string][]string{}, firstAt: map[string]time.Time{},
-		rejectedBy: map[string]int{}, deadBy: map[string]int{}, kinds: map[string]int{}, answers: map[string][]Answer{}, seenOutc: map[string]bool{},
+		rejectedBy: map[string]int{}, deadBy: map[string]int{}, kinds: map[string]int{}, answers: map[string][]Answer{}, seenOutc: map[string]bool{}, answeredBare: map[string]bool{},
 		changed: make(chan struct{}, 1)}
 	subs := []struct {
 		stream  string
@@ -114,7 +118,7 @@ func (t *Tracker) outcome(proposalID, corr, kind string) *Outcome {
 	if o == nil {
 		o = &Outcome{Kind: kind, CorrelationID: corr}
 		t.byProposal[proposalID] = o
-		if len(t.byCorr[corr]) == 0 && strings.HasPrefix(corr, t.prefix) {
+		if len(t.byCorr[corr]) == 0 && !t.answeredBare[corr] && strings.HasPrefix(corr, t.prefix) {
 			t.events++
 		}
 		t.byCorr[corr] = append(t.byCorr[corr], proposalID)
@@ -224,6 +228,10 @@ func (t *Tracker) onOutcome(m jetstream.Msg) {
 		return
 	}
 	t.seenOutc[o.OutcomeID] = true
+	if o.ProposalID == "" && len(t.byCorr[o.CorrelationID]) == 0 && !t.answeredBare[o.CorrelationID] {
+		t.answeredBare[o.CorrelationID] = true
+		t.events++
+	}
 	a := Answer{Kind: o.Kind, Of: o.ProposalKind}
 	if a.Of == "" {
 		a.Of = o.AgentRole
@@ -440,7 +448,7 @@ func (t *Tracker) Where(player string) string {
 func (t *Tracker) Decided(corr string) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return len(t.byCorr[corr]) > 0
+	return len(t.byCorr[corr]) > 0 || t.answeredBare[corr]
 }
 
 // WaitDecided waits until the event with correlation id corr has a decided proposal.
@@ -448,6 +456,9 @@ func (t *Tracker) WaitDecided(ctx context.Context, corr string) error {
 	for wait := 50 * time.Microsecond; ; wait = min(2*wait, 5*time.Millisecond) {
 		t.mu.Lock()
 		n := len(t.byCorr[corr])
+		if t.answeredBare[corr] {
+			n++
+		}
 		t.mu.Unlock()
 		if n > 0 {
 			return nil
