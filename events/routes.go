@@ -119,7 +119,8 @@ func (r Routes) Uses(gate string) bool {
 }
 
 // NextHops are the subjects gate forwards a passed proposal to: the gate after it on each route
-// that names it, or the validated proposals' entry (proposals.validated.*) where it is the last.
+// that names it, or the validated proposals' entry (proposals.validated.*, and the legacy
+// proposals.validated) where it is the last.
 // A narrator's route (NarratorRoute) counts too.
 func (r Routes) NextHops(gate string) []string {
 	var out []string
@@ -128,7 +129,9 @@ func (r Routes) NextHops(gate string) []string {
 		switch {
 		case i < 0:
 		case i == len(gates)-1:
-			out = append(out, SubjectValidatedEntry)
+			// And the legacy subject, which the event-processor still drains: a gate from before
+			// partitioned commits keeps working until it is replaced (upgrade the processor first).
+			out = append(out, SubjectValidatedEntry, SubjectValidatedLegacy)
 		default:
 			out = append(out, GateSubject(gates[i+1]))
 		}
