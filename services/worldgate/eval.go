@@ -34,6 +34,7 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.SetOutput(stderr)
 	asJSON := fs.Bool("json", false, "print the scores (and with -misses the misses) as JSON")
 	misses := fs.Bool("misses", false, "also list the tuning half's wrong verdicts (for tuning a rule; the held-out half is never listed)")
+	fresh := fs.Bool("fresh", false, "instead of the set: grade the gates on the frozen fresh set (evalset/fresh.jsonl, written from evalset/LABELLING.md, never tuned on), reported apart; no bar, no misses listed")
 	live := fs.Bool("live", false, "instead of the set: list the stalest NPCs from the committed dialogue of the running system (COMMITTED stream)")
 	since := fs.Duration("since", time.Hour, "-live: read the dialogue committed this long ago or later")
 	top := fs.Int("top", 10, "-live: list this many NPCs, stalest first")
@@ -43,7 +44,13 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	if fs.NArg() > 0 {
-		return errors.New("usage: worldgate eval [-json] [-misses] | worldgate eval -live [-since 1h] [-top 10] [-json]")
+		return errors.New("usage: worldgate eval [-json] [-misses] | worldgate eval -fresh [-json] | worldgate eval -live [-since 1h] [-top 10] [-json]")
+	}
+	if *fresh {
+		if *misses || *live {
+			return errors.New("-fresh takes neither -misses (the fresh set is never tuned on, so its misses are not listed) nor -live")
+		}
+		return runEvalFresh(ctx, *asJSON, stdout)
 	}
 	if *live {
 		if *since <= 0 || *top <= 0 {
@@ -97,6 +104,29 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return exitError{1}
 	}
 	return nil
+}
+
+// runEvalFresh grades the gates on the frozen fresh set (issue 41 item 5) and prints its scores
+// apart from the older set's. It has no bar: evalset's TestFreshSet keeps floors instead.
+func runEvalFresh(ctx context.Context, asJSON bool, stdout io.Writer) error {
+	set, err := evalset.LoadFresh()
+	if err != nil {
+		return err
+	}
+	vs, err := evalset.Run(ctx, set, evalset.Options{})
+	if err != nil {
+		return err
+	}
+	score := evalset.ScoreFresh(vs)
+	if asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(struct {
+			Fresh  evalset.HalfScore `json:"fresh"`
+			SHA256 string            `json:"sha256"`
+		}{score, evalset.FreshSHA256})
+	}
+	return evalset.Print(stdout, []evalset.HalfScore{score})
 }
 
 // evalMiss is a wrong verdict of the tuning half.

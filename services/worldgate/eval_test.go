@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/worldgate/worldgate/events"
+	"github.com/worldgate/worldgate/services/worldgate/evalset"
 	"github.com/worldgate/worldgate/shared/natsx/natstest"
 )
 
@@ -139,5 +140,29 @@ func TestEvalReportsModerationPerLanguageAndCategory(t *testing.T) {
 		if !bytes.Contains(out.Bytes(), []byte(w)) {
 			t.Errorf("the table has no %s row:\n%s", w, out.String())
 		}
+	}
+}
+
+// worldgate eval -fresh grades the gates on the frozen fresh set, apart from the older set
+// (issue 41 item 5): one "fresh" half with the three gates, the set's hash beside it.
+func TestEvalFresh(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var out, errb bytes.Buffer
+	if err := runEval(ctx, []string{"-fresh", "-json"}, &out, &errb); err != nil {
+		t.Fatalf("%v: %s", err, errb.String())
+	}
+	var got struct {
+		Fresh  evalset.HalfScore `json:"fresh"`
+		SHA256 string            `json:"sha256"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Fresh.Half != evalset.FreshHalf || got.Fresh.Cases != 243 || len(got.Fresh.Gates) != 3 || got.SHA256 != evalset.FreshSHA256 {
+		t.Fatalf("eval -fresh: %+v", got)
+	}
+	if err := runEval(ctx, []string{"-fresh", "-misses"}, &out, &errb); err == nil {
+		t.Fatal("-fresh -misses was accepted: the fresh set's misses are not for tuning")
 	}
 }
