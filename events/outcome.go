@@ -343,6 +343,17 @@ func CommittedOutcome(p *Proposal, evt DomainEvent) *Outcome {
 	}
 }
 
+// EncodeCommittedOutcome is CommittedOutcome(p, evt) and its JSON encoding, without Encode's
+// pass over the outcome schema: the event-processor builds it from a proposal every gate
+// passed and the domain event it just committed, and the schema pass was a quarter of its CPU
+// per commit (docs/performance.md). Its readers still check it (Decoder.Outcome); the
+// processor's tests read back every outcome they publish, of every kind, the way readers do.
+func EncodeCommittedOutcome(p *Proposal, evt DomainEvent) (*Outcome, []byte, error) {
+	o := CommittedOutcome(p, evt)
+	raw, err := json.Marshal(o)
+	return o, raw, err
+}
+
 // RefusedOutcome is the outcome of a proposal refused for good by rej.
 func RefusedOutcome(p *Proposal, rej *Rejection, code Code, reason string, at time.Time) *Outcome {
 	o := &Outcome{

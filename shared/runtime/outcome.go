@@ -14,9 +14,15 @@ func OutcomeMessage(o *events.Outcome) (*message.Message, error) {
 	if err != nil {
 		return nil, err
 	}
+	return EncodedOutcomeMessage(o, body), nil
+}
+
+// EncodedOutcomeMessage is OutcomeMessage for an outcome already encoded (body), e.g. by
+// events.EncodeCommittedOutcome.
+func EncodedOutcomeMessage(o *events.Outcome, body []byte) *message.Message {
 	m := NewMessage(o.Subject(), o.OutcomeID, body)
 	for k, v := range o.Headers() {
 		m.Metadata.Set(k, v)
 	}
-	return m, nil
+	return m
 }

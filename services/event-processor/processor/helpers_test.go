@@ -250,6 +250,9 @@ func readAll(t testing.TB, e *natstest.Env, subject string) [][]byte {
 	if strings.HasPrefix(subject, "world.committed.") {
 		stream = events.StreamCommitted
 	}
+	if strings.HasPrefix(subject, "world.outcomes.") {
+		stream = events.StreamOutcomes
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	want := natstest.StreamMsgs(t, e.JS, stream, subject)

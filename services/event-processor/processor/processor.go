@@ -272,11 +272,11 @@ func (p *Processor) Handle(msg *message.Message) ([]*message.Message, error) {
 		out = append(out, m)
 		// The request's final outcome, after the domain event (same publish batch, in order): a
 		// watcher that sees the outcome finds the event committed.
-		om, err := runtime.OutcomeMessage(events.CommittedOutcome(prop, evt))
+		o, ob, err := events.EncodeCommittedOutcome(prop, evt)
 		if err != nil {
 			return nil, runtime.Permanentf("outcome of %s: %w", prop.ProposalID, err)
 		}
-		out = append(out, om)
+		out = append(out, runtime.EncodedOutcomeMessage(o, ob))
 		if fresh {
 			committedNow = true
 			p.m.committed.WithLabelValues(prop.Kind).Inc()

@@ -56,6 +56,8 @@ func TestEveryKindAppliesAndConflictsAreRejected(t *testing.T) {
 		{proposal(events.KindPlayerMoved, "b5", obj{"playerId": "player:ana", "fromLocationId": "loc:well", "toLocationId": "loc:gate", "direction": "south"}), "no exit south"},
 		{proposal(events.KindNPCRemoved, "b6", obj{"npcId": "npc:mara", "reason": "twice"}), "does not exist"},
 	}
+	// The ambience is a fallback (canned content after refusals): its outcome is a fallback one.
+	good[9].Provenance = &events.Provenance{Provider: "scripted", Model: "m", Fallback: "the model's answers were refused"}
 	for _, p := range good {
 		publish(t, e.JS, p, p.ProposalID)
 	}
@@ -65,6 +67,24 @@ func TestEveryKindAppliesAndConflictsAreRejected(t *testing.T) {
 	natstest.WaitFor(t, 15*time.Second, "all decided", func() bool {
 		return committed(t, e) == uint64(len(good)) && rejected(t, e) == uint64(len(bad)) && settled(t, e)
 	})
+
+	// Every outcome published reads as a reader reads it (schema included): the processor
+	// encodes committed outcomes without a schema pass of its own.
+	outcomes := readAll(t, e, events.SubjectOutcomesAll)
+	if len(outcomes) != len(good) {
+		t.Fatalf("%d outcomes, want one per committed proposal (%d)", len(outcomes), len(good))
+	}
+	kinds := map[events.OutcomeKind]int{}
+	for _, raw := range outcomes {
+		o, err := (events.Decoder{}).Outcome(raw)
+		if err != nil {
+			t.Fatalf("an outcome the processor published does not read: %v\n%s", err, raw)
+		}
+		kinds[o.Kind]++
+	}
+	if kinds[events.OutcomeFallback] != 1 || kinds[events.OutcomeCommitted] != len(good)-1 {
+		t.Fatalf("outcome kinds %v, want one fallback and the rest committed", kinds)
+	}
 
 	v, ed := counts(t, ro)
 	wantV := map[string]int64{"Location": 2, "Faction": 1, "Player": 1, "Item": 1, "LoreFact": 1, "Ambience": 1, "Dialogue": 1,
