@@ -100,11 +100,11 @@ fallbacks, tokens and cost, text length and distinct-1/2.`)
 	if *idsFile != "" {
 		recs, err = recordingsOf(ctx, js, *idsFile, time.Now().Add(-f.since))
 	} else {
-		start, err := parseWhen(*from, time.Now())
-		if err != nil {
+		var start, end time.Time
+		if start, err = parseWhen(*from, time.Now()); err != nil {
 			return fmt.Errorf("-from: %w", err)
 		}
-		end := time.Now()
+		end = time.Now()
 		if *to != "" {
 			if end, err = parseWhen(*to, end); err != nil {
 				return fmt.Errorf("-to: %w", err)
