@@ -116,7 +116,8 @@ func ExampleWatch() {
 			continue // a newer format, say: skip it
 		}
 		if err != nil {
-			return // ctx ended
+			fmt.Println("stopped; the next Watch resumes after", savedCursor) // ctx ended
+			return
 		}
 		fmt.Println(d.Outcome.Kind, d.Outcome.Text()) // de-duplicate on d.Outcome.OutcomeID (at-least-once)
 		savedCursor = d.Cursor

@@ -37,7 +37,9 @@ func TestInputRailIsVersioned(t *testing.T) {
 		p.SchemaVersion = events.ProposalSchemaVersion
 		m := map[string]any{}
 		raw, _ = json.Marshal(p)
-		json.Unmarshal(raw, &m)
+		if err := json.Unmarshal(raw, &m); err != nil {
+			t.Fatal(err)
+		}
 		m["provenance"].(map[string]any)["inputRail"] = json.RawMessage(bad)
 		raw, _ = json.Marshal(m)
 		if _, err := events.DecodeProposal(raw); err == nil {

@@ -71,6 +71,11 @@ func TestEveryKindHasEachPart(t *testing.T) {
 					t.Errorf("schema requires %s, which %T lacks", r, p)
 				}
 			}
+			for _, r := range required {
+				if !slices.Contains(doc.Required, r) {
+					t.Errorf("%T's %s is not omitempty, yet the schema does not require it", p, r)
+				}
+			}
 			if k.PlayerText {
 				// A kind whose text reaches players says which text: fill every string field and
 				// the content must not be empty.
