@@ -60,8 +60,13 @@ func TestOutsideSetFrozen(t *testing.T) {
 	}
 	held := loadOutside(t, "heldout.tsv")
 	tune := map[string]bool{}
-	for _, l := range loadOutside(t, "tune.tsv") {
-		tune[l.text] = true
+	for _, half := range tuningHalves {
+		for _, l := range loadOutside(t, half) {
+			if tune[l.text] {
+				t.Errorf("%q is in the tuning half twice", l.text)
+			}
+			tune[l.text] = true
+		}
 	}
 	for _, l := range held {
 		if tune[l.text] {
@@ -117,10 +122,10 @@ func TestOutsideSet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, half := range []string{"tune.tsv", "heldout.tsv"} {
+	for _, half := range append(append([]string{}, tuningHalves...), "heldout.tsv") {
 		s, report := outsideReport(t, p, loadOutside(t, half))
 		t.Logf("policy %s, %s:\n%s", p.Version(), half, report)
-		if half == "tune.tsv" && os.Getenv("MODERATION_TUNE") != "" {
+		if half != "heldout.tsv" && os.Getenv("MODERATION_TUNE") != "" {
 			t.Logf("misses:\n%s\nfalse alarms:\n%s", strings.Join(s.misses, "\n"), strings.Join(s.falseAlarms, "\n"))
 		}
 		// Floors that keep what policy 3.0.0 reached (held-out: recall 0.897 at precision 1.000);
@@ -137,7 +142,13 @@ func TestOutsideSet(t *testing.T) {
 	}
 }
 
+// tuningHalves are the files rules may be tuned on: tune.tsv (the first split and three batches)
+// and tune4.tsv, the fourth batch, written from the guide before any rule for it and scored on
+// its own so that its before and after can be compared.
+var tuningHalves = []string{"tune.tsv", "tune4.tsv"}
+
 var outsideFloors = map[string]struct{ recall, precision float64 }{
 	"tune.tsv":    {0.95, 0.95},
+	"tune4.tsv":   {0.06, 0.50}, // before its rules: 3 of 44 harmful, 1 of 28 benign flagged
 	"heldout.tsv": {0.88, 0.95},
 }
