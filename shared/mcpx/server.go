@@ -48,8 +48,10 @@ func NewServer(label, version, instructions string, o Options) (*mcp.Server, err
 		complete = noCompletions
 	}
 	s := mcp.NewServer(&mcp.Implementation{Name: "worldgate-" + label, Version: version}, &mcp.ServerOptions{
-		Instructions:      instructions,
-		Capabilities:      &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}, Logging: &mcp.LoggingCapabilities{}, Completions: &mcp.CompletionCapabilities{}},
+		Instructions: instructions,
+		// Logging is deprecated (SEP-2577) but still part of the protocol through its deprecation
+		// window: clients may call logging/setLevel, so it stays advertised until it is removed.
+		Capabilities:      &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}, Logging: &mcp.LoggingCapabilities{}, Completions: &mcp.CompletionCapabilities{}}, //nolint:staticcheck // SA1019: see above
 		CompletionHandler: complete,
 	})
 	Instrument(s, InstrumentOptions{Server: label, Logger: logger, Metrics: m, Limiter: NewRateLimiter(o.RateLimit), ArgumentHints: o.ArgumentHints})

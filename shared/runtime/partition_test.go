@@ -39,7 +39,9 @@ func (l *ledger) handler(replica string) message.HandlerFunc {
 	return func(m *message.Message) ([]*message.Message, error) {
 		key, n, _ := strings.Cut(string(m.Payload), "/")
 		var i int
-		fmt.Sscan(n, &i)
+		if _, err := fmt.Sscan(n, &i); err != nil {
+			return nil, fmt.Errorf("payload %q: %w", m.Payload, err)
+		}
 		if i%3 == 0 {
 			time.Sleep(15 * time.Millisecond)
 		}

@@ -152,7 +152,7 @@ func TestTracingOffAddsNoTraceparentButPassesOneOn(t *testing.T) {
 func attr(s tracetest.SpanStub, key attribute.Key) string {
 	for _, kv := range s.Attributes {
 		if kv.Key == key {
-			return kv.Value.Emit()
+			return kv.Value.String()
 		}
 	}
 	return ""

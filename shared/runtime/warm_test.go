@@ -53,7 +53,9 @@ func BenchmarkHandlerStack(b *testing.B) {
 		for b.Loop() {
 			done := make(chan error)
 			go func() { done <- handler() }()
-			<-done
+			if err := <-done; err != nil {
+				b.Fatal(err)
+			}
 		}
 	})
 	b.Run("warm", func(b *testing.B) {
@@ -65,7 +67,9 @@ func BenchmarkHandlerStack(b *testing.B) {
 		for b.Loop() {
 			done := make(chan error)
 			w.goRun(func() { done <- handler() })
-			<-done
+			if err := <-done; err != nil {
+				b.Fatal(err)
+			}
 		}
 	})
 }

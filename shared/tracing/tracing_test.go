@@ -23,7 +23,11 @@ func TestOffByDefaultInstallsNothingAndInjectsNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer stop()
+	defer func() {
+		if err := stop(); err != nil {
+			t.Error(err)
+		}
+	}()
 	if Provider() != nil {
 		t.Fatal("tracing is on without an endpoint")
 	}

@@ -85,7 +85,11 @@ func (ts *testServer) start() {
 				ts.conns.Add(1)
 			}
 		}}
-	go ts.srv.Serve(ln)
+	go func() {
+		if err := ts.srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			ts.t.Errorf("the test MCP server stopped: %v", err)
+		}
+	}()
 }
 
 func (ts *testServer) stop() {
