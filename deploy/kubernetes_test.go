@@ -280,8 +280,8 @@ func checkPodSpec(t *testing.T, r rendered, where string, ps corev1.PodSpec, lon
 			return slices.ContainsFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == env })
 		})
 		sc := c.SecurityContext
-		switch {
-		case sc == nil:
+		switch sc {
+		case nil:
 			t.Errorf("%s: no securityContext", cw)
 		default:
 			if sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation {

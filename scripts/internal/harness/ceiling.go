@@ -52,15 +52,18 @@ func Ceiling(ctx context.Context, js jetstream.JetStream, n, size int) (float64,
 		f jetstream.PubAckFuture
 	}
 	acks := make(chan pending, 1024)
-	var acked atomic.Int64
+	var acked, failed atomic.Int64
+	var lastFailure atomic.Value // string: why the last hop's publish failed
 	done := make(chan struct{})
 	go func() {
 		for p := range acks {
 			select {
 			case <-p.f.Ok():
 				_ = p.m.Ack()
-			case <-p.f.Err():
-				_ = p.m.Nak()
+			case err := <-p.f.Err():
+				failed.Add(1)
+				lastFailure.Store(err.Error())
+				_ = p.m.Nak() // redelivered: the hop is tried again
 				continue
 			}
 			if acked.Add(1) == int64(n) {
@@ -91,7 +94,7 @@ func Ceiling(ctx context.Context, js jetstream.JetStream, n, size int) (float64,
 	case <-ctx.Done():
 		return 0, ctx.Err()
 	case <-time.After(5 * time.Minute):
-		return 0, fmt.Errorf("ceiling: %d of %d hops after 5 minutes", acked.Load(), n)
+		return 0, fmt.Errorf("ceiling: %d of %d hops after 5 minutes (%d publishes failed, the last: %v)", acked.Load(), n, failed.Load(), lastFailure.Load())
 	}
 	return float64(n) / time.Since(start).Seconds(), nil
 }

@@ -215,7 +215,9 @@ func (p *Publisher) Run(ctx context.Context, from, to int) error {
 			}
 		}
 		if p.Rate == 0 && i-p.Gen.Players >= from {
-			err = p.Tracker.WaitDecided(ctx, p.Gen.CorrelationID(i-p.Gen.Players))
+			if err = p.Tracker.WaitDecided(ctx, p.Gen.CorrelationID(i-p.Gen.Players)); err != nil {
+				break // ctx ended
+			}
 		}
 		if ctx.Err() != nil {
 			err = ctx.Err()
