@@ -134,7 +134,11 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
-	defer stopTracing()
+	defer func() {
+		if err := stopTracing(); err != nil {
+			log.Warn("tracing: the last spans were not exported", "err", err)
+		}
+	}()
 	if err := f.provisioning.AtStart(ctx, js, log); err != nil {
 		return err
 	}

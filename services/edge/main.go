@@ -72,7 +72,11 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	defer conn.Drain()
+	defer func() {
+		if err := conn.Drain(); err != nil {
+			log.Warn("NATS drain at stop", "err", err)
+		}
+	}()
 	reg := metrics.NewRegistry()
 	var allowed []string
 	for _, o := range strings.Split(*origins, ",") {

@@ -83,7 +83,11 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	defer stopTracing()
+	defer func() {
+		if err := stopTracing(); err != nil {
+			log.Warn("tracing: the last spans were not exported", "err", err)
+		}
+	}()
 
 	nc.Name = processor.Name
 	conn, js, err := natsx.Connect(nc, log)

@@ -131,7 +131,11 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
-	defer stopTracing()
+	defer func() {
+		if err := stopTracing(); err != nil {
+			log.Warn("tracing: the last spans were not exported", "err", err)
+		}
+	}()
 	nc, js, err := natsx.Connect(withName(f.nats, "gate"), log)
 	if err != nil {
 		return err

@@ -70,7 +70,11 @@ func run() error {
 		if err != nil {
 			return err
 		}
-		defer c.Drain()
+		defer func() {
+			if err := c.Drain(); err != nil {
+				logger.Warn("NATS drain at stop", "err", err)
+			}
+		}()
 		nc = c
 	}
 	reg := metrics.NewRegistry()

@@ -59,7 +59,11 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	defer nc.Drain()
+	defer func() {
+		if err := nc.Drain(); err != nil {
+			logger.Warn("NATS drain at stop", "err", err)
+		}
+	}()
 	reg := metrics.NewRegistry()
 	common, err := f.ServerOptions(logger, reg)
 	if err != nil {

@@ -63,7 +63,11 @@ func run() error {
 		if err != nil {
 			return err
 		}
-		defer c.Drain()
+		defer func() {
+			if err := c.Drain(); err != nil {
+				logger.Warn("NATS drain at stop", "err", err)
+			}
+		}()
 		nc, js = c, j
 	}
 	reg := metrics.NewRegistry()

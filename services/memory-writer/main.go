@@ -61,7 +61,11 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	defer stopTracing()
+	defer func() {
+		if err := stopTracing(); err != nil {
+			log.Warn("tracing: the last spans were not exported", "err", err)
+		}
+	}()
 
 	nc.Name = memory.Name
 	conn, js, err := natsx.Connect(nc, log)

@@ -114,7 +114,11 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	defer stopTracing()
+	defer func() {
+		if err := stopTracing(); err != nil {
+			log.Warn("tracing: the last spans were not exported", "err", err)
+		}
+	}()
 
 	say := func(format string, a ...any) {
 		if !f.jsonOut {

@@ -67,7 +67,11 @@ func runPublish(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
-	defer stopTracing()
+	defer func() {
+		if err := stopTracing(); err != nil {
+			fmt.Fprintf(stderr, "tracing: the last spans were not exported: %v\n", err)
+		}
+	}()
 	var js jetstream.JetStream
 	if !f.validateOnly {
 		nc, j, err := natsx.Connect(f.nats.as("worldgate-publish"), logx.Discard())
