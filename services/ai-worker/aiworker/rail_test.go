@@ -40,7 +40,8 @@ func newChatServer(t *testing.T) *chatServer {
 		answer, _ := json.Marshal(map[string]any{"npcId": "npc:mira", "playerId": "player:ada", "locationId": "loc:square",
 			"line": "Aye, I'll pass word along, traveller.", "intent": "ask_about"})
 		w.Header().Set("Content-Type", "application/json")
-		json.NewEncoder(w).Encode(map[string]any{"id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "test-model",
+		// Encoding a map cannot fail; a write fails only when the client has gone.
+		_ = json.NewEncoder(w).Encode(map[string]any{"id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "test-model",
 			"choices": []any{map[string]any{"index": 0, "finish_reason": "stop", "message": map[string]any{"role": "assistant", "content": string(answer)}}},
 			"usage":   map[string]any{"prompt_tokens": 120, "completion_tokens": 20, "total_tokens": 140}})
 	}))

@@ -209,11 +209,9 @@ func Reports(ctx context.Context, b Buckets, now time.Time, subject string) ([]R
 			r.Used = w.Usage
 		case subject != "":
 			r.Subject = subject
-			lim := r.Limit
 			if d.Scope == ScopeActor {
 				if p, err := actorpolicy.Get(ctx, b.Control, subject); err == nil && p != nil {
-					lim = Effective(d.Limit(), r.Override, p.MultiplierAt(now))
-					r.Limit = lim
+					r.Limit = Effective(d.Limit(), r.Override, p.MultiplierAt(now))
 				}
 			}
 			w, _, err := read(ctx, kv, windowKey(d, r.Window, subject))

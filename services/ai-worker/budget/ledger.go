@@ -82,7 +82,6 @@ type Ledger struct {
 	override map[string]*Override           // by budget name
 	actors   map[string]*actorpolicy.Policy // by actor id
 	stop     context.CancelFunc
-	watching chan struct{}
 }
 
 // Options configure a Ledger.
@@ -309,7 +308,7 @@ func (l *Ledger) Admit(ctx context.Context, a llm.Admission) (llm.Ticket, error)
 	for _, m := range l.matches(a, s) {
 		lim, paused, degradeAt := l.limitOf(m, start)
 		if paused != "" {
-			t.release(ctx)
+			t.abandon(ctx)
 			l.m.refused(m.b.Name, RefusedPaused)
 			return nil, &llm.Error{Kind: llm.KindBudget, Provider: a.Target.Provider,
 				Message: fmt.Sprintf("budget %s is paused (%s); no call is paid for under it", m.b.Name, paused)}
@@ -324,11 +323,11 @@ func (l *Ledger) Admit(ctx context.Context, a llm.Admission) (llm.Ticket, error)
 			return next, v == Admitted
 		})
 		if err != nil {
-			t.release(ctx)
+			t.abandon(ctx)
 			return nil, err
 		}
 		if verdict != Admitted {
-			t.release(ctx)
+			t.abandon(ctx)
 			l.m.refused(m.b.Name, verdict)
 			return nil, &llm.Error{Kind: llm.KindBudget, Provider: a.Target.Provider, Message: refusal(m, verdict, used, est, lim, degradeAt, a)}
 		}
@@ -418,6 +417,14 @@ func (t *ticket) Release(ctx context.Context) error {
 		t.l.m.settled("released", Usage{})
 	})
 	return err
+}
+
+// abandon releases t's reservations on a path that already fails: the caller returns its own
+// error, and a failure to release is logged (those reservations count until their window ends).
+func (t *ticket) abandon(ctx context.Context) {
+	if err := t.release(ctx); err != nil {
+		t.l.log.Warn("budget: the reservations of a refused call were not released; they count until their window ends", "err", err)
+	}
 }
 
 func (t *ticket) release(ctx context.Context) error {
