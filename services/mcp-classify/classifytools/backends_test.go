@@ -49,7 +49,8 @@ func openAIModerationServer(t *testing.T, calls *atomic.Int32, fail *atomic.Bool
 		cats["hate"], scores["hate"] = hate, score
 		cats["violence"], scores["violence"] = strings.Contains(body.Input, "dragon"), 0.7 // fantasy combat: not mapped
 		w.Header().Set("Content-Type", "application/json")
-		json.NewEncoder(w).Encode(map[string]any{"id": "modr-1", "model": "omni-moderation-latest", "results": []any{map[string]any{
+		// Encoding a map cannot fail; a write fails only when the client has gone.
+		_ = json.NewEncoder(w).Encode(map[string]any{"id": "modr-1", "model": "omni-moderation-latest", "results": []any{map[string]any{
 			"flagged": hate || cats["violence"], "categories": cats, "category_scores": scores, "category_applied_input_types": types}}})
 	}))
 	t.Cleanup(ts.Close)
@@ -79,7 +80,8 @@ func guardServer(t *testing.T, calls *atomic.Int32) *httptest.Server {
 			answer = "unsafe\nS11"
 		}
 		w.Header().Set("Content-Type", "application/json")
-		json.NewEncoder(w).Encode(map[string]any{"id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": body.Model,
+		// Encoding a map cannot fail; a write fails only when the client has gone.
+		_ = json.NewEncoder(w).Encode(map[string]any{"id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": body.Model,
 			"choices": []any{map[string]any{"index": 0, "message": map[string]any{"role": "assistant", "content": answer}, "finish_reason": "stop"}},
 			"usage":   map[string]any{"prompt_tokens": 200, "completion_tokens": 3, "total_tokens": 203}})
 	}))
