@@ -485,15 +485,12 @@ func TestRateGate(t *testing.T) {
 		events.KindAmbience:    {ActorCostUSD: 0.001}, // each costs 0.0004: two fit
 	}
 	s.run(t, s.deps(cfg), "rate")
-	var moves, ambs []*events.Proposal
 	for range 5 {
 		p := startAt(proposal(t, events.KindPlayerMoved, map[string]any{"playerId": "player:ada", "fromLocationId": "loc:square", "toLocationId": "loc:gate", "direction": "north"}), "rate")
-		moves = append(moves, p)
 		s.publish(t, p)
 	}
 	for range 3 {
 		p := startAt(ambience(t, "loc:square", "Quiet."), "rate")
-		ambs = append(ambs, p)
 		s.publish(t, p)
 	}
 	other := startAt(proposal(t, events.KindPlayerMoved, map[string]any{"playerId": "player:bo", "fromLocationId": "loc:square", "toLocationId": "loc:gate", "direction": "north"}), "rate")
