@@ -173,7 +173,7 @@ func (s *Server) outcomes(w http.ResponseWriter, r *http.Request, k *key) {
 	}
 	beat := time.NewTicker(s.cfg.Heartbeat)
 	defer beat.Stop()
-	var last uint64 = opts.After
+	last := opts.After
 	for {
 		select {
 		case d, ok := <-buf:
