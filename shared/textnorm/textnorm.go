@@ -63,17 +63,107 @@ func IsControl(r rune) bool {
 	return unicode.IsControl(r) && r != '\t' && r != '\n' && r != '\r'
 }
 
+// The bidirectional controls that open and close an override.
+const (
+	rlo = '\u202e' // right-to-left override: what follows is shown right to left
+	lro = '\u202d' // left-to-right override
+	pdf = '\u202c' // pop directional formatting: closes the override
+)
+
+// unoverride reverses each run under a right-to-left override (up to its pop, the next override,
+// a line break or the end), as a reader sees it: "\u202eyadot uoy llik" reads "kill you today".
+// A run with right-to-left letters (Hebrew, Arabic) is already shown that way and is kept; a
+// combining mark stays after its letter. The controls themselves are removed later.
+func unoverride(s string) string {
+	var b strings.Builder
+	b.Grow(len(s))
+	var run []rune
+	in := false
+	flush := func() {
+		if in && !hasRTL(run) {
+			reverseClusters(run)
+		}
+		b.WriteString(string(run))
+		run = run[:0]
+	}
+	for _, r := range s {
+		switch {
+		case r == rlo:
+			flush()
+			in = true
+			b.WriteRune(r)
+		case in && (r == pdf || r == lro || r == '\n' || r == '\u2029'):
+			flush()
+			in = false
+			b.WriteRune(r)
+		case in:
+			run = append(run, r)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	flush()
+	return b.String()
+}
+
+func hasRTL(rs []rune) bool {
+	for _, r := range rs {
+		if unicode.In(r, unicode.Hebrew, unicode.Arabic, unicode.Syriac, unicode.Thaana, unicode.Nko) {
+			return true
+		}
+	}
+	return false
+}
+
+// reverseClusters reverses rs in place, keeping each combining mark after the letter it follows.
+func reverseClusters(rs []rune) {
+	for i, j := 0, len(rs)-1; i < j; i, j = i+1, j-1 {
+		rs[i], rs[j] = rs[j], rs[i]
+	}
+	// Marks now come before their letter: move each run of marks back behind it.
+	for i := 0; i < len(rs); i++ {
+		if !unicode.Is(unicode.Mn, rs[i]) {
+			continue
+		}
+		j := i
+		for j < len(rs) && unicode.Is(unicode.Mn, rs[j]) {
+			j++
+		}
+		if j < len(rs) {
+			// rs[i:j] are marks, rs[j] their letter: letter first, marks reversed back.
+			base := rs[j]
+			marks := append([]rune(nil), rs[i:j]...)
+			rs[i] = base
+			for k := range marks {
+				rs[i+1+k] = marks[len(marks)-1-k]
+			}
+		}
+		i = j
+	}
+}
+
 // confusables are the Cyrillic and Greek letters that render like a Latin letter (a hand-picked
 // subset of Unicode's confusables.txt, lower case: TR39's skeletons also fold Latin letters
 // into each other, "m" into "rn", which would break words instead of revealing them).
 var confusables = map[rune]rune{
 	// Cyrillic
 	'а': 'a', 'в': 'b', 'е': 'e', 'ё': 'e', 'һ': 'h', 'і': 'i', 'ї': 'i', 'ј': 'j', 'к': 'k', 'м': 'm', 'н': 'h',
-	'о': 'o', 'р': 'p', 'с': 'c', 'т': 't', 'у': 'y', 'х': 'x', 'ѕ': 's', 'ԁ': 'd', 'ԛ': 'q', 'ԝ': 'w', 'ɡ': 'g',
-	'ո': 'n', 'ս': 'u', 'ӏ': 'l', 'ʟ': 'l',
+	'о': 'o', 'р': 'p', 'с': 'c', 'т': 't', 'у': 'y', 'х': 'x', 'ѕ': 's', 'ԁ': 'd', 'ԛ': 'q', 'ԝ': 'w',
+	'ӏ': 'l',
+	// Armenian
+	'ո': 'n', 'ս': 'u', 'օ': 'o', 'հ': 'h', 'ց': 'g', 'ք': 'f', 'զ': 'q',
 	// Greek
 	'α': 'a', 'β': 'b', 'ε': 'e', 'η': 'n', 'ι': 'i', 'κ': 'k', 'ν': 'v', 'ο': 'o', 'ρ': 'p', 'τ': 't', 'υ': 'u',
 	'χ': 'x', 'γ': 'y', 'ω': 'w',
+}
+
+// latinLookalikes are Latin-script letters that are not ASCII but read as one: small capitals
+// and IPA letters ("ɪ ᴡɪʟʟ ᴋɪʟʟ ʏᴏᴜ"), and the dotless i. NFKC leaves them as they are; no
+// language writes its words in them, so they are folded wherever they stand, even alone.
+var latinLookalikes = map[rune]rune{
+	'ᴀ': 'a', 'ʙ': 'b', 'ᴄ': 'c', 'ᴅ': 'd', 'ᴇ': 'e', 'ꜰ': 'f', 'ɢ': 'g', 'ʜ': 'h', 'ɪ': 'i', 'ᴊ': 'j',
+	'ᴋ': 'k', 'ʟ': 'l', 'ᴍ': 'm', 'ɴ': 'n', 'ᴏ': 'o', 'ᴘ': 'p', 'ʀ': 'r', 'ꜱ': 's', 'ᴛ': 't', 'ᴜ': 'u',
+	'ᴠ': 'v', 'ᴡ': 'w', 'ʏ': 'y', 'ᴢ': 'z', 'ɑ': 'a', 'ɡ': 'g', 'ı': 'i', 'ɩ': 'i', 'ȷ': 'j', 'ʋ': 'v',
 }
 
 // leet are the digits and symbols read as letters inside a word that also has letters.
@@ -83,7 +173,11 @@ var leet = map[rune]rune{'0': 'o', '1': 'i', '3': 'e', '4': 'a', '5': 's', '7': 
 func Fold(text string) Folded {
 	var f Folded
 	found := map[string]bool{}
-	// 1. Invisible and control characters.
+	// 1. Text under a right-to-left override is shown reversed: read it as shown. Then
+	// invisible and control characters.
+	if strings.ContainsRune(text, rlo) {
+		text = unoverride(text)
+	}
 	var b strings.Builder
 	b.Grow(len(text))
 	for _, r := range text {
@@ -182,11 +276,11 @@ func foldWords(s string, fold func(string) (string, bool)) string {
 	return b.String()
 }
 
-// hasNative reports a Cyrillic or Greek letter that looks like no Latin one: the text is
+// hasNative reports a Cyrillic, Greek or Armenian letter that looks like no Latin one: the text is
 // written in that script, not disguised with it.
 func hasNative(s string) bool {
 	for _, r := range s {
-		if (unicode.Is(unicode.Cyrillic, r) || unicode.Is(unicode.Greek, r)) && confusables[r] == 0 {
+		if unicode.In(r, unicode.Cyrillic, unicode.Greek, unicode.Armenian) && confusables[r] == 0 {
 			return true
 		}
 	}
@@ -199,6 +293,9 @@ func foldConfusables(w string, native bool) (string, bool) {
 	latin, other, look := 0, 0, 0
 	for _, r := range w {
 		switch {
+		case latinLookalikes[r] != 0:
+			latin++
+			look++
 		case confusables[r] != 0:
 			look++
 		case r < utf8.RuneSelf && unicode.IsLetter(r):
@@ -213,6 +310,8 @@ func foldConfusables(w string, native bool) (string, bool) {
 	var b strings.Builder
 	for _, r := range w {
 		if c := confusables[r]; c != 0 {
+			r = c
+		} else if c := latinLookalikes[r]; c != 0 {
 			r = c
 		}
 		b.WriteRune(r)
@@ -316,8 +415,10 @@ func isOrdinal(w string) bool {
 }
 
 // joinSpaced joins runs of at least three single letters (or leet characters) separated by one
-// space, dot, hyphen or underscore each: "k i l l", "k.i.l.l", "m-u-r-d-e-r". Two spaces or any
-// other character end a run, so "k i l l  y o u" reads "kill you".
+// separator each (a space, dot, hyphen, underscore, asterisk, slash, tilde, plus or middle dot):
+// "k i l l", "k.i.l.l", "m-u-r-d-e-r", "k*i*l*l". Two spaces or any other character end a run,
+// so "k i l l  y o u" reads "kill you"; in a run whose letters are joined by another separator, a
+// space is a word break: "y*o*u*r s*e*l*f" and "d.i.c.h u.m" read "your self" and "dich um".
 func joinSpaced(s string) (string, bool) {
 	if !mayBeSpaced(s) {
 		return s, false
@@ -332,7 +433,6 @@ func joinSpaced(s string) (string, bool) {
 		after := i == len(rs)-1 || !isWordRune(rs[i+1])
 		return before && after
 	}
-	sep := func(r rune) bool { return r == ' ' || r == '.' || r == '-' || r == '_' }
 	var out []rune
 	changed := false
 	for i := 0; i < len(rs); {
@@ -341,13 +441,17 @@ func joinSpaced(s string) (string, bool) {
 			i++
 			continue
 		}
-		j, n := i, 1
-		for j+2 < len(rs) && sep(rs[j+1]) && single(j+2) {
+		j, n, other := i, 1, false
+		for j+2 < len(rs) && isSpacer(rs[j+1]) && single(j+2) {
+			other = other || rs[j+1] != ' '
 			j += 2
 			n++
 		}
 		if n >= 3 {
 			for k := i; k <= j; k += 2 {
+				if k > i && other && rs[k-1] == ' ' {
+					out = append(out, ' ')
+				}
 				out = append(out, rs[k])
 			}
 			changed = true
@@ -362,16 +466,33 @@ func joinSpaced(s string) (string, bool) {
 	return string(out), true
 }
 
+// isSpacer reports the characters that may stand between spaced-out letters.
+func isSpacer(r rune) bool {
+	switch r {
+	case ' ', '.', '-', '_', '*', '/', '~', '+', '·', '•':
+		return true
+	}
+	return false
+}
+
 // mayBeSpaced is joinSpaced's quick test: some character stands alone between separators twice
 // in a row ("x y z" has " y ").
 func mayBeSpaced(s string) bool {
-	for i := 1; i+1 < len(s); i++ {
-		if (s[i-1] == ' ' || s[i-1] == '.' || s[i-1] == '-' || s[i-1] == '_') && s[i] != ' ' {
-			// one character (a rune of any width) then a separator or the end
-			_, size := utf8.DecodeRuneInString(s[i:])
-			if j := i + size; j == len(s) || s[j] == ' ' || s[j] == '.' || s[j] == '-' || s[j] == '_' {
-				return true
-			}
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		i += size
+		if !isSpacer(r) || i >= len(s) {
+			continue
+		}
+		// one character (a rune of any width) after a separator, then a separator or the end
+		c, n := utf8.DecodeRuneInString(s[i:])
+		if c == ' ' {
+			continue
+		}
+		if j := i + n; j == len(s) {
+			return true
+		} else if next, _ := utf8.DecodeRuneInString(s[j:]); isSpacer(next) {
+			return true
 		}
 	}
 	return false

@@ -21,7 +21,7 @@ func TestFold(t *testing.T) {
 		{"kіll уоurѕеlf", "kill yourself", "confusable"},             // Cyrillic і, у, о, ѕ, е
 		{"Привет, как дела?", "привет, как дела?", ""},               // Russian stays Russian
 		{"ki\u200bll your\u200dself", "kill yourself", "zero-width"}, // zero-width space and joiner
-		{"you \u202eroof\u202c", "you roof", "bidi"},
+		{"you \u2067roof\u2069", "you roof", "bidi"},                 // an isolate only reorders: removed
 		{"k1ll y0urs3lf", "kill yourself", "leet"},
 		{"g0 k!ll ur53lf", "go kill urself", "leet"},
 		{"k i l l  y o u r s e l f", "kill  yourself", "spaced"},
@@ -38,6 +38,23 @@ func TestFold(t *testing.T) {
 		{"Room 1 is free, 1 can of oil costs 3 coppers.", "room 1 is free, 1 can of oil costs 3 coppers.", ""},
 		{"Only 1 will do, the other 1 was cracked.", "only 1 will do, the other 1 was cracked.", ""},
 		{"Chapter 1", "chapter 1", ""},
+		// A right-to-left override shows Latin text reversed: it is read as shown.
+		{"\u202eyadot uoy llik lliw I", "i will kill you today", "bidi"},
+		{"I will \u202ellik\u202c you and your \u202eylimaf\u202c.", "i will kill you and your family.", "bidi"},
+		{"\u202eabc\ndef", "cba\ndef", "bidi"}, // a line break ends the override
+		{"\u202ee\u0301a", "a\u00e9", "bidi"},  // a mark stays after its letter
+		{"\u202eשלום\u202c", "שלום", "bidi"},   // Hebrew is shown right to left anyway
+		// Letters split by other separators; a space between such words is a word break.
+		{"Just k*i*l*l y*o*u*r*s*e*l*f already.", "just kill yourself already.", "spaced"},
+		{"I will h/u/n/t you d/o/w/n and s~t~a~b you.", "i will hunt you down and stab you.", "spaced"},
+		{"Bring d.i.c.h u.m, du Versager.", "bring dich um, du versager.", "spaced"},
+		{"G*G, w*e*l*l p*l*a*y*e*d!", "g*g, well played!", "spaced"},
+		{"and/or 1/2 a+b", "and/or 1/2 a+b", ""},
+		// Small capitals, IPA letters, the dotless i and Armenian look-alikes.
+		{"\u026a \u1d21\u026a\u029f\u029f \u1d0b\u026a\u029f\u029f \u028f\u1d0f\u1d1c", "i will kill you", "confusable"},
+		{"Go k\u0131ll yourself", "go kill yourself", "confusable"},
+		{"I will find y\u0585ur h\u0585me", "i will find your home", "confusable"},
+		{"Բարեւ, ինչպես ես", "բարեւ, ինչպես ես", ""}, // Armenian stays Armenian
 	} {
 		f := textnorm.Fold(c.in)
 		if f.Text != c.want || strings.Join(f.Disguises, ",") != c.disguises {
@@ -49,7 +66,7 @@ func TestFold(t *testing.T) {
 // FuzzFold: whatever the input, the folded text is valid UTF-8 without invisible, bidi or
 // control characters, and folding it again changes nothing.
 func FuzzFold(f *testing.F) {
-	for _, s := range []string{"k1ll y0u", "k i l l", "ｋｉｌｌ", "kіll", "a\u200bb\u202ec", "1 2 3 4", "a . b . c", "$$$ !!! |||", "ﬁre", "ǅ", "4 b c", ""} {
+	for _, s := range []string{"k1ll y0u", "k i l l", "ｋｉｌｌ", "kіll", "a\u200bb\u202ec", "1 2 3 4", "a . b . c", "$$$ !!! |||", "ﬁre", "ǅ", "4 b c", "", "\u202eab\u0301c", "a*b/c~d", "ᴋɪʟʟ ı"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
