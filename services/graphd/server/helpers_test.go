@@ -5,7 +5,6 @@ import (
 	"sort"
 	"strings"
 	"testing"
-	"time"
 
 	gremlingo "github.com/apache/tinkerpop/gremlin-go/v3/driver"
 	"github.com/worldgate/worldgate/services/graphd/graphdtest"
@@ -142,19 +141,6 @@ func norms(vals []any, ordered bool) []string {
 		sort.Strings(out)
 	}
 	return out
-}
-
-// eventually polls cond until it holds or the deadline passes.
-func eventually(t testing.TB, d time.Duration, cond func() bool) bool {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
-		if cond() {
-			return true
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	return cond()
 }
 
 // resultCase is a traversal and its results as norms gives them, unordered, joined by spaces.

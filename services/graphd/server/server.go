@@ -705,7 +705,7 @@ func (c *conn) serve(req *gb.Request) (string, int32) {
 		results, err = c.s.execute(st, bc, c.currentUser(), timeout, includeProps)
 	}
 	if err != nil {
-		code := gb.StatusEvaluation
+		code := gb.StatusServerError
 		var te *traversal.Error
 		var ae *accessError
 		switch {
@@ -713,8 +713,6 @@ func (c *conn) serve(req *gb.Request) (string, int32) {
 			code = te.Code
 		case errors.As(err, &ae):
 			code = ae.code
-		default:
-			code = gb.StatusServerError
 		}
 		c.s.log.Debug("graphd: traversal failed", "requestId", req.ID, "code", code, "err", err)
 		return fail(op, int32(code), err.Error())

@@ -192,9 +192,10 @@ func runChoose(ec *execCtx, s *step, in []*trav) ([]*trav, error) {
 				return nil, evalErr("option() takes a key and a traversal")
 			}
 			if e, ok := opt[0].(gb.Enum); ok && e.Type == gb.TypePick {
-				if e.Name == "none" {
+				switch e.Name {
+				case "none":
 					noneAt = i
-				} else if e.Name == "any" {
+				case "any":
 					routes = append(routes, route{t, opt[1], 10 + i})
 				}
 				continue

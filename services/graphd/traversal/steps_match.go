@@ -350,7 +350,7 @@ func javaHashSetOrder(ss []string) []string {
 	es := make([]e, len(ss))
 	for i, s := range ss {
 		var h int32
-		for _, c := range []rune(s) {
+		for _, c := range s {
 			if c > 0xFFFF {
 				// a surrogate pair in Java; close enough for ordering
 				h = 31*h + int32(c>>10)
@@ -379,7 +379,7 @@ func javaSort(a []string, cmp func(a, b string) int) {
 	if n < 2 {
 		return
 	}
-	run := 1
+	var run int
 	if cmp(a[1], a[0]) < 0 {
 		run = 2
 		for run < n && cmp(a[run], a[run-1]) < 0 {

@@ -219,17 +219,6 @@ func (ec *execCtx) groupOf(s *step, in []*trav) (*gb.Map, error) {
 
 var barrierSteps = map[string]bool{"count": true, "fold": true, "sum": true, "min": true, "max": true, "mean": true, "group": true, "groupCount": true}
 
-func endsWithBarrier(t *Traversal) bool {
-	if len(t.steps) == 0 {
-		return false
-	}
-	last := t.steps[len(t.steps)-1]
-	if _, local := scopeLocal(last.args); local {
-		return false
-	}
-	return barrierSteps[last.op]
-}
-
 func runAggregate(ec *execCtx, s *step, in []*trav) ([]*trav, error) {
 	args, _ := scopeLocal(s.args)
 	if len(args) != 1 {

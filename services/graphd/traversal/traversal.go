@@ -602,11 +602,6 @@ func vertexStepDirection(op string, args []any) (string, bool) {
 type byPair struct{ key, order any }
 
 func validate(s *step) error {
-	for _, a := range s.args {
-		if _, ok := a.(*Traversal); ok {
-			continue
-		}
-	}
 	switch s.op {
 	case "coalesce", "union", "and", "or":
 		for _, a := range s.args {
@@ -777,9 +772,10 @@ func addHints(t *Traversal) {
 				case string:
 					s.addHint(hint{key: k, values: vals})
 				case gb.Enum:
-					if k.Name == "id" {
+					switch k.Name {
+					case "id":
 						s.addHint(hint{ids: vals})
-					} else if k.Name == "label" {
+					case "label":
 						var ls []string
 						for _, v := range vals {
 							if l, ok := v.(string); ok {
