@@ -149,6 +149,6 @@ var tuningHalves = []string{"tune.tsv", "tune4.tsv"}
 
 var outsideFloors = map[string]struct{ recall, precision float64 }{
 	"tune.tsv":    {0.95, 0.95},
-	"tune4.tsv":   {0.06, 0.50}, // before its rules: 3 of 44 harmful, 1 of 28 benign flagged
+	"tune4.tsv":   {0.95, 0.95}, // before its rules: 3 of 44 harmful, 1 of 28 benign flagged (0.068/0.750)
 	"heldout.tsv": {0.88, 0.95},
 }

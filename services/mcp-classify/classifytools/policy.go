@@ -65,7 +65,17 @@ type Moderator interface {
 type Policy struct {
 	version    string
 	categories []category
+	// disguiseWeight is added to a category that scored something but not enough when the text
+	// hid itself from a reader's eye or a filter's (see evasive): nobody spells a greeting in
+	// small capitals under a bidi override, but a threat is spelt so to get past a word list.
+	disguiseWeight float64
 }
+
+// evasive are the disguises that count towards disguiseWeight: invisible and reordering
+// characters and look-alike letters from other scripts. Leetspeak and spaced letters are left
+// out (players write "n00b" and "g g" in banter), and so are compatibility forms (an ellipsis
+// or a no-break space is one).
+var evasive = []string{textnorm.Bidi, textnorm.ZeroWidth, textnorm.Confusable}
 
 type category struct {
 	name      string
@@ -83,6 +93,7 @@ type pattern struct {
 	re       *regexp.Regexp
 	pre      prefilter // what a text must contain for re to match it (nil: always run re)
 	detector func(found []PersonalData) bool
+	scorer   func(judged string) float64 // a rule in code that grades the judged text (its result times weight)
 	weight   float64
 	lang     string // run only on texts with a function word of this language (or none at all)
 }
@@ -93,9 +104,16 @@ var detectors = map[string]func(found []PersonalData) bool{
 	"personal_data": func(found []PersonalData) bool { return len(found) > 0 },
 }
 
+// scorers are rules implemented in code that grade the judged text (folded, accent-stripped,
+// lower-case) and return a multiple of their pattern's weight, negative to take points off.
+var scorers = map[string]func(judged string) float64{
+	"menace": menace,
+}
+
 type policyFile struct {
-	Version    string `json:"version"`
-	Categories []struct {
+	Version        string  `json:"version"`
+	DisguiseWeight float64 `json:"disguiseWeight"`
+	Categories     []struct {
 		Name      string             `json:"name"`
 		Threshold float64            `json:"threshold"`
 		Terms     map[string]float64 `json:"terms"`
@@ -139,7 +157,7 @@ func ParsePolicy(data []byte) (*Policy, error) {
 	if f.Version == "" {
 		return nil, fmt.Errorf("moderation policy: version is required")
 	}
-	p := &Policy{version: f.Version}
+	p := &Policy{version: f.Version, disguiseWeight: f.DisguiseWeight}
 	for _, c := range f.Categories {
 		cat := category{name: c.Name, threshold: c.Threshold}
 		if cat.threshold <= 0 {
@@ -150,6 +168,10 @@ func ParsePolicy(data []byte) (*Policy, error) {
 		}
 		sort.Slice(cat.terms, func(i, j int) bool { return cat.terms[i].phrase < cat.terms[j].phrase })
 		for _, pt := range c.Patterns {
+			if sc, ok := scorers[pt.Detector]; ok {
+				cat.patterns = append(cat.patterns, pattern{scorer: sc, weight: pt.Weight})
+				continue
+			}
 			if pt.Detector != "" {
 				d, ok := detectors[pt.Detector]
 				if !ok {
@@ -206,6 +228,10 @@ func (p *Policy) Moderate(_ context.Context, text string) (Verdict, error) {
 	if f.Text != views[0] {
 		v.Disguises, v.Folded = f.Disguises, f.Text
 	}
+	evaded := false
+	for _, d := range evasive {
+		evaded = evaded || f.Has(d)
+	}
 	var langs languageScores
 	v.Language, langs = guessLanguage(norms[len(norms)-1], f.Text)
 	personal := FindPersonalData(text)
@@ -227,12 +253,19 @@ func (p *Policy) Moderate(_ context.Context, text string) (Verdict, error) {
 			if pt.lang != "" && !langs.possible(pt.lang) {
 				continue
 			}
+			if pt.scorer != nil {
+				score += pt.weight * pt.scorer(judged)
+				continue
+			}
 			for i, view := range views {
 				if (pt.re != nil && (noPrefilter || pt.pre.admits(folded[i])) && pt.re.MatchString(view)) || (pt.detector != nil && pt.detector(personal)) {
 					score += pt.weight
 					break
 				}
 			}
+		}
+		if evaded && score > 0 && score < c.threshold && c.name != "pii" {
+			score += p.disguiseWeight
 		}
 		if score > 0 {
 			v.Scores[c.name] = round2(score)

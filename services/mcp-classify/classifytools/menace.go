@@ -1,0 +1,159 @@
+package classifytools
+
+import (
+	"regexp"
+	"strings"
+)
+
+// menace scores a threat by combining cues instead of matching a whole phrasing: a harm that
+// befalls the addressee or what is theirs, and how it is put to them (future, condition, a time
+// limit, a prediction, an oath, a rhetorical question). A harm alone is a story and a framing
+// alone is ordinary speech; together they are menace, in whatever order and words they come.
+//
+// Two kinds of line share those cues and are not threats (testdata/moderation/outside/GUIDE.md):
+// a warning of an in-world danger, whose agent is the danger ("the wolves will tear you apart if
+// you go north"), and fictional combat or game banter ("in the next duel I'll finish you").
+// The first scores nothing unless the speaker or another person is the agent; the second takes
+// points off the category unless a real-world cue (home, work, hospital, family) is present.
+//
+// judged is the folded, accent-stripped, lower-case text. The result is a multiple of the
+// pattern's weight: 1 for a threat, 0 when no cue combination is found, negative for banter.
+func menace(judged string) float64 {
+	c := menaceCues
+	game := c.game.MatchString(judged) || c.foe.MatchString(judged)
+	real := c.anchor.MatchString(judged)
+	harm := 0.0
+	switch {
+	case c.harm.MatchString(judged) || (c.yours.MatchString(judged) && c.harmToYours.MatchString(judged)):
+		harm = 0.6
+	case c.weakHarm.MatchString(judged):
+		harm = 0.3
+	}
+	if game && !real {
+		return -0.5
+	}
+	if harm == 0 {
+		return 0
+	}
+	if c.hazard.MatchString(judged) && !c.agent.MatchString(judged) {
+		return 0 // a warning: the danger is the agent
+	}
+	if c.reported.MatchString(judged) {
+		return 0 // someone in the story says it: a prophecy, a healer's word, a herald's call
+	}
+	score := harm
+	if c.frame.MatchString(judged) || contraction.MatchString(judged) {
+		score += 0.4
+	}
+	if c.oath.MatchString(judged) {
+		score += 0.4
+	}
+	if c.question.MatchString(judged) {
+		score += 0.2
+	}
+	if real {
+		score += 0.3
+	}
+	if score >= 1 {
+		return 1
+	}
+	return 0
+}
+
+// contraction finds "you'll", "I'd": a future or conditional in a contracted form.
+var contraction = regexp.MustCompile(`\pL'(?:ll|d)\b`)
+
+type cueSet struct {
+	harm, harmToYours, yours, weakHarm, frame, oath, question, anchor, hazard, agent, reported, game, foe *regexp.Regexp
+}
+
+// words builds a case-insensitive regular expression matching any of the alternatives as whole
+// words (Unicode-aware: the boundaries are not letters or digits).
+func words(alts ...string) *regexp.Regexp {
+	return regexp.MustCompile(`(?i)(?:^|[^\pL\pN'])(?:` + strings.Join(alts, "|") + `)(?:$|[^\pL\pN])`)
+}
+
+// The cue lexicons, English first, then German, French, Spanish, Italian and Portuguese. They
+// are written without accents (the text is accent-stripped) and lower-case.
+var menaceCues = cueSet{
+	// A harm that befalls the addressee: the act done to them or the state they end in.
+	harm: words(
+		`(?:hurt|harm|beat|cripple|maim) (?:you|ya|u)(?: up)? (?:very |really |so )?badly`, `cripple (?:you|ya|u)`,
+		`(?:break|smash|snap|crush|cut off|kick in|knock out|bash in|shatter) (?:your|ur|ya) (?:\pL+ ){0,2}(?:fingers?|legs?|arms?|knees?|kneecaps?|teeth|jaw|nose|face|skull|neck|ribs|hands?|bones|spine)`,
+		`(?:you|ya|u)(?:'ll|'re| will| are| are going to|'re going to|'re gonna| gonna)? (?:be |end up |wake up |land )?(?:lying )?(?:in|into|on) (?:a |the )?(?:hospital|wheelchair|ditch|body bag|coffin|morgue|icu|intensive care|grave|ambulance|stretcher)`,
+		`(?:eating|eat|drinking|drink|breathing) through a (?:straw|tube)`,
+		`teeth (?:kicked|knocked|smashed|punched) (?:out|in)`,
+		`(?:you|ya|u) (?:won't|will not|wont|aren't going to|will never) (?:be walking|walk again|walk straight|see (?:tomorrow|the morning|another day|daylight))`,
+		`(?:painful|bloody|short) (?:evening|night|day|weekend|life|end) for (?:you|ya|u)`,
+		`with (?:my|our) (?:bare )?(?:fists|boots|knuckles)`,
+		`(?:you're|you are|you'll be|ur) next`,
+		`snitches get stitches`,
+		`(?:won't|will not|wont) (?:even )?recogni[sz]e (?:you|your face)`,
+		// German
+		`(?:du|dich) (?:\pL+ ){0,3}(?:im|ins) (?:krankenhaus|rollstuhl|grab|sarg|leichensack|koma)`,
+		`(?:du wirst|wirst du) (?:\pL+ ){0,2}nicht (?:uberleben|mehr laufen|mehr aufwachen)`,
+		`gnade dir gott`,
+		`erkennt dich (?:\pL+ ){0,4}nicht mehr`,
+		`(?:brech|breche|brechen|schlag|schlage) (?:ich )?dir (?:\pL+ ){0,2}(?:finger|beine|knochen|arme|kiefer|nase|rippen)`,
+		`(?:reiss|reisse|reissen|zerreissen|zerfetzen) (?:\pL+ ){0,2}dich (?:\pL+ ){0,2}(?:in stucke|in fetzen)`,
+		// French, Spanish, Italian, Portuguese
+		`(?:a|dans) (?:l'hopital|un fauteuil roulant|le coma)`, `te (?:devorer|dechiqueter|mettre en pieces)`,
+		`(?:en el|al) hospital`, `(?:en )?(?:una )?silla de ruedas`, `(?:in|all') ?ospedale`, `(?:su|in) una sedia a rotelle`,
+		`(?:no|num|numa|na) (?:hospital|cadeira de rodas)`, `cadeira de rodas`,
+	),
+	// What is the addressee's: kin, pets, property.
+	yours: words(
+		`(?:your|ur)(?: \pL+)? (?:mum|mom|mother|dad|father|wife|husband|kids?|children|son|daughter|sister|brother|family|dog|cat|horse|pets?|car|house|home|flat|windows?|tyres?|tires?|shop|garage|garden)`,
+		`(?:mum|mom|mother|dad|wife|husband|kids|children|son|daughter|sister|brother|family|dog|cat|horse|car|house|flat) of yours`,
+		`(?:dein|deine|deinen|deinem|deiner) (?:mutter|vater|frau|mann|kinder|kind|sohn|tochter|schwester|bruder|familie|hund|katze|pferd|auto|haus|wohnung|fenster|reifen|laden)`,
+		`(?:ton|ta|tes) (?:mere|pere|femme|mari|enfants|fils|fille|soeur|frere|famille|chien|chat|voiture|maison|fenetres|pneus)`,
+		`(?:tu|tus) (?:madre|padre|mujer|esposa|marido|hijos?|hijas?|hermanas?|hermanos?|familia|perro|gato|coche|carro|casa|ventanas|ruedas)`,
+		`(?:il tuo|la tua|i tuoi|le tue|tuo|tua) (?:madre|padre|moglie|marito|figli|figlio|figlia|sorella|fratello|famiglia|cane|gatto|macchina|auto|casa|finestre|gomme)`,
+		`(?:seu|sua|seus|suas|teu|tua) (?:mae|pai|esposa|mulher|marido|filhos?|filhas?|irma|irmao|familia|cachorro|cao|gato|carro|casa|janelas|pneus)`,
+	),
+	// A harm that befalls such a thing: it goes missing, gets damaged, or "it would be sad if…".
+	harmToYours: words(
+		`go(?:es)? missing`, `went missing`, `disappear(?:s|ed)?`, `slashed`, `smashed`, `torched`, `easy to (?:smash|break|burn|slash|torch|find|get to)`,
+		`(?:would|it'd|'d|will) be (?:a )?(?:sad|shame|pity|terrible|awful|tragic|tragedy|real shame|real pity) if`,
+		`(?:ware|waere) (?:doch )?(?:traurig|schade|schlimm|eine schande),? wenn`,
+		`(?:aufzustechen|aufstechen|zerstochen|verschwinden|verschwindet|verschwunden)`,
+		`(?:ce serait|ca serait) (?:\pL+ )?(?:dommage|triste|bete) (?:que|si)`, `(?:seria|sería) (?:una )?(?:pena|lastima|triste) (?:que|si)`,
+		`sarebbe (?:un )?(?:triste|peccato|vero peccato) se`, `seria (?:uma )?(?:pena|triste) se`,
+	),
+	// Weaker harms: being caught alone, waited for, not getting home whole.
+	weakHarm: words(
+		`(?:hurt|harm|stab|shoot|strangle|choke|bury|drown|end|kill|murder|gut|maim|beat up|tear|rip) (?:you|ya|u)(?: apart| to pieces| up)?`,
+		`(?:catch|get|find) (?:you|ya|u) alone`, `(?:wait|waiting|be waiting) for (?:you|ya|u)`, `what happens to (?:your|ur) \pL+`,
+		`(?:you'd|you would|you will|you'll) (?:last|make it home|make it out|get home)`, `make it home`, `settle this`,
+		`(?:erwischt|erwischen|kriegt|kriegen) dich (?:\pL+ ){0,2}allein`, `warten (?:\pL+ ){0,5}auf dich`, `heil nach hause`,
+		`rentrer (?:\pL+ ){0,2}entier`, `volver (?:\pL+ ){0,2}entero`, `tornare (?:\pL+ ){0,2}intero`, `voltar (?:\pL+ ){0,2}inteiro`,
+	),
+	// How it is put: a future, a condition, a time limit.
+	frame: words(
+		`will`, `going to`, `gonna`, `would`, `'d`, `if`, `when`, `once`, `until`, `before`, `by (?:monday|tuesday|wednesday|thursday|friday|saturday|sunday|tonight|tomorrow|morning|the weekend)`, `tonight`, `tomorrow`, `one day`, `soon`, `after tonight`, `next time`, `easy to`,
+		`wirst`, `wird`, `werden`, `wenn`, `bis`, `morgen`, `heute`, `irgendwann`, `bald`, `leicht`,
+		`vas`, `va`, `vais`, `si`, `quand`, `ce soir`, `demain`, `vas a`, `va a`, `cuando`, `antes`, `manana`, `esta noche`,
+		`se`, `quando`, `domani`, `stasera`, `vai`, `vou`, `amanha`, `hoje`,
+	),
+	// An oath or a prediction: the speaker vouches for it.
+	oath: words(`mark my words`, `something tells me`, `i predict`, `count on it`, `i mean it`, `i promise`, `that's a promise`, `i'm telling you`, `trust me`, `not joking`, `no joke`,
+		`versprochen`, `merk dir`, `glaub mir`, `je te le promets`, `crois-moi`, `te lo prometo`, `te lo juro`, `te lo giuro`, `ti prometto`, `anota ai`, `te prometo`, `pode apostar`),
+	// A rhetorical question or insinuation put to the addressee.
+	question: words(`do you (?:really |honestly )?think`, `what do you think`, `how long do you think`, `doesn't (?:it|she|he)`, `don't (?:they|you)`, `isn't (?:it|she|he)`, `you know`,
+		`glaubst du`, `denkst du`, `tu crois`, `tu penses`, `crees que`, `pensi che`, `voce acha`),
+	// Real-world anchors: home, work, school, hospital, family, being alone.
+	anchor: words(`outside (?:this|the) game`, `(?:when|after) you log off`, `face to face`, `in person`, `real world`, `home`, `house`, `yours`, `where you live`, `alone`, `shift`, `work`, `office`, `school`, `hospital`, `police`, `irl`, `in real life`, `mum'?s`, `mom'?s`, `your (?:mum|mom|mother|dad|kids|wife|husband|family|car|dog|cat)`,
+		`nach hause`, `nach der arbeit`, `arbeit`, `schule`, `krankenhaus`, `chez toi`, `maison`, `casa`, `lavoro`, `trabalho`, `hospital`, `ospedale`),
+	// In-world dangers: when one of them is the agent, the line is a warning.
+	hazard: words(`wolf`, `wolves`, `bears?`, `dragons?`, `trolls?`, `orcs?`, `goblins?`, `spiders?`, `undead`, `ghouls?`, `monsters?`, `beasts?`, `serpents?`, `wyverns?`, `marsh`, `swamp`, `bog`, `desert`, `the pass`, `cliffs?`, `ice`, `river`, `flood`, `storm`, `blizzard`, `avalanche`, `frost`, `cold`, `lava`, `quicksand`, `the mine`, `cave`, `dungeon`, `ruins`, `curse`, `poison`, `potion`,
+		`wolfe`, `woelfe`, `baren`, `drache`, `drachen`, `sumpf`, `eis`, `fluss`, `sturm`, `loups?`, `dragon`, `lobos?`, `dragon`, `lupi`, `drago`),
+	// The speaker or another person as the agent (a threat, even in a warning's words).
+	agent: words(`i`, `i'll`, `i'm`, `i've`, `i'd`, `me`, `we`, `we'll`, `someone`, `somebody`, `my (?:brother|boys|friends|mates|guys|cousin|crew)`, `people who`,
+		`ich`, `wir`, `jemand`, `meine jungs`, `je`, `yo`, `io`, `eu`),
+	// Speech reported from a character of the story ("the healer says you will…").
+	reported: regexp.MustCompile(`(?i)\b(?:the|a|an|that|this|old) [\pL-]+ (?:says|said|warns|warned|told (?:me|us|you)|predicts|predicted|claims|claimed|called|cried|shouted|whispers|whispered)\b`),
+	// A fictional foe addressed by name: fictional combat ("surrender, bandit, or…").
+	foe: regexp.MustCompile(`(?i)(?:^|[,:;!?"] ?)(?:you )?(?:foul |vile |cursed |wretched |accursed |filthy )?(?:wyrm|dragon|orc|bandit|necromancer|demon|fiend|beast|troll|goblin|knave|villain|witch|warlock|lich|cultist|brigand|scoundrel|cur|pirate|traitor)s?(?:[!.,?;"]|$)`),
+	// Game banter and fictional combat.
+	game: words(`arena`, `duel`, `duell`, `duelo`, `duello`, `rematch`, `revanche`, `respawn`, `pvp`, `deck`, `(?:next|that|this|the last) (?:round|match|game)`, `gg`, `good game`, `(?:nachsten|nachste) (?:runde|duell|match)`, `headshot`),
+}
