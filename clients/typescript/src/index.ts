@@ -15,6 +15,9 @@ export type Refusal = Schemas["OutcomeRefusal"];
 export type Skip = Schemas["OutcomeSkip"];
 export type Reuse = Schemas["OutcomeReuse"];
 export type Journey = Schemas["OutcomeJourney"];
+/** Every attempt made for an event and what the whole request cost (GET /v1/events/{id}/journey). */
+export type RequestJourney = Schemas["JourneyResponse"];
+export type Attempt = Schemas["JourneyAttempt"];
 export type DomainEvent = Schemas["DomainEvent"];
 export type PublishResponse = Schemas["PublishResponse"];
 export type Problem = Schemas["Problem"];
@@ -182,6 +185,15 @@ export class Edge {
       if (s.state === "decided") return s.outcomes;
       if (s.state === "unknown") throw new EdgeError(404, s.problem);
     }
+  }
+
+  /** Every attempt made for eventId — the ones the gates refused too, with their gate decisions —
+   * and what the whole request cost; an outcome's own journey is its final attempt's only. An
+   * event edge does not hold (for this key) is an EdgeError 404. */
+  async journey(eventId: string, signal?: AbortSignal): Promise<RequestJourney> {
+    const r = await this.fetch(`${this.url}/v1/events/${encodeURIComponent(eventId)}/journey`, { headers: this.headers(), signal });
+    if (r.status !== 200) return Edge.fail(r);
+    return (await r.json()) as RequestJourney;
   }
 
   /** Publishes env and waits for its outcome. */

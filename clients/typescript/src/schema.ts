@@ -41,6 +41,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/events/{id}/journey": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Every attempt made for one event, and what the whole request cost.
+         * @description An outcome's journey is its final attempt's only. This tells every proposal made for the event: the ones the gates refused (reprompts, a refused fallback), each with its gate decisions and refusals, and the one its outcome decided, each with its model, tokens and cost; tokens and costUsd are the sums over them. Refusals are read from the event's time on, for 15 minutes; an attempt still in flight is absent or pending. 404: no world event with this id that the key may read is stored.
+         */
+        get: operations["getJourney"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/events/{id}/outcome": {
         parameters: {
             query?: never;
@@ -181,6 +201,53 @@ export interface components {
             itemId: components["schemas"]["IdsItem"];
             locationId?: components["schemas"]["IdsLocation"];
             name: string;
+        };
+        /** @description One proposal made for the event. */
+        JourneyAttempt: {
+            agentRole?: string;
+            /** @description 0 for the first answer, n after n reprompts (the fallback content comes after the last). */
+            attempt: number;
+            costUsd: number;
+            /** @description The attempt is Worldgate's static fallback content. */
+            fallback?: boolean;
+            gates: components["schemas"]["JourneyHop"][];
+            model?: string;
+            proposalId: string;
+            proposalKind?: string;
+            provider?: string;
+            refusals?: components["schemas"]["JourneyRefusal"][];
+            /** @description refused (a gate refused it for good), pending, or the kind of the outcome it decided (committed, fallback, refused, reused). */
+            result: string;
+            tokens: components["schemas"]["JourneyTokens"];
+        };
+        /** @description One gate's decision on the attempt. */
+        JourneyHop: {
+            code?: string;
+            durationMs: number;
+            gate: string;
+            outcome: string;
+        };
+        /** @description A gate's refusal of the attempt. */
+        JourneyRefusal: {
+            code: string;
+            gate: string;
+            reason: string;
+            transient?: boolean;
+        };
+        /** @description Every attempt made for an event and what the request cost in all. */
+        JourneyResponse: {
+            attempts: components["schemas"]["JourneyAttempt"][];
+            correlationId: string;
+            /** @description The sum over the attempts. */
+            costUsd: number;
+            eventId: string;
+            /** @description The sum over the attempts. */
+            tokens: components["schemas"]["JourneyTokens"];
+        };
+        JourneyTokens: {
+            cached?: number;
+            completion: number;
+            prompt: number;
         };
         /** location_created proposal payload */
         LocationCreatedProposalPayload: {
@@ -472,6 +539,37 @@ export interface operations {
             409: components["responses"]["Problem"];
             413: components["responses"]["Problem"];
             415: components["responses"]["Problem"];
+            429: components["responses"]["Problem"];
+            503: components["responses"]["Problem"];
+        };
+    };
+    getJourney: {
+        parameters: {
+            query?: {
+                actor?: string;
+            };
+            header?: never;
+            path: {
+                /** @description The envelope's eventId (a UUIDv7). */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The event's attempts. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["JourneyResponse"];
+                };
+            };
+            400: components["responses"]["Problem"];
+            401: components["responses"]["Problem"];
+            403: components["responses"]["Problem"];
+            404: components["responses"]["Problem"];
             429: components["responses"]["Problem"];
             503: components["responses"]["Problem"];
         };

@@ -30,6 +30,10 @@ test("an NPC answers: publish, then the long poll until decided", async () => {
   assert.equal(o.eventId, env.eventId);
   assert.ok(["committed", "fallback", "reused"].includes(o.kind), `${o.kind}: ${text(o)}`);
   assert.notEqual(text(o), "");
+  // Every attempt behind it, and what the whole request cost.
+  const j = await edge.journey(env.eventId);
+  assert.ok(j.attempts.some((a) => a.proposalId === o.proposalId && a.result === o.kind), JSON.stringify(j));
+  assert.ok(j.tokens.prompt >= (o.journey?.tokens.prompt ?? 0));
 });
 
 test("a move into a place whose ambience is fresh is skipped, with when to ask again", async () => {

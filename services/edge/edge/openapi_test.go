@@ -85,6 +85,7 @@ func TestOpenAPIDocumentMatchesTheHandlers(t *testing.T) {
 	if _, err := e.nats.JS.Publish(context.Background(), committed.Subject(), cb); err != nil {
 		t.Fatal(err)
 	}
+	attempts := publishAttempts(t, e, "player:ada") // a refused attempt, then a committed one
 	exercised := map[string]bool{}
 	type call struct {
 		method, path, key, ct, body string
@@ -108,6 +109,9 @@ func TestOpenAPIDocumentMatchesTheHandlers(t *testing.T) {
 		{"GET", "/v1/events/" + never.EventID + "/outcome?wait=1", allKey, "", "", nil, true, false},
 		{"GET", "/v1/events/" + skipped.EventID + "/outcome?wait=2", allKey, "", "", nil, true, false},
 		{"GET", "/v1/events/" + spoken.EventID + "/outcome?wait=2", allKey, "", "", nil, true, false},
+		{"GET", "/v1/events/" + attempts.EventID + "/journey", allKey, "", "", nil, true, false},
+		{"GET", "/v1/events/" + never.EventID + "/journey", allKey, "", "", nil, true, false},
+		{"GET", "/v1/events/nope/journey", allKey, "", "", nil, false, false},
 		{"GET", "/v1/outcomes?kind=refused&actor=player:ada&after=0", allKey, "", "", nil, true, true},
 		{"GET", "/v1/outcomes?kind=maybe", allKey, "", "", nil, false, false},
 		{"GET", "/v1/outcomes", adaKey, "", "", []string{"Last-Event-ID", "1"}, true, true},

@@ -1,7 +1,9 @@
 // Package edge is Worldgate's HTTP front for publishers and clients that do not speak NATS:
 // POST /v1/events publishes world events (one envelope, or NDJSON for a batch) after the same
 // strict decoding as everywhere; GET /v1/outcomes streams outcomes as Server-Sent Events
-// (filters, Last-Event-ID resume); GET /v1/events/{id}/outcome long-polls one event's outcome.
+// (filters, Last-Event-ID resume); GET /v1/events/{id}/outcome long-polls one event's outcome;
+// GET /v1/events/{id}/journey tells every attempt made for it (the refused ones too) and what
+// the whole request cost.
 // Clients authenticate with API keys that carry scopes (publish; read outcomes of all players
 // or only named ones) and a rate limit each. The OpenAPI 3.1 document is at /openapi.json.
 //
@@ -139,6 +141,7 @@ func New(cfg Config) (*Server, error) {
 	api.Handle("POST /v1/events", s.api("publish", ScopePublish, s.publish))
 	api.Handle("GET /v1/outcomes", s.api("outcomes", "read", s.outcomes))
 	api.Handle("GET /v1/events/{id}/outcome", s.api("outcome", "read", s.outcome))
+	api.Handle("GET /v1/events/{id}/journey", s.api("journey", "read", s.journey))
 	api.HandleFunc("GET /openapi.json", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write(openAPI)

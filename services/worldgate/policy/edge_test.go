@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/worldgate/worldgate/events"
 	"github.com/worldgate/worldgate/services/edge/edge"
 	"github.com/worldgate/worldgate/shared/natsx/natsauth"
@@ -60,5 +62,26 @@ func TestEdgeReadsBackAReusedIdempotencyKey(t *testing.T) {
 	other.IdempotencyKey = first.IdempotencyKey
 	if code, body := post(other); code != 409 || !strings.Contains(body, "first used for event "+first.EventID) {
 		t.Fatalf("another envelope under a used key: %d %s", code, body)
+	}
+}
+
+// For an event's journey edge reads the refusals on PROPOSALS, and only them: an ordered
+// consumer filtered to proposals.rejected.> is allowed, one on the proposals in flight (a
+// gate's subject, the validated ones) or on the whole stream is not.
+func TestEdgeReadsOnlyRefusalsOfProposals(t *testing.T) {
+	s := startServer(t)
+	_, js := s.connect(natsauth.Edge)
+	ctx := t.Context()
+	st, err := js.Stream(ctx, events.StreamProposals)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{events.SubjectRejectedAll}}); err != nil {
+		t.Fatalf("edge reading the refusals: %v", err)
+	}
+	for _, filter := range [][]string{{events.GateSubject("schema")}, {"proposals.validated.>"}, nil} {
+		if _, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: filter}); err == nil {
+			t.Errorf("edge read PROPOSALS filtered to %q; want it refused", filter)
+		}
 	}
 }

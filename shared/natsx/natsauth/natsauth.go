@@ -402,13 +402,18 @@ func (p *perms) outcomeReader() {
 // edgePerms: edge publishes world events for its HTTP clients, reads outcomes for them (its own
 // ordered consumers on OUTCOMES), and registers with service discovery as worldgate-edge. When
 // JetStream answers that an idempotency key was used before, edge reads that first event by its
-// sequence (a message get on WORLD, no consumer) to tell a retry from another body (409).
+// sequence (a message get on WORLD, no consumer) to tell a retry from another body (409). For
+// an event's journey (GET /v1/events/{id}/journey) it reads the refusals on PROPOSALS: ordered
+// consumers filtered to proposals.rejected.> only, never the proposals in flight.
 func edgePerms() *natsx.Permissions {
 	p := &perms{pub: []string{events.SubjectWorldAll}}
 	p.inbox(Edge)
 	p.service("edge")
 	p.outcomeReader()
 	p.pub = append(p.pub, api("STREAM.INFO", events.StreamWorld), api("STREAM.MSG.GET", events.StreamWorld))
+	s := events.StreamProposals
+	p.pub = append(p.pub, api("STREAM.INFO", s), api("CONSUMER.CREATE", s, "*", events.SubjectRejectedAll),
+		api("CONSUMER.INFO", s, ">"), api("CONSUMER.MSG.NEXT", s, ">"), api("CONSUMER.DELETE", s, ">"))
 	return p.build()
 }
 

@@ -84,7 +84,36 @@ function journey(id, label, what, o) {
   const reprompts = o.kind === "fallback" ? Math.max(j.attempt - 1, 0) : j.attempt;
   if (reprompts > 0) li.append(el("div", `reprompts: ${reprompts}`));
   if (o.fallbackReason) li.append(el("div", `fallback used: ${o.fallbackReason}`, "fallback"));
-  li.append(el("div", `model ${j.model || "—"} · tokens ${j.tokens.prompt}+${j.tokens.completion} · $${(j.costUsd || 0).toFixed(6)}`));
+  const attempts = reprompts > 0 || o.kind === "fallback" || o.kind === "reused";
+  li.append(el("div", `${attempts ? "final attempt: " : ""}model ${j.model || "—"} · tokens ${j.tokens.prompt}+${j.tokens.completion} · $${(j.costUsd || 0).toFixed(6)}`));
+  // The outcome tells its final attempt only: the attempts the gates refused before it, and
+  // what the whole request cost, come from edge's journey of the event.
+  if (attempts && o.proposalId) attemptsOf(li, o.eventId);
+}
+
+// attemptsOf adds to li every attempt made for event id — the gates' decisions on each, the
+// refused ones included — and what the request cost in all (GET /v1/events/{id}/journey).
+async function attemptsOf(li, id) {
+  const r = await fetch(`/v1/events/${encodeURIComponent(id)}/journey`, { headers: { "Authorization": "Bearer " + state.key } });
+  if (!r.ok) { li.append(el("div", `attempts: not available (${r.status})`)); return; }
+  const jr = await r.json();
+  const box = el("div", null, "attempts");
+  for (const a of jr.attempts || []) {
+    const row = el("div", null, "gates");
+    row.append(el("span", `attempt ${a.attempt}${a.fallback ? " (fallback content)" : ""} — ${a.result}:`));
+    for (const h of a.gates || []) {
+      row.append(el("span", `${h.gate} ${h.outcome}${h.code ? " " + h.code : ""}`, "gate-" + h.outcome));
+    }
+    for (const x of a.refusals || []) {
+      if (!(a.gates || []).some((h) => h.gate === x.gate && h.outcome === "rejected")) {
+        row.append(el("span", `${x.gate} rejected ${x.code}`, "gate-rejected"));
+      }
+    }
+    row.append(el("span", `tokens ${a.tokens.prompt}+${a.tokens.completion} · $${(a.costUsd || 0).toFixed(6)}`));
+    box.append(row);
+  }
+  box.append(el("div", `whole request: ${(jr.attempts || []).length} attempts · tokens ${jr.tokens.prompt}+${jr.tokens.completion} · $${(jr.costUsd || 0).toFixed(6)}`, "total"));
+  li.append(box);
 }
 
 function npcName(id) {
