@@ -1,9 +1,11 @@
 // Package console is the /play console: a plain HTML and JavaScript page, embedded in the binary
 // (no build step), through which a person walks the world, talks to its NPCs and asks for
-// quests, using only edge's public API (POST /v1/events, GET /v1/outcomes) — what a game
-// client would. Every text from the world or the AI is rendered with textContent, never as
-// HTML. A side panel shows each event's journey: the gates passed or the refusing gate and its
-// reason, reprompts, fallback, tokens and cost.
+// quests, using only edge's public API (POST /v1/events, GET /v1/outcomes, GET
+// /v1/events/{id}/journey) — what a game client would. Every text from the world or the AI is
+// rendered with textContent, never as HTML. A side panel shows each event's journey: the gates
+// passed or the refusing gate and its reason, reprompts, fallback, tokens and cost — and, for a
+// request that took several attempts, each attempt's gate decisions and the whole request's
+// tokens and cost.
 package console
 
 import (
