@@ -32,6 +32,11 @@ type Folded struct {
 	Text string
 	// Disguises lists what was folded, in the order of the constants above; empty for plain text.
 	Disguises []string
+	// Logical is, for a text with a right-to-left override, the text folded in the order it was
+	// typed (the controls only removed), where Text is read as shown: an override is used both
+	// ways, to show reversed letters the right way round and as an invisible character that
+	// breaks a word. Empty for a text without an override.
+	Logical string
 }
 
 // Has reports whether f found that disguise.
@@ -171,11 +176,23 @@ var leet = map[rune]rune{'0': 'o', '1': 'i', '3': 'e', '4': 'a', '5': 's', '7': 
 
 // Fold returns text as a reader sees it (see the package comment).
 func Fold(text string) Folded {
+	if !strings.ContainsRune(text, rlo) {
+		return fold(text, false)
+	}
+	f := fold(text, true)
+	if l := fold(text, false); l.Text != f.Text {
+		f.Logical = l.Text
+	}
+	return f
+}
+
+// fold folds text, reading what a right-to-left override covers reversed when shown is set.
+func fold(text string, shown bool) Folded {
 	var f Folded
 	found := map[string]bool{}
 	// 1. Text under a right-to-left override is shown reversed: read it as shown. Then
 	// invisible and control characters.
-	if strings.ContainsRune(text, rlo) {
+	if shown {
 		text = unoverride(text)
 	}
 	var b strings.Builder

@@ -61,6 +61,17 @@ func TestFold(t *testing.T) {
 			t.Errorf("Fold(%q) = %q %v, want %q [%s]", c.in, f.Text, f.Disguises, c.want, c.disguises)
 		}
 	}
+	// An override also serves as an invisible character inside a word: the typed order is kept.
+	f := textnorm.Fold("you wo\u202ert\u202chless idiot")
+	if f.Text != "you wotrhless idiot" || f.Logical != "you worthless idiot" {
+		t.Errorf("Fold = %q, logical %q; want the shown and the typed order", f.Text, f.Logical)
+	}
+	if f := textnorm.Fold("\u202eyadot uoy llik"); f.Logical != "yadot uoy llik" {
+		t.Errorf("Fold logical = %q", f.Logical)
+	}
+	if f := textnorm.Fold("you \u2067roof\u2069"); f.Logical != "" {
+		t.Errorf("Fold logical = %q for a text without an override", f.Logical)
+	}
 }
 
 // FuzzFold: whatever the input, the folded text is valid UTF-8 without invisible, bidi or
@@ -78,6 +89,9 @@ func FuzzFold(f *testing.F) {
 			if textnorm.IsZeroWidth(r) || textnorm.IsBidi(r) || textnorm.IsControl(r) {
 				t.Fatalf("Fold(%q) = %q keeps %U", s, got.Text, r)
 			}
+		}
+		if got.Logical != "" && !utf8.ValidString(got.Logical) && utf8.ValidString(s) {
+			t.Fatalf("Fold(%q).Logical = %q: not valid UTF-8", s, got.Logical)
 		}
 		if again := textnorm.Fold(got.Text); again.Text != got.Text {
 			t.Fatalf("Fold is not idempotent: %q → %q → %q", s, got.Text, again.Text)

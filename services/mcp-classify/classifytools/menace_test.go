@@ -92,3 +92,25 @@ func containsString(list []string, s string) bool {
 	}
 	return false
 }
+
+// TestOverrideJudgedBothWays: a right-to-left override is read as shown ("\u202euoy llik" is
+// "kill you") and as typed, where it only hides inside a word ("wo\u202ert\u202chless").
+func TestOverrideJudgedBothWays(t *testing.T) {
+	p, err := classifytools.DefaultPolicy()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, text := range []string{
+		"\u202eflesruoy llik og",
+		"go k\u202eil\u202cl yourself",
+		"you are a wo\u202ert\u202chless idiot",
+	} {
+		v, err := p.Moderate(t.Context(), text)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !v.Flagged {
+			t.Errorf("%q: not flagged (scores %v, folded %q)", text, v.Scores, v.Folded)
+		}
+	}
+}

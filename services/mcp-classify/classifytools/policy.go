@@ -225,6 +225,14 @@ func (p *Policy) Moderate(_ context.Context, text string) (Verdict, error) {
 		views = append(views, judged)
 		norms = append(norms, " "+normalize(judged)+" ")
 	}
+	judgedNorm := norms[len(norms)-1]
+	// A right-to-left override is judged both as shown and as typed (textnorm.Folded.Logical).
+	var logical string
+	if f.Logical != "" {
+		logical = unaccent(f.Logical)
+		views = append(views, logical)
+		norms = append(norms, " "+normalize(logical)+" ")
+	}
 	if f.Text != views[0] {
 		v.Disguises, v.Folded = f.Disguises, f.Text
 	}
@@ -233,7 +241,7 @@ func (p *Policy) Moderate(_ context.Context, text string) (Verdict, error) {
 		evaded = evaded || f.Has(d)
 	}
 	var langs languageScores
-	v.Language, langs = guessLanguage(norms[len(norms)-1], f.Text)
+	v.Language, langs = guessLanguage(judgedNorm, f.Text)
 	personal := FindPersonalData(text)
 	folded := make([]string, len(views))
 	for i, view := range views {
@@ -254,7 +262,11 @@ func (p *Policy) Moderate(_ context.Context, text string) (Verdict, error) {
 				continue
 			}
 			if pt.scorer != nil {
-				score += pt.weight * pt.scorer(judged)
+				sc := pt.scorer(judged)
+				if logical != "" {
+					sc = max(sc, pt.scorer(logical))
+				}
+				score += pt.weight * sc
 				continue
 			}
 			for i, view := range views {
