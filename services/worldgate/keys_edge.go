@@ -167,7 +167,7 @@ func readEdgeKeys(path string) ([]edge.Key, error) {
 
 // editEdgeKeys applies edit to the keys file under a lock and replaces the file atomically
 // (written 0600 beside it, synced, renamed over it); on an error the file is unchanged.
-func editEdgeKeys(path string, edit func([]edge.Key) ([]edge.Key, error)) error {
+func editEdgeKeys(path string, edit func([]edge.Key) ([]edge.Key, error)) (err error) {
 	if dir := filepath.Dir(path); dir != "" {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return err
@@ -177,7 +177,11 @@ func editEdgeKeys(path string, edit func([]edge.Key) ([]edge.Key, error)) error 
 	if err := lock.Lock(); err != nil {
 		return fmt.Errorf("lock %s: %w", path, err)
 	}
-	defer lock.Unlock()
+	defer func() {
+		if uerr := lock.Unlock(); uerr != nil && err == nil {
+			err = fmt.Errorf("unlock %s: %w", path, uerr)
+		}
+	}()
 	keys, err := readEdgeKeys(path)
 	if err != nil {
 		return err

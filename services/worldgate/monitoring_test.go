@@ -170,15 +170,18 @@ func catalogOf(reg *stack.Registry) (map[string]*metricInfo, error) {
 	return cat, nil
 }
 
+// vecType is the type of a metric vector, which has no series before its first use. (A plain
+// metric always has one, typed by Gather; its interfaces cannot tell it apart anyway: a Gauge is
+// also a Counter, a Summary also a Histogram.)
 func vecType(c prometheus.Collector) string {
 	switch c.(type) {
-	case *prometheus.CounterVec, prometheus.Counter:
+	case *prometheus.CounterVec:
 		return "counter"
-	case *prometheus.GaugeVec, prometheus.Gauge:
+	case *prometheus.GaugeVec:
 		return "gauge"
-	case *prometheus.HistogramVec, prometheus.Histogram:
+	case *prometheus.HistogramVec:
 		return "histogram"
-	case *prometheus.SummaryVec, prometheus.Summary:
+	case *prometheus.SummaryVec:
 		return "summary"
 	}
 	return ""

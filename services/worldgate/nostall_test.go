@@ -79,7 +79,11 @@ func TestNothingStallsThePipeline(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer adv.Unsubscribe()
+	defer func() {
+		if err := adv.Unsubscribe(); err != nil {
+			t.Error(err)
+		}
+	}()
 
 	_, js, err := st.ConnectAs(natsauth.Publisher)
 	if err != nil {

@@ -833,7 +833,11 @@ func TestAIWorkerCannotTouchTheOperatorsControls(t *testing.T) {
 	if err != nil {
 		t.Fatalf("ai-worker watching the control keys: %v", err)
 	}
-	defer w.Stop()
+	defer func() {
+		if err := w.Stop(); err != nil {
+			t.Error(err)
+		}
+	}()
 	sawPause := false
 	for e := range w.Updates() {
 		if e == nil {

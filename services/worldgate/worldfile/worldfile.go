@@ -35,6 +35,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -185,8 +186,7 @@ func Parse(file string, data []byte) (*World, error) {
 func yamlProblem(msg string) Problem {
 	msg = strings.TrimPrefix(msg, "yaml: ")
 	if m := yamlLine.FindStringSubmatch(msg); m != nil {
-		var n int
-		fmt.Sscan(m[1], &n)
+		n, _ := strconv.Atoi(m[1]) // yamlLine matched digits
 		return Problem{Line: n, Message: strings.Replace(m[2], "not found in type worldfile.", "is not a field of ", 1)}
 	}
 	return Problem{Message: msg}
