@@ -94,7 +94,13 @@ function journey(id, label, what, o) {
 // attemptsOf adds to li every attempt made for event id — the gates' decisions on each, the
 // refused ones included — and what the request cost in all (GET /v1/events/{id}/journey).
 async function attemptsOf(li, id) {
-  const r = await fetch(`/v1/events/${encodeURIComponent(id)}/journey`, { headers: { "Authorization": "Bearer " + state.key } });
+  let r;
+  // A reload asks for many at once: over the key's rate, wait as edge says and ask again.
+  for (let i = 0; i < 5; i++) {
+    r = await fetch(`/v1/events/${encodeURIComponent(id)}/journey`, { headers: { "Authorization": "Bearer " + state.key } });
+    if (r.status !== 429) break;
+    await new Promise((res) => setTimeout(res, 1000 * Number(r.headers.get("Retry-After") || 1)));
+  }
   if (!r.ok) { li.append(el("div", `attempts: not available (${r.status})`)); return; }
   const jr = await r.json();
   const box = el("div", null, "attempts");
