@@ -2,7 +2,6 @@ package classifytools
 
 import (
 	"regexp"
-	"strings"
 )
 
 // menace scores a threat by combining cues instead of matching a whole phrasing: a harm that
@@ -19,36 +18,40 @@ import (
 // judged is the folded, accent-stripped, lower-case text. The result is a multiple of the
 // pattern's weight: 1 for a threat, 0 when no cue combination is found, negative for banter.
 func menace(judged string) float64 {
-	c := menaceCues
-	game := c.game.MatchString(judged) || c.foe.MatchString(judged)
-	real := c.anchor.MatchString(judged)
+	c := &menaceCues
+	folded := fold(judged)
 	harm := 0.0
 	switch {
-	case c.harm.MatchString(judged) || (c.yours.MatchString(judged) && c.harmToYours.MatchString(judged)):
+	case c.harm.match(judged, folded) || (c.harmToYours.match(judged, folded) && c.yours.match(judged, folded)):
 		harm = 0.6
-	case c.weakHarm.MatchString(judged):
+	case c.weakHarm.match(judged, folded):
 		harm = 0.3
 	}
+	game := c.game.match(judged, folded) || c.foe.match(judged, folded)
+	if !game && harm == 0 {
+		return 0
+	}
+	real := c.anchor.match(judged, folded)
 	if game && !real {
 		return -0.5
 	}
 	if harm == 0 {
 		return 0
 	}
-	if c.hazard.MatchString(judged) && !c.agent.MatchString(judged) {
+	if c.hazard.match(judged, folded) && !c.agent.match(judged, folded) {
 		return 0 // a warning: the danger is the agent
 	}
-	if c.reported.MatchString(judged) {
+	if c.reported.match(judged, folded) {
 		return 0 // someone in the story says it: a prophecy, a healer's word, a herald's call
 	}
 	score := harm
-	if c.frame.MatchString(judged) || contraction.MatchString(judged) {
+	if c.frame.match(judged, folded) || contraction.MatchString(judged) {
 		score += 0.4
 	}
-	if c.oath.MatchString(judged) {
+	if c.oath.match(judged, folded) {
 		score += 0.4
 	}
-	if c.question.MatchString(judged) {
+	if c.question.match(judged, folded) {
 		score += 0.2
 	}
 	if real {
@@ -60,17 +63,48 @@ func menace(judged string) float64 {
 	return 0
 }
 
+// A cue is a set of regular expressions, each with the prefilter that spares running it on
+// most texts: a line costs a few substring searches unless it holds a cue's words.
+type cue []alternative
+
+type alternative struct {
+	re  *regexp.Regexp
+	pre prefilter
+}
+
+func newCue(exprs ...string) cue {
+	c := make(cue, len(exprs))
+	for i, e := range exprs {
+		c[i] = alternative{re: regexp.MustCompile(e), pre: newPrefilter(e)}
+	}
+	return c
+}
+
+// match reports whether s (lower-case; folded is fold(s)) matches one of the cue's expressions.
+func (c cue) match(s, folded string) bool {
+	for _, a := range c {
+		if a.pre.admits(folded) && a.re.MatchString(s) {
+			return true
+		}
+	}
+	return false
+}
+
 // contraction finds "you'll", "I'd": a future or conditional in a contracted form.
 var contraction = regexp.MustCompile(`\pL'(?:ll|d)\b`)
 
 type cueSet struct {
-	harm, harmToYours, yours, weakHarm, frame, oath, question, anchor, hazard, agent, reported, game, foe *regexp.Regexp
+	harm, harmToYours, yours, weakHarm, frame, oath, question, anchor, hazard, agent, reported, game, foe cue
 }
 
-// words builds a case-insensitive regular expression matching any of the alternatives as whole
-// words (Unicode-aware: the boundaries are not letters or digits).
-func words(alts ...string) *regexp.Regexp {
-	return regexp.MustCompile(`(?i)(?:^|[^\pL\pN'])(?:` + strings.Join(alts, "|") + `)(?:$|[^\pL\pN])`)
+// words builds a cue matching any of the alternatives as whole words (Unicode-aware: the
+// boundaries are not letters or digits) in lower-case text.
+func words(alts ...string) cue {
+	exprs := make([]string, len(alts))
+	for i, a := range alts {
+		exprs[i] = `(?:^|[^\pL\pN'])(?:` + a + `)(?:$|[^\pL\pN])`
+	}
+	return newCue(exprs...)
 }
 
 // The cue lexicons, English first, then German, French, Spanish, Italian and Portuguese. They
@@ -80,7 +114,9 @@ var menaceCues = cueSet{
 	harm: words(
 		`(?:hurt|harm|beat|cripple|maim) (?:you|ya|u)(?: up)? (?:very |really |so )?badly`, `cripple (?:you|ya|u)`,
 		`(?:break|smash|snap|crush|cut off|kick in|knock out|bash in|shatter) (?:your|ur|ya) (?:\pL+ ){0,2}(?:fingers?|legs?|arms?|knees?|kneecaps?|teeth|jaw|nose|face|skull|neck|ribs|hands?|bones|spine)`,
-		`(?:you|ya|u)(?:'ll|'re| will| are| are going to|'re going to|'re gonna| gonna)? (?:be |end up |wake up |land )?(?:lying )?(?:in|into|on) (?:a |the )?(?:hospital|wheelchair|ditch|body bag|coffin|morgue|icu|intensive care|grave|ambulance|stretcher)`,
+		`(?:you|ya|u)(?:'ll|'re| will| are| are going to|'re going to|'re gonna| gonna)? (?:be |end up |wake up |land )?(?:lying )?(?:in|into|on) (?:a |the )?hospital`,
+		`(?:you|ya|u)(?:'ll|'re| will| are| are going to|'re going to|'re gonna| gonna)? (?:be |end up |wake up |land )?(?:lying )?(?:in|into|on) (?:a |the )?(?:wheelchair|ditch|body bag|coffin|morgue|grave|ambulance|stretcher)`,
+		`(?:you|ya|u)(?:'ll|'re| will| are| are going to|'re going to|'re gonna| gonna)? (?:be |end up |wake up |land )?(?:lying )?in (?:the )?(?:icu|intensive care)`,
 		`(?:eating|eat|drinking|drink|breathing) through a (?:straw|tube)`,
 		`teeth (?:kicked|knocked|smashed|punched) (?:out|in)`,
 		`(?:you|ya|u) (?:won't|will not|wont|aren't going to|will never) (?:be walking|walk again|walk straight|see (?:tomorrow|the morning|another day|daylight))`,
@@ -151,9 +187,9 @@ var menaceCues = cueSet{
 	agent: words(`i`, `i'll`, `i'm`, `i've`, `i'd`, `me`, `we`, `we'll`, `someone`, `somebody`, `my (?:brother|boys|friends|mates|guys|cousin|crew)`, `people who`,
 		`ich`, `wir`, `jemand`, `meine jungs`, `je`, `yo`, `io`, `eu`),
 	// Speech reported from a character of the story ("the healer says you will…").
-	reported: regexp.MustCompile(`(?i)\b(?:the|a|an|that|this|old) [\pL-]+ (?:says|said|warns|warned|told (?:me|us|you)|predicts|predicted|claims|claimed|called|cried|shouted|whispers|whispered)\b`),
+	reported: newCue(`\b(?:the|a|an|that|this|old) [\pL-]+ (?:says|said|warns|warned|told (?:me|us|you)|predicts|predicted|claims|claimed|called|cried|shouted|whispers|whispered)\b`),
 	// A fictional foe addressed by name: fictional combat ("surrender, bandit, or…").
-	foe: regexp.MustCompile(`(?i)(?:^|[,:;!?"] ?)(?:you )?(?:foul |vile |cursed |wretched |accursed |filthy )?(?:wyrm|dragon|orc|bandit|necromancer|demon|fiend|beast|troll|goblin|knave|villain|witch|warlock|lich|cultist|brigand|scoundrel|cur|pirate|traitor)s?(?:[!.,?;"]|$)`),
+	foe: newCue(`(?:^|[,:;!?"] ?)(?:you )?(?:foul |vile |cursed |wretched |accursed |filthy )?(?:wyrm|dragon|orc|bandit|necromancer|demon|fiend|beast|troll|goblin|knave|villain|witch|warlock|lich|cultist|brigand|scoundrel|cur|pirate|traitor)s?(?:[!.,?;"]|$)`),
 	// Game banter and fictional combat.
 	game: words(`arena`, `duel`, `duell`, `duelo`, `duello`, `rematch`, `revanche`, `respawn`, `pvp`, `deck`, `(?:next|that|this|the last) (?:round|match|game)`, `gg`, `good game`, `(?:nachsten|nachste) (?:runde|duell|match)`, `headshot`),
 }
