@@ -89,4 +89,15 @@ func TestPlayConsoleShowsEveryAttempt(t *testing.T) {
 	if !strings.Contains(shown, "(fallback content)") {
 		t.Errorf("the journey reads %q; want the fallback content's attempt named", shown)
 	}
+	// The refused outcome's last proposal was the fallback content: the reprompts are the
+	// model's answers after its first, not that proposal's attempt number.
+	answers := 0
+	for _, p := range j.Proposals {
+		if p.Fallback == "" {
+			answers++
+		}
+	}
+	if wantRp := fmt.Sprintf("reprompts: %d", answers-1); answers > 1 && !strings.Contains(shown, wantRp) {
+		t.Errorf("the journey reads %q; want %q", shown, wantRp)
+	}
 }

@@ -82,7 +82,7 @@ function journey(id, label, what, o) {
   li.append(gates);
   // attempt counts the answers before this one; a fallback is the attempt after the last reprompt.
   const reprompts = o.kind === "fallback" ? Math.max(j.attempt - 1, 0) : j.attempt;
-  if (reprompts > 0) li.append(el("div", `reprompts: ${reprompts}`));
+  if (reprompts > 0) li.append(el("div", `reprompts: ${reprompts}`, "reprompts"));
   if (o.fallbackReason) li.append(el("div", `fallback used: ${o.fallbackReason}`, "fallback"));
   const attempts = reprompts > 0 || o.kind === "fallback" || o.kind === "reused";
   li.append(el("div", `${attempts ? "final attempt: " : ""}model ${j.model || "—"} · tokens ${j.tokens.prompt}+${j.tokens.completion} · $${(j.costUsd || 0).toFixed(6)}`));
@@ -118,6 +118,11 @@ async function attemptsOf(li, id) {
     row.append(el("span", `tokens ${a.tokens.prompt}+${a.tokens.completion} · $${(a.costUsd || 0).toFixed(6)}`));
     box.append(row);
   }
+  // A refused outcome does not say whether its last proposal was the fallback content (refused
+  // too); the attempts do: the reprompts are the model's answers after its first.
+  const answers = (jr.attempts || []).filter((a) => !a.fallback).length;
+  const rp = li.querySelector(".reprompts");
+  if (rp && answers > 0) rp.textContent = `reprompts: ${answers - 1}`;
   box.append(el("div", `whole request: ${(jr.attempts || []).length} attempts · tokens ${jr.tokens.prompt}+${jr.tokens.completion} · $${(jr.costUsd || 0).toFixed(6)}`, "total"));
   li.append(box);
 }
