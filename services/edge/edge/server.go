@@ -212,8 +212,6 @@ func (w *statusWriter) Flush() {
 	}
 }
 
-type keyCtx struct{}
-
 // api authenticates the request's key, checks its scope ("read" means any read scope) and
 // rate, and records metrics.
 func (s *Server) api(route, scope string, h func(w http.ResponseWriter, r *http.Request, k *key)) http.Handler {
