@@ -10,7 +10,11 @@ RACE_MODULES := events shared
 # fixed in Go 1.27); a count has no deadline to race. 100,000 inputs take about 3-10 s per target here.
 FUZZTIME ?= 100000x
 
-.PHONY: run test vet fmt-check unit fuzz rules bench build clean
+.PHONY: run test vet fmt-check unit fuzz rules bench build clean lint
+# golangci-lint (.golangci.yml), pinned: `make lint` installs this version from the Go module proxy
+# when the one on the path (or in GOBIN) is missing or another.
+GOLANGCI_LINT_VERSION := v2.15.0
+GOLANGCI_LINT ?= $(or $(shell $(GO) env GOBIN),$(shell $(GO) env GOPATH)/bin)/golangci-lint
 
 ## run: the whole stack in one process on embedded defaults (Ctrl-C stops it)
 # Built first rather than `go run`, so that Ctrl-C reaches worldgate itself and a clean drain
@@ -35,6 +39,15 @@ images:
 ## test: vet, formatting, every module's tests, a short fuzz of each decoder of outside input, and the
 ## Prometheus rules' promtool tests
 test: vet fmt-check unit fuzz rules
+
+## lint: golangci-lint over every module (each is linted on its own: golangci-lint runs per module)
+lint:
+	@if [ "$$($(GOLANGCI_LINT) version --short 2>/dev/null)" != "$(GOLANGCI_LINT_VERSION:v%=%)" ]; then \
+		echo "== installing golangci-lint $(GOLANGCI_LINT_VERSION)"; \
+		GOFLAGS= $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION) || exit 1; \
+	fi
+	@failed=""; for m in $(MODULES); do echo "== golangci-lint in $$m"; (cd $$m && $(GOLANGCI_LINT) run ./...) || failed="$$failed $$m"; done; \
+		if [ -n "$$failed" ]; then echo "golangci-lint found problems in:$$failed"; exit 1; fi
 
 vet:
 	@for m in $(MODULES); do (cd $$m && $(GO) vet ./...) || exit 1; done
