@@ -2,6 +2,8 @@ package classifytools
 
 import (
 	"regexp"
+	"strings"
+	"unicode"
 )
 
 // menace scores a threat by combining cues instead of matching a whole phrasing: a harm that
@@ -15,17 +17,23 @@ import (
 // The first scores nothing unless the speaker or another person is the agent; the second takes
 // points off the category unless a real-world cue (home, work, hospital, family) is present.
 //
-// judged is the folded, accent-stripped, lower-case text. The result is a multiple of the
-// pattern's weight: 1 for a threat, 0 when no cue combination is found, negative for banter.
-func menace(judged string) float64 {
+// judged is the folded, accent-stripped, lower-case text (folded: the same through fold, for the
+// prefilters), sofar what the category scored before. The result is a multiple of the pattern's
+// weight: 1 for a threat, 0 when no cue combination is found, negative for banter.
+func menace(judged, folded string, sofar float64) float64 {
 	c := &menaceCues
-	folded := fold(judged)
+	if sofar <= 0 && !addressed(judged) {
+		return 0 // nobody is addressed: no harm to the addressee, nothing to take off
+	}
 	harm := 0.0
 	switch {
 	case c.harm.match(judged, folded) || (c.harmToYours.match(judged, folded) && c.yours.match(judged, folded)):
 		harm = 0.6
 	case c.weakHarm.match(judged, folded):
 		harm = 0.3
+	}
+	if harm == 0 && sofar <= 0 {
+		return 0 // nothing to add and nothing to take off: most lines end here
 	}
 	game := c.game.match(judged, folded) || c.foe.match(judged, folded)
 	if !game && harm == 0 {
@@ -61,6 +69,38 @@ func menace(judged string) float64 {
 		return 1
 	}
 	return 0
+}
+
+// secondPerson are the words that address someone, in the six languages.
+var secondPerson = map[string]bool{}
+
+func init() {
+	for _, w := range strings.Fields(`you your yours yourself ya u ur yall
+		du dich dir dein deine deinen deinem deiner deines euch euer eure
+		tu te toi ton ta tes t vous votre vos
+		ti tus tuyo tuya usted
+		tuo tua tuoi tue
+		voce vc seu sua seus suas teu teus tuas`) {
+		secondPerson[w] = true
+	}
+}
+
+// addressed reports whether a lower-case text has a word that addresses someone.
+func addressed(s string) bool {
+	start := -1
+	for i, r := range s {
+		if unicode.IsLetter(r) {
+			if start < 0 {
+				start = i
+			}
+			continue
+		}
+		if start >= 0 && secondPerson[s[start:i]] {
+			return true
+		}
+		start = -1
+	}
+	return start >= 0 && secondPerson[s[start:]]
 }
 
 // A cue is a set of regular expressions, each with the prefilter that spares running it on

@@ -93,7 +93,7 @@ type pattern struct {
 	re       *regexp.Regexp
 	pre      prefilter // what a text must contain for re to match it (nil: always run re)
 	detector func(found []PersonalData) bool
-	scorer   func(judged string) float64 // a rule in code that grades the judged text (its result times weight)
+	scorer   scorer // a rule in code that grades the judged text (its result times weight)
 	weight   float64
 	lang     string // run only on texts with a function word of this language (or none at all)
 }
@@ -104,9 +104,13 @@ var detectors = map[string]func(found []PersonalData) bool{
 	"personal_data": func(found []PersonalData) bool { return len(found) > 0 },
 }
 
-// scorers are rules implemented in code that grade the judged text (folded, accent-stripped,
-// lower-case) and return a multiple of their pattern's weight, negative to take points off.
-var scorers = map[string]func(judged string) float64{
+// A scorer is a rule implemented in code that grades the judged text (folded, accent-stripped,
+// lower-case; cased is that text through fold, for prefilters) and returns a multiple of its
+// pattern's weight, negative to take points off; so far is the category's score before it.
+type scorer func(judged, cased string, sofar float64) float64
+
+// scorers are the scorers a policy pattern may name as its "detector".
+var scorers = map[string]scorer{
 	"menace": menace,
 }
 
@@ -225,7 +229,10 @@ func (p *Policy) Moderate(_ context.Context, text string) (Verdict, error) {
 		views = append(views, judged)
 		norms = append(norms, " "+normalize(judged)+" ")
 	}
-	judgedNorm := norms[len(norms)-1]
+	judgedNorm, judgedView := norms[len(norms)-1], 0
+	if judged != views[0] {
+		judgedView = len(views) - 1
+	}
 	// A right-to-left override is judged both as shown and as typed (textnorm.Folded.Logical).
 	var logical string
 	if f.Logical != "" {
@@ -262,9 +269,9 @@ func (p *Policy) Moderate(_ context.Context, text string) (Verdict, error) {
 				continue
 			}
 			if pt.scorer != nil {
-				sc := pt.scorer(judged)
+				sc := pt.scorer(judged, folded[judgedView], score)
 				if logical != "" {
-					sc = max(sc, pt.scorer(logical))
+					sc = max(sc, pt.scorer(logical, folded[len(views)-1], score))
 				}
 				score += pt.weight * sc
 				continue
