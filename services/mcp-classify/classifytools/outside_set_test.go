@@ -128,7 +128,7 @@ func TestOutsideSet(t *testing.T) {
 		if half != "heldout.tsv" && os.Getenv("MODERATION_TUNE") != "" {
 			t.Logf("misses:\n%s\nfalse alarms:\n%s", strings.Join(s.misses, "\n"), strings.Join(s.falseAlarms, "\n"))
 		}
-		// Floors that keep what policy 3.0.0 reached (held-out: recall 0.897 at precision 1.000);
+		// Floors that keep what policy 3.0.0 reached (held-out: recall 0.941 at precision 1.000);
 		// the target is recall 0.90 at precision 0.95, every category 0.80 (issue 42).
 		floor := outsideFloors[half]
 		if r := s.recall[overall]; r < floor.recall {
@@ -150,5 +150,5 @@ var tuningHalves = []string{"tune.tsv", "tune4.tsv"}
 var outsideFloors = map[string]struct{ recall, precision float64 }{
 	"tune.tsv":    {0.95, 0.95},
 	"tune4.tsv":   {0.95, 0.95}, // before its rules: 3 of 44 harmful, 1 of 28 benign flagged (0.068/0.750)
-	"heldout.tsv": {0.88, 0.95},
+	"heldout.tsv": {0.93, 0.95},
 }
