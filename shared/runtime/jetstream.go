@@ -631,14 +631,17 @@ func (s *subscriber) Close() error {
 func (s *subscriber) waitInflight() { s.inflight.Wait() }
 
 // closeSettled is Close, reporting whether every message in flight settled in time.
-func (s *subscriber) closeSettled() bool {
+func (s *subscriber) closeSettled() bool { return s.closeSettledWithin(s.spec.AckWait) }
+
+// closeSettledWithin is closeSettled waiting up to within for what is in flight.
+func (s *subscriber) closeSettledWithin(within time.Duration) bool {
 	s.stopIntake() // no message is handed out after this, so inflight only shrinks
 	done := make(chan struct{})
 	go func() { s.inflight.Wait(); close(done) }()
 	settled := true
 	select {
 	case <-done:
-	case <-time.After(s.spec.AckWait):
+	case <-time.After(within):
 		settled = false
 	}
 	s.keepOnce.Do(func() { close(s.keepStop) })

@@ -27,9 +27,10 @@ import (
 //   - Membership (balance): every replica puts a key in the natsx.BucketMembers bucket each
 //     second (<Durable>.<member id>); the keys of the members that stopped vanish after
 //     natsx.MembersTTL. Each replica reads the members, sorts them, and consumes the partitions p
-//     with p mod members = its place. A replica that no longer owns a partition stops taking its
-//     messages, lets those it holds settle (a key's queued messages are handed back in stream
-//     order), and then unpins the consumer, so that the next owner starts with them.
+//     with p mod members = its place. A replica that no longer owns a partition pauses its
+//     consumer (no deliveries to anyone), stops taking its messages, lets those it holds settle
+//     however long a handler takes (a key's queued messages are handed back in stream order),
+//     unpins the consumer and resumes it, so that the next owner starts with them, never before.
 //   - Pinning (safety): each partition's consumer has a priority group with the pinned_client
 //     policy (NATS ADR-42): the server delivers its messages to one client at a time and moves
 //     the pin only when that client unpins or sends no pull request for the pin TTL (the
@@ -78,6 +79,9 @@ type partitionGroup struct {
 
 	mu   sync.Mutex
 	subs map[int]*subscriber // the units this replica consumes now
+
+	stopOnce sync.Once
+	resumes  []func() // the partitions paused while this replica stops
 }
 
 func newPartitionGroup(js jetstream.JetStream, spec Consumer, log *slog.Logger, m *handlerMetrics, name string) *partitionGroup {
@@ -247,15 +251,56 @@ func (g *partitionGroup) take(u int) {
 // give stops consuming unit u: its messages held here settle (queued ones are handed back in
 // stream order), then the pin is released so that the next owner gets them at once.
 func (g *partitionGroup) give(u int, sub *subscriber) {
-	settled := sub.closeSettled()
+	// Paused first: once this replica stops asking for messages its pin runs out after an ack
+	// wait, and a handler here may take longer than that (a commit waiting on a NATS node that
+	// died); the next owner must not take the newer messages of its keys meanwhile.
+	resume := g.pause(sub.spec.Durable)
+	settled := sub.closeSettledWithin(g.spec.MaxHold + g.spec.AckWait)
 	g.mu.Lock()
 	delete(g.subs, u)
 	g.mu.Unlock()
 	g.m.partitions.WithLabelValues(g.name).Dec()
-	if settled {
-		g.unpin(sub.spec.Durable)
-	}
+	g.unpin(sub.spec.Durable)
+	resume()
 	g.log.Info("gave up a partition", "consumer", sub.spec.Durable, "settled", settled)
+}
+
+// pause stops durable's deliveries to every replica until resume is called: the pause lasts
+// an ack wait and is renewed every third of one, so a replica that dies while it holds one
+// leaves the partition paused no longer than its held messages wait for redelivery anyway.
+func (g *partitionGroup) pause(durable string) (resume func()) {
+	ackWait := g.spec.AckWait
+	renew := func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		if _, err := g.js.PauseConsumer(ctx, g.spec.Stream, durable, time.Now().Add(ackWait)); err != nil {
+			g.log.Warn("could not pause a partition while its messages settle", "consumer", durable, "err", err)
+		}
+	}
+	renew()
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(max(ackWait/3, 50*time.Millisecond))
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				renew()
+			}
+		}
+	}()
+	return func() {
+		close(stop)
+		<-done
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		if _, err := g.js.ResumeConsumer(ctx, g.spec.Stream, durable); err != nil {
+			g.log.Warn("could not resume a partition; its pause runs out within an ack wait", "consumer", durable, "err", err)
+		}
+	}
 }
 
 // unpin releases the pin of durable's priority group (best effort: a pin no client renews
@@ -282,19 +327,20 @@ func (g *partitionGroup) current() []*subscriber {
 	return out
 }
 
+// stopIntake stops the membership and every partition's intake. The partitions are paused
+// first, until Close has let their messages settle (as when one is given up).
 func (g *partitionGroup) stopIntake() {
-	select {
-	case <-g.closing:
-	default:
+	g.stopOnce.Do(func() {
 		close(g.closing)
-	}
-	if g.cancel != nil {
-		g.cancel()
-	}
-	g.loops.Wait()
-	for _, s := range g.current() {
-		s.stopIntake()
-	}
+		if g.cancel != nil {
+			g.cancel()
+		}
+		g.loops.Wait()
+		for _, s := range g.current() {
+			g.resumes = append(g.resumes, g.pause(s.spec.Durable))
+			s.stopIntake()
+		}
+	})
 }
 
 func (g *partitionGroup) waitInflight() {
@@ -313,6 +359,9 @@ func (g *partitionGroup) Close() error {
 	}
 	for _, s := range subs {
 		g.unpin(s.spec.Durable)
+	}
+	for _, resume := range g.resumes {
+		resume()
 	}
 	if g.kv != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)

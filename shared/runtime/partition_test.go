@@ -276,3 +276,61 @@ func TestAPartitionOfADeadReplicaResumesInOrder(t *testing.T) {
 		t.Fatalf("the survivor handled k0 in order %v, want [0 1 2]", got)
 	}
 }
+
+// A replica that gives a partition up while one of its handlers is slower than the ack wait
+// (a commit waiting on a NATS node that died) keeps the partition from everyone until that
+// message settles: the next owner must not handle the newer messages of its key first. (chaos
+// -processors 3 found two players' moves committed out of order this way.)
+func TestAPartitionGivenUpWaitsForASlowHandler(t *testing.T) {
+	e := natstest.Start(t)
+	l := newLedger()
+	spec := partitioned()
+	spec.AckWait = time.Second
+	const keys = 40
+	slow := func(replica string) message.HandlerFunc {
+		h := l.handler(replica)
+		return func(m *message.Message) ([]*message.Message, error) {
+			if strings.HasSuffix(string(m.Payload), "/0") {
+				time.Sleep(4 * spec.AckWait) // the first message of every key, at the first replica
+			}
+			return h(m)
+		}
+	}
+	startWith := func(name string, h message.HandlerFunc) *prometheus.Registry {
+		nc, js, err := natsx.Connect(natsx.ConnConfig{URL: e.Server.ClientURL(), Name: name}, logx.Discard())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		reg := prometheus.NewRegistry()
+		app, err := runtime.New(runtime.Options{Name: "test", Conn: nc, JetStream: js, Registerer: reg, Logger: logx.Discard(), Retries: -1, CloseTimeout: 10 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		app.Handle("ordered", spec, h)
+		runtimetest.Start(t, app)
+		return reg
+	}
+	regA := startWith("a", slow("a"))
+	natstest.WaitFor(t, 10*time.Second, "a owning every partition", func() bool { return owned(regA) == natsx.DefaultPartitions })
+	publishKeys(t, e, "slow", keys, 1) // every key's first message, each held by a for 4 ack waits
+	time.Sleep(200 * time.Millisecond)
+	regB := startWith("b", l.handler("b"))
+	natstest.WaitFor(t, 10*time.Second, "b owning partitions", func() bool { return owned(regB) > 0 })
+	ctx := context.Background()
+	for i := 1; i < 3; i++ {
+		for k := range keys {
+			key := fmt.Sprintf("k%d", k)
+			if _, err := e.JS.Publish(ctx, events.ValidatedSubject(key), fmt.Appendf(nil, "%s/%d", key, i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	natstest.WaitFor(t, 60*time.Second, "every message handled", func() bool { return l.count() == keys*3 })
+	if n, ex := l.violations(); n > 0 {
+		t.Fatalf("%d messages handled before an earlier one of their key that a slow handler held, e.g. %s", n, ex)
+	}
+	if l.by["b"] == 0 {
+		t.Errorf("handled per replica %v: b should have taken partitions", l.by)
+	}
+}

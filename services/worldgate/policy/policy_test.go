@@ -458,6 +458,24 @@ func TestEventProcessorAndMCPWorld(t *testing.T) {
 	nc, js := s.connect(natsauth.EventProcessor)
 	stored(t, js, natsauth.EventProcessor, events.RejectedSubject("processor"), events.StreamProposals)
 	refused(t, nc, natsauth.EventProcessor, validated, events.GateSubject(gates.Schema), events.RejectedSubject(gates.Audit))
+	// Its partitions: created over the validated partitions only, paused and unpinned while a
+	// replica gives one up; another worker's durable on the stream never.
+	pctx, pcancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer pcancel()
+	durable := runtime.PartitionDurable("event-processor", 3)
+	if _, err := js.CreateOrUpdateConsumer(pctx, events.StreamProposals, jetstream.ConsumerConfig{Durable: durable,
+		FilterSubject: events.ValidatedPartition(3), AckPolicy: jetstream.AckExplicitPolicy,
+		PriorityPolicy: jetstream.PriorityPolicyPinned, PriorityGroups: []string{"partition"}, PinnedTTL: time.Second}); err != nil {
+		t.Fatalf("the event-processor creating its partition's durable: %v", err)
+	}
+	if _, err := js.PauseConsumer(pctx, events.StreamProposals, durable, time.Now().Add(time.Second)); err != nil {
+		t.Fatalf("the event-processor pausing its partition: %v", err)
+	}
+	if _, err := js.ResumeConsumer(pctx, events.StreamProposals, durable); err != nil {
+		t.Fatalf("the event-processor resuming its partition: %v", err)
+	}
+	refused(t, nc, natsauth.EventProcessor, "$JS.API.CONSUMER.PAUSE.PROPOSALS.gate-schema", "$JS.API.CONSUMER.UNPIN.PROPOSALS.gate-schema",
+		"$JS.API.CONSUMER.CREATE.PROPOSALS.mine."+events.GateSubject(gates.Schema))
 
 	_, ajs := s.connect(natsauth.Admin)
 	stored(t, ajs, natsauth.Admin, events.CommittedSubject("Location.Created"), events.StreamCommitted)

@@ -281,15 +281,18 @@ func (p *perms) consumer(stream, durable string) {
 }
 
 // partitions lets a worker create the partitions' durables of c (any name, filtered within
-// c.Partitions), read their info, pull from them, settle what they deliver and unpin them;
+// c.Partitions), read their info, pull from them, settle what they deliver, pause and unpin
+// them (a partition is paused while the replica giving it up lets its messages settle);
 // never one of the policy's other durables on the stream.
 func (p *perms) partitions(c Consumer, durables []Consumer) {
 	p.pub = append(p.pub, api("CONSUMER.CREATE", c.Stream, "*", c.Partitions), api("CONSUMER.INFO", c.Stream, "*"),
-		api("CONSUMER.MSG.NEXT", c.Stream, "*"), api("CONSUMER.UNPIN", c.Stream, "*"), "$JS.ACK."+c.Stream+".*.>")
+		api("CONSUMER.MSG.NEXT", c.Stream, "*"), api("CONSUMER.UNPIN", c.Stream, "*"), api("CONSUMER.PAUSE", c.Stream, "*"),
+		"$JS.ACK."+c.Stream+".*.>")
 	for _, o := range durables {
 		if o.Stream == c.Stream && o.Durable != c.Durable {
 			p.pubDeny = append(p.pubDeny, api("CONSUMER.CREATE", o.Stream, o.Durable, ">"), api("CONSUMER.INFO", o.Stream, o.Durable),
-				api("CONSUMER.MSG.NEXT", o.Stream, o.Durable), api("CONSUMER.UNPIN", o.Stream, o.Durable), "$JS.ACK."+o.Stream+"."+o.Durable+".>")
+				api("CONSUMER.MSG.NEXT", o.Stream, o.Durable), api("CONSUMER.UNPIN", o.Stream, o.Durable), api("CONSUMER.PAUSE", o.Stream, o.Durable),
+				"$JS.ACK."+o.Stream+"."+o.Durable+".>")
 		}
 	}
 }
