@@ -685,23 +685,32 @@ func (p *Publisher) PublishContext(ctx context.Context, topic string, msgs ...*m
 		return wrapPublish(msgs[0], topic, err)
 	}
 	futures := make([]jetstream.PubAckFuture, 0, len(msgs))
+	waited := 0 // futures[:waited] are acknowledged
+	wait := func() error {
+		for ; waited < len(futures); waited++ {
+			select {
+			case <-futures[waited].Ok():
+			case err := <-futures[waited].Err():
+				return wrapPublish(msgs[waited], topic, err)
+			case <-ctx.Done():
+				return wrapPublish(msgs[waited], topic, ctx.Err())
+			}
+		}
+		return nil
+	}
 	for _, m := range msgs {
+		if m.Metadata.Get(MetaAfterPrevious) != "" {
+			if err := wait(); err != nil {
+				return err
+			}
+		}
 		f, err := p.js.PublishMsgAsync(toNATS(topic, m), jetstream.WithMsgID(m.UUID))
 		if err != nil {
 			return wrapPublish(m, topic, err)
 		}
 		futures = append(futures, f)
 	}
-	for i, f := range futures {
-		select {
-		case <-f.Ok():
-		case err := <-f.Err():
-			return wrapPublish(msgs[i], topic, err)
-		case <-ctx.Done():
-			return wrapPublish(msgs[i], topic, ctx.Err())
-		}
-	}
-	return nil
+	return wait()
 }
 
 // Close implements message.Publisher; the connection belongs to the caller.

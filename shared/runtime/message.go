@@ -18,6 +18,9 @@ const (
 	MetaSequence   = "_seq"        // consumed: stream sequence
 	MetaDeliveries = "_deliveries" // consumed: how many times JetStream has delivered it
 	MetaMaxDeliver = "_maxdeliver" // consumed: the consumer's delivery limit
+	// MetaAfterPrevious, set on a produced message (to any value), publishes it only once
+	// JetStream has stored every message before it in the handler's output (After).
+	MetaAfterPrevious = "_after"
 
 	// metaTerminate, set by the dead-letter layer on a message it gives up on, makes the
 	// subscriber terminate the message (with this reason) instead of handing it back.
@@ -31,6 +34,15 @@ const (
 func NewMessage(subject, id string, payload []byte) *message.Message {
 	m := message.NewMessage(id, payload)
 	m.Metadata.Set(MetaSubject, subject)
+	return m
+}
+
+// After marks m to be published only once every message before it in the same output is
+// stored: e.g. a decision's outcome after the domain event it announces, which lives in
+// another stream (with, in a cluster, another leader), so that whoever sees the outcome finds
+// the event. Returns m.
+func After(m *message.Message) *message.Message {
+	m.Metadata.Set(MetaAfterPrevious, "1")
 	return m
 }
 

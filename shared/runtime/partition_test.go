@@ -334,3 +334,29 @@ func TestAPartitionGivenUpWaitsForASlowHandler(t *testing.T) {
 		t.Errorf("handled per replica %v: b should have taken partitions", l.by)
 	}
 }
+
+// A message marked After is published only once every message before it in the output is
+// stored: when the first cannot be, the second is not published at all (an outcome never
+// announces a domain event that is not stored). Unmarked, both go out at once.
+func TestAnOutputAfterOthersWaitsForThem(t *testing.T) {
+	e := natstest.Start(t)
+	pub := runtime.NewPublisher(e.JS, 2*time.Second)
+	ctx := context.Background()
+	first := runtime.NewMessage("nostream.event", "after-first", []byte("event")) // no stream takes it
+	then := runtime.After(runtime.NewMessage("proposals.gate.after", "after-then", []byte("outcome")))
+	if err := pub.PublishContext(ctx, "", first, then); err == nil || !strings.Contains(err.Error(), "after-first") {
+		t.Fatalf("publishing after an unstorable message: %v, want the first one's error", err)
+	}
+	if n := natstest.StreamMsgs(t, e.JS, events.StreamProposals, "proposals.gate.after"); n != 0 {
+		t.Fatalf("the message after an unstored one was stored (%d)", n)
+	}
+	// Unmarked, the second goes out beside the first.
+	first = runtime.NewMessage("nostream.event", "plain-first", []byte("event"))
+	then = runtime.NewMessage("proposals.gate.after", "plain-then", []byte("outcome"))
+	if err := pub.PublishContext(ctx, "", first, then); err == nil {
+		t.Fatal("publishing to a subject no stream takes succeeded")
+	}
+	natstest.WaitFor(t, 5*time.Second, "the unmarked message stored", func() bool {
+		return natstest.StreamMsgs(t, e.JS, events.StreamProposals, "proposals.gate.after") == 1
+	})
+}

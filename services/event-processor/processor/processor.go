@@ -270,13 +270,16 @@ func (p *Processor) Handle(msg *message.Message) ([]*message.Message, error) {
 		m.Metadata.Set(events.HeaderCausationID, prop.ProposalID)
 		m.Metadata.Set(events.HeaderType, c.Type)
 		out = append(out, m)
-		// The request's final outcome, after the domain event (same publish batch, in order): a
-		// watcher that sees the outcome finds the event committed.
+		// The request's final outcome, published once the domain event is stored: a watcher that
+		// sees the outcome finds the event committed, and the COMMITTED log keeps the order in
+		// which the world changed. (Published together, an outcome was stored while a NATS node
+		// that led COMMITTED was down; the event, stored on the redelivery, came after a later
+		// move of the same player's: chaos counted it as out of order.)
 		o, ob, err := events.EncodeCommittedOutcome(prop, evt)
 		if err != nil {
 			return nil, runtime.Permanentf("outcome of %s: %w", prop.ProposalID, err)
 		}
-		out = append(out, runtime.EncodedOutcomeMessage(o, ob))
+		out = append(out, runtime.After(runtime.EncodedOutcomeMessage(o, ob)))
 		if fresh {
 			committedNow = true
 			p.m.committed.WithLabelValues(prop.Kind).Inc()
