@@ -26,6 +26,7 @@ import (
 
 	"github.com/worldgate/worldgate/events/route"
 	"github.com/worldgate/worldgate/services/ai-worker/templates"
+	"github.com/worldgate/worldgate/services/event-processor/processor"
 	"github.com/worldgate/worldgate/services/gate/gates"
 	"github.com/worldgate/worldgate/services/worldgate/policy"
 	"github.com/worldgate/worldgate/shared/attest"
@@ -508,6 +509,8 @@ func StartProcs(ctx context.Context, o ProcsOptions) (ps *Procs, err error) {
 		for i, a := range args {
 			if a == "-admin" && i+1 < len(args) {
 				p.Admin = args[i+1]
+			} else if addr, ok := strings.CutPrefix(a, "-admin="); ok {
+				p.Admin = addr
 			}
 		}
 		ps.List = append(ps.List, p)
@@ -541,12 +544,15 @@ func StartProcs(ctx context.Context, o ProcsOptions) (ps *Procs, err error) {
 	add("mcp-classify", "mcp", "mcp-classify", slices.Concat(mcpCommon("mcp-classify"), as(natsauth.MCPClassify))...)
 	for i := range max(o.Processors, 1) {
 		name := ProcessorName(i)
-		epArgs := slices.Concat(as(natsauth.EventProcessor), []string{"-provision=false", "-graph-url", graphURL, "-graph-password", GraphWriterPassword,
-			"-admin", port(name + "-admin"), "-log-level", "warn", "-ack-wait", "10s", "-attest-keys", keysDir})
+		ep := processor.DefaultConfig()
+		ep.NATS = natsx.ConnConfig{URL: ps.NATSURL, User: natsauth.EventProcessor, Password: passwords[natsauth.EventProcessor]}
+		ep.Provisioning.Provision = false
+		ep.Graph.URL, ep.Graph.Password = graphURL, GraphWriterPassword
+		ep.Admin, ep.LogLevel, ep.AttestKeys = port(name+"-admin"), "warn", keysDir
 		if o.MarkerHorizon > 0 {
-			epArgs = append(epArgs, "-marker-horizon", o.MarkerHorizon.String())
+			ep.Prune.Horizon = o.MarkerHorizon
 		}
-		add(name, "worker", "event-processor", epArgs...)
+		add(name, "worker", "event-processor", ep.Args()...)
 	}
 	layout := gates.OneProcess()
 	if o.Split {

@@ -14,7 +14,9 @@ import (
 	"github.com/worldgate/worldgate/services/ai-worker/templates"
 	"github.com/worldgate/worldgate/services/event-processor/processor"
 	"github.com/worldgate/worldgate/services/gate/gates"
+	"github.com/worldgate/worldgate/services/internal/service"
 	"github.com/worldgate/worldgate/services/memory-writer/memory"
+	"github.com/worldgate/worldgate/shared/admin"
 	"github.com/worldgate/worldgate/shared/attest"
 	"github.com/worldgate/worldgate/shared/mcpx/client"
 	"github.com/worldgate/worldgate/shared/natsx"
@@ -25,7 +27,7 @@ import (
 // The workers' parts.
 var (
 	// Processor is the event-processor, the only graph writer, and its marker pruner.
-	Processor = Part{"event-processor", startProcessor}
+	Processor = Part{processor.Name, startProcessor}
 	// MemoryWriter keeps the interaction memory (get-recent-dialogue) from COMMITTED.
 	MemoryWriter = Part{memory.Name, startMemoryWriter}
 	// Gates runs each gate as its own worker on its own NATS user (gates.OneProcessPerGate).
@@ -68,32 +70,56 @@ func startMemoryWriter(ctx context.Context, st *Stack) error {
 	return nil
 }
 
-func startProcessor(_ context.Context, st *Stack) error {
+// Infra is the infrastructure of the service name in the stack: its role's NATS user, the
+// stack's metrics registry and admin server (its "handlers" readiness check named after it).
+// The caller adds the graph connection the service needs (OpenGraph).
+func (st *Stack) Infra(name, role string) (service.Infra, error) {
+	nc, js, err := st.ConnectAs(role)
+	if err != nil {
+		return service.Infra{}, err
+	}
+	return service.Infra{Conn: nc, JetStream: js, Registerer: st.Reg, Logger: st.Log.With("worker", name),
+		Admin: serviceAdmin{st.Admin, name}}, nil
+}
+
+// serviceAdmin is the stack's admin server as one service sees it: the checks of several
+// services share it, so each one's "handlers" check is named after its service.
+type serviceAdmin struct {
+	*admin.Server
+	name string
+}
+
+func (a serviceAdmin) AddCheck(name string, c admin.Check) {
+	if name == "handlers" {
+		name = a.name
+	}
+	a.Server.AddCheck(name, c)
+}
+
+// startProcessor runs the event-processor as its process does (processor.Start), with the
+// gates' keys of <data-dir>/keys.
+func startProcessor(ctx context.Context, st *Stack) error {
+	in, err := st.Infra(processor.Name, natsauth.EventProcessor)
+	if err != nil {
+		return err
+	}
 	// The processor is the only component given the graph's write credentials.
-	conn, err := st.OpenGraph(GraphWriter)
+	if in.Graph, err = st.OpenGraph(GraphWriter); err != nil {
+		return err
+	}
+	if _, _, err := st.GateKeys(); err != nil { // generated on the first start
+		return err
+	}
+	cfg := processor.DefaultConfig()
+	cfg.AttestKeys = st.KeysDir()
+	if st.ProcessorInFlight > 0 {
+		cfg.MaxInFlight = st.ProcessorInFlight
+	}
+	run, err := processor.Start(ctx, in, cfg)
 	if err != nil {
 		return err
 	}
-	app, _, err := st.NewApp("event-processor", natsauth.EventProcessor, "applies validated proposals to the graph, exactly once")
-	if err != nil {
-		return err
-	}
-	_, ring, err := st.GateKeys()
-	if err != nil {
-		return err
-	}
-	if _, err := processor.Register(app, processor.Deps{Graph: conn, Keyring: ring, Registerer: st.Reg, Logger: st.Log.With("worker", "event-processor"),
-		MaxInFlight: st.ProcessorInFlight}); err != nil {
-		return err
-	}
-	st.Admin.AddCheck("graph", conn.Ping)
-	st.Go("event-processor", app.Run)
-	// Apply-once markers past the default horizon (72h) are pruned, as in production.
-	pruner, err := processor.NewPruner(conn, processor.PruneConfig{}, st.Reg, st.Log.With("worker", "marker-pruner"))
-	if err != nil {
-		return err
-	}
-	st.Go("marker-pruner", func(ctx context.Context) error { pruner.Run(ctx); return nil })
+	st.Go(processor.Name, run)
 	return nil
 }
 
@@ -131,8 +157,11 @@ func (templateLookup) Lookup(id, version string) (string, bool) {
 // GateKeys are the gates' signing keys and the keyring that accepts them, kept in
 // <data-dir>/keys (generated on first start; docs/attestation.md).
 func (st *Stack) GateKeys() (map[string]*attest.Signer, *attest.Keyring, error) {
-	return attest.Ensure(filepath.Join(st.DataDir, "keys"), gates.Known())
+	return attest.Ensure(st.KeysDir(), gates.Known())
 }
+
+// KeysDir is where the gates' keys are kept: <data-dir>/keys.
+func (st *Stack) KeysDir() string { return filepath.Join(st.DataDir, "keys") }
 
 // startGates runs each gate as its own worker on its own NATS user (gate-<name>), with its own
 // signing key: a gate can publish only to its next hops and write only its own retry tickets,
