@@ -28,6 +28,7 @@ import (
 	"github.com/worldgate/worldgate/services/ai-worker/templates"
 	"github.com/worldgate/worldgate/services/event-processor/processor"
 	"github.com/worldgate/worldgate/services/gate/gates"
+	"github.com/worldgate/worldgate/services/memory-writer/memory"
 	"github.com/worldgate/worldgate/services/worldgate/policy"
 	"github.com/worldgate/worldgate/shared/attest"
 	"github.com/worldgate/worldgate/shared/mcpx"
@@ -588,8 +589,11 @@ func StartProcs(ctx context.Context, o ProcsOptions) (ps *Procs, err error) {
 	}
 	add("ai-worker", "worker", "ai-worker", aiArgs...)
 	if o.MemoryWriter {
-		add("memory-writer", "worker", "memory-writer", slices.Concat(as(natsauth.MemoryWriter), []string{"-provision=false",
-			"-admin", port("memory-writer-admin"), "-log-level", "warn"})...)
+		mw := memory.DefaultConfig()
+		mw.NATS = natsx.ConnConfig{URL: ps.NATSURL, User: natsauth.MemoryWriter, Password: passwords[natsauth.MemoryWriter]}
+		mw.Provisioning.Provision = false
+		mw.Admin, mw.LogLevel = port("memory-writer-admin"), "warn"
+		add("memory-writer", "worker", "memory-writer", mw.Args()...)
 	}
 	if err != nil {
 		return nil, err

@@ -81,7 +81,8 @@ func zombie(stat string) bool {
 }
 
 // The process stack runs as many event-processor replicas as asked, each its own process with its
-// own admin address, each ready, each with its CPU read by name.
+// own admin address, each ready, each with its CPU read by name; and the memory-writer, when
+// asked, ready on the argv its Config renders.
 func TestProcessorReplicas(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -89,11 +90,14 @@ func TestProcessorReplicas(t *testing.T) {
 	if err := Build(ctx, binDir); err != nil {
 		t.Fatal(err)
 	}
-	ps, err := StartProcs(ctx, ProcsOptions{BinDir: binDir, DataDir: t.TempDir(), NATSNodes: 1, Processors: 2})
+	ps, err := StartProcs(ctx, ProcsOptions{BinDir: binDir, DataDir: t.TempDir(), NATSNodes: 1, Processors: 2, MemoryWriter: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ps.Stop()
+	if mw := ps.Lookup("memory-writer"); mw == nil || mw.Admin == "" {
+		t.Errorf("memory-writer: %+v, want a process with an admin address", mw)
+	}
 	replicas := ps.Processors()
 	var names []string
 	for _, p := range replicas {

@@ -52,21 +52,18 @@ func (st *Stack) NewApp(name, role, description string) (*runtime.App, jetstream
 	return app, js, nil
 }
 
-// startMemoryWriter runs the memory-writer as its own worker on its own NATS user: it reads
-// COMMITTED and writes only the memory bucket.
+// startMemoryWriter runs the memory-writer as its process does (memory.Start), on its own
+// NATS user: it reads COMMITTED and writes only the memory bucket.
 func startMemoryWriter(ctx context.Context, st *Stack) error {
-	app, js, err := st.NewApp(memory.Name, natsauth.MemoryWriter, "keeps the interaction memory from committed events")
+	in, err := st.Infra(memory.Name, natsauth.MemoryWriter)
 	if err != nil {
 		return err
 	}
-	store, err := memory.Open(ctx, js, memory.Limits{})
+	run, err := memory.Start(ctx, in, memory.DefaultConfig())
 	if err != nil {
 		return err
 	}
-	if _, err := memory.Register(app, store, st.Reg, st.Log.With("worker", memory.Name)); err != nil {
-		return err
-	}
-	st.Go(memory.Name, app.Run)
+	st.Go(memory.Name, run)
 	return nil
 }
 
