@@ -83,8 +83,8 @@ func GateConfig() gates.Config {
 	cfg := gates.DefaultConfig()
 	cfg.Rate.Budgets = map[string]gates.Budget{"*": RateBudget}
 	// World files reference what their own batch creates: on a loaded machine the default 3 s
-	// is not always enough for the referenced vertex to commit (the process stack's gates get
-	// -invariant-reference-wait 15s for the same reason).
+	// is not always enough for the referenced vertex to commit (the process stack's gates run
+	// with this configuration too, as their flags).
 	cfg.Invariant.ReferenceWait = 15 * time.Second
 	return cfg
 }

@@ -481,11 +481,9 @@ func StartProcs(ctx context.Context, o ProcsOptions) (ps *Procs, err error) {
 		return nil, err
 	}
 	tmplFile := filepath.Join(o.DataDir, "templates.json")
-	if err := writeTemplates(tmplFile); err != nil {
+	if err := templates.WriteHashes(tmplFile); err != nil {
 		return nil, err
 	}
-	budgets, _ := json.Marshal(map[string]any{"*": map[string]any{"actorCount": RateBudget.ActorCount, "actorCostUsd": RateBudget.ActorCostUSD,
-		"globalCount": RateBudget.GlobalCount, "globalCostUsd": RateBudget.GlobalCostUSD}})
 	nodes := max(o.NATSNodes, 1)
 	o.Topology.Replicas = nodes
 	passwords, err := natsUsers(filepath.Join(o.DataDir, "nats-users.json"))
@@ -559,27 +557,25 @@ func StartProcs(ctx context.Context, o ProcsOptions) (ps *Procs, err error) {
 	if o.Split {
 		layout = gates.OneProcessPerGate()
 	}
-	var fuse []string // nothing when fused, so binaries from before fusion start too
-	if o.NoFusion {
-		fuse = []string{"-fuse=false"}
-	}
 	if o.NoFusion || slices.Contains(o.GateFlags, "-fuse=false") || slices.Contains(o.GateFlags, "--fuse=false") || !fuses(filepath.Join(o.BinDir, "gate")) {
 		// Unfused, a gate process publishes to the next gate even when it is its own: it
 		// connects as the unfused set's user.
 		layout = layout.Unfused()
 	}
 	for _, proc := range layout {
-		set := proc.Gates
-		name := "gate-" + strings.Join(set, "+")
+		name := "gate-" + strings.Join(proc.Gates, "+")
 		if len(layout) == 1 {
 			name = "gate-all"
 		}
-		add(name, "worker", "gate", slices.Concat([]string{"-gate", strings.Join(set, ",")}, fuse, as(proc.User()), []string{"-provision=false", "-graph-url", graphURL, "-graph-password", GraphReaderPassword,
-			"-classify-url", "http://" + port("mcp-classify") + "/mcp", "-classify-token", token, "-templates", tmplFile,
-			"-rate-budgets", string(budgets), "-admin", port(name + "-admin"), "-log-level", "warn", "-signing-keys", keysDir,
-			// World files reference what their own batch creates: on a loaded machine with three
-			// NATS nodes the default 3 s is not always enough for the referenced vertex to commit.
-			"-invariant-reference-wait", "15s"}, o.GateFlags)...)
+		gc := gates.DefaultServiceConfig()
+		gc.NATS = natsx.ConnConfig{URL: ps.NATSURL, User: proc.User(), Password: passwords[proc.User()]}
+		gc.Provisioning.Provision = false
+		gc.Graph.URL, gc.Graph.Password = graphURL, GraphReaderPassword
+		gc.Gates, gc.Fuse = strings.Join(proc.Gates, ","), !o.NoFusion // -fuse only when unfused, so binaries from before fusion start too
+		gc.ClassifyURL, gc.ClassifyToken, gc.Templates = "http://"+port("mcp-classify")+"/mcp", token, tmplFile
+		gc.Admin, gc.LogLevel, gc.SigningKeys = port(name+"-admin"), "warn", keysDir
+		gc.SetChain(GateConfig()) // the embedded stack's: budgets a load test does not hit, a 15 s reference wait
+		add(name, "worker", "gate", slices.Concat(gc.Args(), o.GateFlags)...)
 	}
 	aiArgs := slices.Concat(as(natsauth.AIWorker), []string{"-provision=false", "-admin", port("ai-worker-admin"), "-log-level", "warn",
 		"-mcp-world-url", "http://" + port("mcp-world") + "/mcp", "-mcp-lore-url", "http://" + port("mcp-lore") + "/mcp",
@@ -780,22 +776,6 @@ func waitReady(ctx context.Context, admin string) error {
 		}
 	}
 	return fmt.Errorf("not ready after 60s: %v", last)
-}
-
-func writeTemplates(path string) error {
-	m := map[string]string{}
-	reg := templates.Registry()
-	for _, ref := range reg.List() {
-		t, ok := reg.GetVersion(ref.ID, ref.Version)
-		if ok {
-			m[ref.ID+"@"+ref.Version] = t.SHA256
-		}
-	}
-	b, err := json.Marshal(m)
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(path, b, 0o644)
 }
 
 // prefixWriter prefixes each write (a log line, in practice) with the process name.

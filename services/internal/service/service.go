@@ -8,7 +8,9 @@
 package service
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -26,6 +28,7 @@ import (
 	"github.com/worldgate/worldgate/shared/gctune"
 	"github.com/worldgate/worldgate/shared/graphx"
 	"github.com/worldgate/worldgate/shared/logx"
+	"github.com/worldgate/worldgate/shared/mcpx/client"
 	"github.com/worldgate/worldgate/shared/metrics"
 	"github.com/worldgate/worldgate/shared/natsx"
 	"github.com/worldgate/worldgate/shared/tracing"
@@ -37,7 +40,10 @@ type Infra struct {
 	Conn      *nats.Conn
 	JetStream jetstream.JetStream
 	// Graph is the graph connection, for a service whose Program reads one (nil otherwise).
-	Graph      *graphx.Conn
+	Graph *graphx.Conn
+	// MCP, if set, connects to the named MCP servers (the stack's, in process); nil: the
+	// service dials the URLs its flags give.
+	MCP        func(ctx context.Context, servers ...string) (*client.Client, error)
 	Registerer prometheus.Registerer
 	Logger     *slog.Logger
 	// Admin takes the service's readiness checks and details. In a process of its own the
@@ -68,6 +74,8 @@ type Program struct {
 	Lag []string
 	// EnvPrefix is the prefix of the flags' environment variables (default config.Prefix).
 	EnvPrefix string
+	// GC is the program's GOGC percent when the environment sets none (gctune; 0: Default).
+	GC int
 }
 
 // Process is what every program reads besides its service's own settings.
@@ -107,9 +115,10 @@ type Config interface {
 
 // Main is a program's main: it parses the flags (and their environment variables) into cfg,
 // opens the infrastructure the program needs, starts the service and runs it until SIGINT or
-// SIGTERM. An error is printed as "<program>: <error>" and exits with status 1.
+// SIGTERM. An error is printed as "<program>: <error>" and exits with status 1; -h prints the
+// flags and their environment variables and exits with status 0.
 func Main(prog Program, cfg Config, start func(ctx context.Context, in Infra) (Run, error)) {
-	if err := run(prog, cfg, start); err != nil {
+	if err := run(prog, cfg, start); err != nil && !errors.Is(err, flag.ErrHelp) {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", prog.Name, err)
 		os.Exit(1)
 	}
@@ -126,7 +135,7 @@ func run(prog Program, cfg Config, start func(ctx context.Context, in Infra) (Ru
 	}
 	p := cfg.Proc()
 	log := logx.New(os.Stderr, prog.Name, p.LogLevel)
-	gctune.Apply(gctune.Default, log)
+	gctune.Apply(cmp.Or(prog.GC, gctune.Default), log)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	stopTracing, err := tracing.Setup(ctx, p.Tracing)

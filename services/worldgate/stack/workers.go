@@ -140,17 +140,6 @@ func (st *Stack) MCPClient(ctx context.Context, servers ...string) (*client.Clie
 	return c, nil
 }
 
-// templateLookup lets the replay gate check template hashes against the ai-worker's registry.
-type templateLookup struct{}
-
-func (templateLookup) Lookup(id, version string) (string, bool) {
-	t, ok := templates.Registry().GetVersion(id, version)
-	if !ok {
-		return "", false
-	}
-	return t.SHA256, true
-}
-
 // GateKeys are the gates' signing keys and the keyring that accepts them, kept in
 // <data-dir>/keys (generated on first start; docs/attestation.md).
 func (st *Stack) GateKeys() (map[string]*attest.Signer, *attest.Keyring, error) {
@@ -160,43 +149,39 @@ func (st *Stack) GateKeys() (map[string]*attest.Signer, *attest.Keyring, error) 
 // KeysDir is where the gates' keys are kept: <data-dir>/keys.
 func (st *Stack) KeysDir() string { return filepath.Join(st.DataDir, "keys") }
 
-// startGates runs each gate as its own worker on its own NATS user (gate-<name>), with its own
-// signing key: a gate can publish only to its next hops and write only its own retry tickets,
-// and sign only its own decisions.
+// startGates runs each gate as its own process does (gates.Start), each on its own NATS user
+// (gate-<name>) with its own signing key: a gate can publish only to its next hops and write
+// only its own retry tickets, and sign only its own decisions. They call mcp-classify in
+// process and read the graph as the MCP part's reader; the replay gate checks template hashes
+// against <data-dir>/templates.json, written from the ai-worker's registry.
 func startGates(ctx context.Context, st *Stack) error {
-	classify, err := st.MCPClient(ctx, "classify")
-	if err != nil {
+	if _, _, err := st.GateKeys(); err != nil { // generated on the first start
 		return err
 	}
-	signers, _, err := st.GateKeys()
-	if err != nil {
+	tmpl := filepath.Join(st.DataDir, "templates.json")
+	if err := templates.WriteHashes(tmpl); err != nil {
 		return err
 	}
-	cfg := gates.DefaultConfig()
+	chain := gates.DefaultConfig()
 	if st.Config.Gates != nil {
-		cfg = *st.Config.Gates
+		chain = *st.Config.Gates
 	}
 	// Production's layout: each gate its own process, NATS user and signing key.
 	for _, proc := range gates.OneProcessPerGate() {
 		name := proc.User()
-		nc, js, err := st.ConnectAs(name)
+		in, err := st.Infra(name, name)
 		if err != nil {
 			return err
 		}
-		app, err := runtime.New(runtime.Options{Name: "gate", Description: "gates " + strings.Join(proc.Gates, ", "), Conn: nc, JetStream: js,
-			Registerer: st.Reg, Logger: st.Log.With("worker", name)})
+		in.Graph, in.MCP = st.GraphRO, st.MCPClient
+		cfg := gates.DefaultServiceConfig()
+		cfg.Gates, cfg.SigningKeys, cfg.Templates = strings.Join(proc.Gates, ","), st.KeysDir(), tmpl
+		cfg.SetChain(chain)
+		run, err := gates.Start(ctx, in, cfg)
 		if err != nil {
 			return err
 		}
-		st.Admin.AddCheck(name, app.Ready)
-		err = gates.Register(app, gates.Deps{
-			JetStream: js, Classify: classify, Graph: st.GraphRO, Templates: templateLookup{}, Config: cfg,
-			Signers: signers, Registerer: st.Reg, Logger: st.Log.With("worker", name),
-		}, proc.Gates)
-		if err != nil {
-			return err
-		}
-		st.Go(name, app.Run)
+		st.Go(name, run)
 	}
 	return nil
 }
