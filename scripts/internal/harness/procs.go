@@ -25,6 +25,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/worldgate/worldgate/events/route"
+	"github.com/worldgate/worldgate/services/ai-worker/aiworker"
 	"github.com/worldgate/worldgate/services/ai-worker/templates"
 	"github.com/worldgate/worldgate/services/event-processor/processor"
 	"github.com/worldgate/worldgate/services/gate/gates"
@@ -577,13 +578,16 @@ func StartProcs(ctx context.Context, o ProcsOptions) (ps *Procs, err error) {
 		gc.SetChain(GateConfig()) // the embedded stack's: budgets a load test does not hit, a 15 s reference wait
 		add(name, "worker", "gate", slices.Concat(gc.Args(), o.GateFlags)...)
 	}
-	aiArgs := slices.Concat(as(natsauth.AIWorker), []string{"-provision=false", "-admin", port("ai-worker-admin"), "-log-level", "warn",
-		"-mcp-world-url", "http://" + port("mcp-world") + "/mcp", "-mcp-lore-url", "http://" + port("mcp-lore") + "/mcp",
-		"-mcp-classify-url", "http://" + port("mcp-classify") + "/mcp", "-mcp-token", token})
+	ai := aiworker.DefaultServiceConfig()
+	ai.NATS = natsx.ConnConfig{URL: ps.NATSURL, User: natsauth.AIWorker, Password: passwords[natsauth.AIWorker]}
+	ai.Provisioning.Provision = false
+	ai.Admin, ai.LogLevel = port("ai-worker-admin"), "warn"
+	ai.WorldURL, ai.LoreURL, ai.ClassifyURL = "http://"+port("mcp-world")+"/mcp", "http://"+port("mcp-lore")+"/mcp", "http://"+port("mcp-classify")+"/mcp"
+	ai.MCPToken = token
 	if takes(filepath.Join(o.BinDir, "ai-worker"), "-attest-keys") { // binaries from before it start too
-		aiArgs = append(aiArgs, "-attest-keys", keysDir) // it follows only rejections whose trail verifies
+		ai.AttestKeys = keysDir // it follows only rejections whose trail verifies
 	}
-	add("ai-worker", "worker", "ai-worker", aiArgs...)
+	add("ai-worker", "worker", "ai-worker", ai.Args()...)
 	if o.MemoryWriter {
 		mw := memory.DefaultConfig()
 		mw.NATS = natsx.ConnConfig{URL: ps.NATSURL, User: natsauth.MemoryWriter, Password: passwords[natsauth.MemoryWriter]}

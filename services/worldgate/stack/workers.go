@@ -2,15 +2,11 @@ package stack
 
 import (
 	"context"
-	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/worldgate/worldgate/services/ai-worker/aiworker"
-	"github.com/worldgate/worldgate/services/ai-worker/budget"
-	"github.com/worldgate/worldgate/services/ai-worker/llmsetup"
 	"github.com/worldgate/worldgate/services/ai-worker/templates"
 	"github.com/worldgate/worldgate/services/event-processor/processor"
 	"github.com/worldgate/worldgate/services/gate/gates"
@@ -19,9 +15,7 @@ import (
 	"github.com/worldgate/worldgate/shared/admin"
 	"github.com/worldgate/worldgate/shared/attest"
 	"github.com/worldgate/worldgate/shared/mcpx/client"
-	"github.com/worldgate/worldgate/shared/natsx"
 	"github.com/worldgate/worldgate/shared/natsx/natsauth"
-	"github.com/worldgate/worldgate/shared/runtime"
 )
 
 // The workers' parts.
@@ -35,22 +29,6 @@ var (
 	// AIWorker is the ai-worker on the LLMConfig provider (default: scripted), under Budgets.
 	AIWorker = Part{"ai-worker", startAIWorker}
 )
-
-// NewApp builds one worker's runtime app on the stack's metrics registry, connected to NATS as
-// its role's user (shared/natsx/natsauth), so dev runs under the production permissions.
-func (st *Stack) NewApp(name, role, description string) (*runtime.App, jetstream.JetStream, error) {
-	nc, js, err := st.ConnectAs(role)
-	if err != nil {
-		return nil, nil, err
-	}
-	app, err := runtime.New(runtime.Options{Name: name, Description: description, Conn: nc, JetStream: js,
-		Registerer: st.Reg, Logger: st.Log.With("worker", name)})
-	if err != nil {
-		return nil, nil, err
-	}
-	st.Admin.AddCheck(name, app.Ready)
-	return app, js, nil
-}
 
 // startMemoryWriter runs the memory-writer as its process does (memory.Start), on its own
 // NATS user: it reads COMMITTED and writes only the memory bucket.
@@ -186,94 +164,41 @@ func startGates(ctx context.Context, st *Stack) error {
 	return nil
 }
 
+// startAIWorker runs the ai-worker as its process does (aiworker.Start), calling the MCP
+// servers in process, on the LLMConfig provider (default: scripted), under Budgets.
 func startAIWorker(ctx context.Context, st *Stack) error {
-	opts := llmsetup.Options{Registerer: st.Reg, Logger: st.Log.With("component", "llm")}
-	ledger, err := st.startBudgets(ctx)
+	in, err := st.Infra("ai-worker", natsauth.AIWorker)
 	if err != nil {
 		return err
 	}
-	if ledger != nil {
-		opts.Admitter = ledger
+	in.MCP = st.MCPClient
+	if _, _, err := st.GateKeys(); err != nil { // generated on the first start
+		return err
 	}
-	provider, err := llmsetup.Default(opts)
-	if st.LLMConfig != "" {
-		provider, err = llmsetup.Load(st.LLMConfig, opts)
+	cfg := aiworker.DefaultServiceConfig()
+	cfg.AttestKeys, cfg.LLMConfig = st.KeysDir(), st.LLMConfig
+	if cfg.Budgets, err = st.budgetsFile(); err != nil {
+		return err
 	}
+	s, err := aiworker.Start(ctx, in, cfg)
 	if err != nil {
 		return err
 	}
-	tools, err := st.MCPClient(ctx, "world", "lore", "classify")
-	if err != nil {
-		return err
-	}
-	app, js, err := st.NewApp("ai-worker", natsauth.AIWorker, "agent roles: ambience, npc-dialogue, quest-planner, world-rules")
-	if err != nil {
-		return err
-	}
-	kv, err := js.KeyValue(ctx, natsx.BucketAICache)
-	if err != nil {
-		return err
-	}
-	st.Admin.AddDetail("llm", func(context.Context) any { return provider.Health() })
-	// The gates' public keys: the ai-worker follows only rejections whose trail they verify.
-	_, ring, err := st.GateKeys()
-	if err != nil {
-		return err
-	}
-	deps := aiworker.Deps{LLM: provider, Tools: tools, KV: kv, Committed: js, Keyring: ring, Registerer: st.Reg, Logger: st.Log.With("worker", "ai-worker")}
-	if st.Offenders != nil {
-		deps.OnInputFlag = st.Offenders.OnFlag // repeat offenders get tighter per-player budgets
-	}
-	if err := aiworker.Register(app, deps); err != nil {
-		return err
-	}
-	st.Go("ai-worker", app.Run)
+	st.Ledger, st.Offenders = s.Ledger, s.Offenders
+	st.Go("ai-worker", s.Run)
 	return nil
 }
 
-// startBudgets starts the ai-worker's budget ledger on the Budgets file (default:
-// DefaultBudgets), as the ai-worker user, with its metrics on the stack's registry.
-func (st *Stack) startBudgets(ctx context.Context) (*budget.Ledger, error) {
-	var cfg *budget.Config
-	var err error
+// budgetsFile is the ai-worker's -budgets: none with Budgets "none", the Budgets file, or by
+// default DefaultBudgets, written to <data-dir>/budgets.yaml.
+func (st *Stack) budgetsFile() (string, error) {
 	switch st.Budgets {
 	case "none":
-		return nil, nil
+		return "", nil
 	case "":
-		if cfg, err = budget.ParseConfig(st.DefaultBudgets); err != nil {
-			return nil, fmt.Errorf("default budgets: %w", err)
-		}
+		path := filepath.Join(st.DataDir, "budgets.yaml")
+		return path, os.WriteFile(path, st.DefaultBudgets, 0o600)
 	default:
-		// A bad file stops start-up with its line and field, as the ai-worker's -budgets does.
-		if cfg, err = budget.LoadConfig(st.Budgets); err != nil {
-			return nil, err
-		}
+		return st.Budgets, nil
 	}
-	_, js, err := st.ConnectAs(natsauth.AIWorker)
-	if err != nil {
-		return nil, err
-	}
-	b, err := budget.OpenBuckets(ctx, js)
-	if err != nil {
-		return nil, err
-	}
-	m, err := budget.NewMetrics(st.Reg)
-	if err != nil {
-		return nil, err
-	}
-	log := st.Log.With("component", "budget")
-	l, err := budget.NewLedger(ctx, b, cfg, budget.Options{Metrics: m, Logger: log})
-	if err != nil {
-		return nil, err
-	}
-	if err := l.Start(st.WorkersCtx); err != nil {
-		return nil, err
-	}
-	st.OnStop(l.Close)
-	st.Reg.MustRegister(budget.NewCollector(b, log))
-	if st.Offenders, err = budget.NewOffenders(b.Control, budget.OffenderPolicy{}, st.Reg, log, nil); err != nil {
-		return nil, err
-	}
-	st.Ledger = l
-	return l, nil
 }
