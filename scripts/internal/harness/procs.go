@@ -31,23 +31,25 @@ import (
 	"github.com/worldgate/worldgate/services/gate/gates"
 	"github.com/worldgate/worldgate/services/memory-writer/memory"
 	"github.com/worldgate/worldgate/services/worldgate/policy"
+	"github.com/worldgate/worldgate/services/worldgate/programs"
 	"github.com/worldgate/worldgate/shared/attest"
 	"github.com/worldgate/worldgate/shared/mcpx"
 	"github.com/worldgate/worldgate/shared/natsx"
 	"github.com/worldgate/worldgate/shared/natsx/natsauth"
 )
 
-// Binaries the process stack runs: the services plus natsd (scripts/natsd).
-var Binaries = map[string]string{
-	"natsd":           "github.com/worldgate/worldgate/scripts/natsd",
-	"graphd":          "github.com/worldgate/worldgate/services/graphd",
-	"gate":            "github.com/worldgate/worldgate/services/gate",
-	"event-processor": "github.com/worldgate/worldgate/services/event-processor",
-	"ai-worker":       "github.com/worldgate/worldgate/services/ai-worker",
-	"mcp-world":       "github.com/worldgate/worldgate/services/mcp-world",
-	"mcp-lore":        "github.com/worldgate/worldgate/services/mcp-lore",
-	"mcp-classify":    "github.com/worldgate/worldgate/services/mcp-classify",
-	"memory-writer":   "github.com/worldgate/worldgate/services/memory-writer",
+// Binaries the process stack runs, by name: the pipeline's programs (programs.All, those with
+// Pipeline set) plus natsd (scripts/natsd).
+var Binaries = binaries()
+
+func binaries() map[string]string {
+	m := map[string]string{"natsd": "github.com/worldgate/worldgate/scripts/natsd"}
+	for _, p := range programs.All {
+		if p.Pipeline {
+			m[p.Name] = p.Package
+		}
+	}
+	return m
 }
 
 // DefaultBinDir is where the harnesses keep the service binaries between runs: `go build`

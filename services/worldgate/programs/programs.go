@@ -1,0 +1,66 @@
+// Package programs is the one list of the programs Worldgate ships: their names, their main
+// packages and, for each service built on services/internal/service, its configuration (the
+// flags it registers, the argv and environment a process of it needs). The process harness
+// (scripts/internal/harness) builds and starts what it lists; a new program is added here once.
+package programs
+
+import (
+	"flag"
+	"slices"
+
+	"github.com/worldgate/worldgate/services/ai-worker/aiworker"
+	"github.com/worldgate/worldgate/services/event-processor/processor"
+	"github.com/worldgate/worldgate/services/gate/gates"
+	"github.com/worldgate/worldgate/services/memory-writer/memory"
+)
+
+// Config is a service's configuration (processor.Config, gates.ServiceConfig, …).
+type Config interface {
+	// RegisterFlags registers the program's flags, each with its default.
+	RegisterFlags(fs *flag.FlagSet)
+	// Args and Env render the configuration as a process's argv or environment: the flags
+	// whose values differ from their defaults.
+	Args() []string
+	Env() []string
+}
+
+// Program is one program.
+type Program struct {
+	Name    string // its binary's name
+	Package string // its main package
+	// Pipeline: it carries events to the graph, so the harnesses build and run it.
+	Pipeline bool
+	// Config returns its default configuration, for a service built on
+	// services/internal/service; nil for a program still wired by hand.
+	Config func() Config
+}
+
+const module = "github.com/worldgate/worldgate/services/"
+
+// All are the programs, services first.
+var All = []Program{
+	{Name: "event-processor", Package: module + "event-processor", Pipeline: true,
+		Config: func() Config { c := processor.DefaultConfig(); return &c }},
+	{Name: "gate", Package: module + "gate", Pipeline: true,
+		Config: func() Config { c := gates.DefaultServiceConfig(); return &c }},
+	{Name: "ai-worker", Package: module + "ai-worker", Pipeline: true,
+		Config: func() Config { c := aiworker.DefaultServiceConfig(); return &c }},
+	{Name: "memory-writer", Package: module + "memory-writer", Pipeline: true,
+		Config: func() Config { c := memory.DefaultConfig(); return &c }},
+	{Name: "mcp-world", Package: module + "mcp-world", Pipeline: true},
+	{Name: "mcp-lore", Package: module + "mcp-lore", Pipeline: true},
+	{Name: "mcp-classify", Package: module + "mcp-classify", Pipeline: true},
+	{Name: "mcp-propose", Package: module + "mcp-propose"},
+	{Name: "edge", Package: module + "edge"},
+	{Name: "graphd", Package: module + "graphd", Pipeline: true},
+	{Name: "worldgate", Package: module + "worldgate"},
+}
+
+// Named is the program named name.
+func Named(name string) (Program, bool) {
+	i := slices.IndexFunc(All, func(p Program) bool { return p.Name == name })
+	if i < 0 {
+		return Program{}, false
+	}
+	return All[i], true
+}

@@ -1,0 +1,88 @@
+package programs
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/worldgate/worldgate/shared/config"
+)
+
+// Every program directory under services is listed, and every listed one exists.
+func TestEveryProgramIsListed(t *testing.T) {
+	mains, err := filepath.Glob("../../*/main.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found []string
+	for _, m := range mains {
+		found = append(found, filepath.Base(filepath.Dir(m)))
+	}
+	for _, name := range found {
+		if _, ok := Named(name); !ok {
+			t.Errorf("services/%s is a program missing from programs.All", name)
+		}
+	}
+	for _, p := range All {
+		if p.Package != module+p.Name {
+			t.Errorf("%s: package %s, want %s", p.Name, p.Package, module+p.Name)
+		}
+		if _, err := os.Stat(filepath.Join("../..", p.Name, "main.go")); err != nil {
+			t.Errorf("%s is listed but has no main.go: %v", p.Name, err)
+		}
+	}
+}
+
+// Every service's configuration renders as the argv and the environment its process parses
+// back into the same configuration, and its defaults as nothing: what the process harness
+// starts a process with is what the test set, flag for flag.
+func TestEveryServiceConfigRendersWhatItParses(t *testing.T) {
+	for _, p := range All {
+		if p.Config == nil {
+			continue
+		}
+		t.Run(p.Name, func(t *testing.T) {
+			if args := p.Config().Args(); len(args) != 0 {
+				t.Errorf("the defaults render as %q, want nothing", args)
+			}
+			want := p.Config()
+			fs := flag.NewFlagSet(p.Name, flag.ContinueOnError)
+			want.RegisterFlags(fs)
+			for name, v := range map[string]string{"admin": "127.0.0.1:1", "nats-url": "nats://10.0.0.1:4222",
+				"nats-password": "a password", "provision": "false", "log-level": "warn"} {
+				if err := fs.Set(name, v); err != nil {
+					t.Fatalf("-%s: %v", name, err)
+				}
+			}
+			args := want.Args()
+			if len(args) != 5 {
+				t.Errorf("argv %q, want the 5 flags set", args)
+			}
+			got := p.Config()
+			fs = flag.NewFlagSet(p.Name, flag.ContinueOnError)
+			got.RegisterFlags(fs)
+			if err := fs.Parse(args); err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("argv %q parses as\n%+v, want\n%+v", args, got, want)
+			}
+			for _, kv := range want.Env() {
+				k, v, _ := strings.Cut(kv, "=")
+				t.Setenv(k, v)
+			}
+			got = p.Config()
+			fs = flag.NewFlagSet(p.Name, flag.ContinueOnError)
+			got.RegisterFlags(fs)
+			if err := config.Parse(fs, nil, config.Prefix); err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("environment %q parses as\n%+v, want\n%+v", want.Env(), got, want)
+			}
+		})
+	}
+}
