@@ -361,7 +361,7 @@ func printResult(w io.Writer, r *Result) {
 	for _, e := range a.Examples {
 		fmt.Fprintf(w, "  e.g. %s\n", e)
 	}
-	fmt.Fprintf(w, "order violations %d (an actor's commits and refusals at the commit out of the WORLD order of their causes)\n", a.OrderViolations)
+	fmt.Fprintf(w, "order violations %d (an actor's commits and refusals at the commit out of the WORLD order of their causes; between two commits: %d)\n", a.OrderViolations, a.CommitOrderViolations)
 	for _, e := range a.OrderExamples {
 		fmt.Fprintf(w, "  e.g. %s\n", e)
 	}

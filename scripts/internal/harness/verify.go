@@ -38,8 +38,12 @@ type Audit struct {
 	// the order of its events on COMMITTED, with the event-processor's refusals at the commit
 	// merged in by time, must follow the WORLD order of the events that caused them
 	// (CheckOrder). OrderExamples are a few, for a person to trace.
-	OrderViolations int      `json:"orderViolations"`
-	OrderExamples   []string `json:"orderExamples,omitempty"`
+	OrderViolations int `json:"orderViolations"`
+	// CommitOrderViolations counts those among the commits alone (COMMITTED order against the
+	// WORLD order of their causes): what the log of applied events shows out of order, without
+	// the refusals at the commit that a stage before the writer's overtaking leaves.
+	CommitOrderViolations int      `json:"commitOrderViolations"`
+	OrderExamples         []string `json:"orderExamples,omitempty"`
 }
 
 // Failed reports whether the audit found anything lost, duplicated, out of order or
@@ -129,6 +133,7 @@ func AuditRun(ctx context.Context, js jetstream.JetStream, graph graphx.Settings
 	}
 	order := CheckOrder(MergeDecisions(commits, refusals), 5)
 	a.OrderViolations, a.OrderExamples = order.Violations, order.Examples
+	a.CommitOrderViolations = CheckOrder(commits, 0).Violations
 	err = scanStream(ctx, js, events.StreamDLQ, func(m storedMsg) {
 		var v struct {
 			CorrelationID string `json:"correlationId"`
