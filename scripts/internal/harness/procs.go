@@ -29,6 +29,9 @@ import (
 	"github.com/worldgate/worldgate/services/ai-worker/templates"
 	"github.com/worldgate/worldgate/services/event-processor/processor"
 	"github.com/worldgate/worldgate/services/gate/gates"
+	"github.com/worldgate/worldgate/services/mcp-classify/classifytools"
+	"github.com/worldgate/worldgate/services/mcp-lore/loretools"
+	"github.com/worldgate/worldgate/services/mcp-world/worldtools"
 	"github.com/worldgate/worldgate/services/memory-writer/memory"
 	"github.com/worldgate/worldgate/services/worldgate/policy"
 	"github.com/worldgate/worldgate/services/worldgate/programs"
@@ -500,8 +503,9 @@ func StartProcs(ctx context.Context, o ProcsOptions) (ps *Procs, err error) {
 		urls = append(urls, "nats://"+a)
 	}
 	ps.NATSURL = strings.Join(urls, ",")
-	as := func(user string) []string {
-		return []string{"-nats-url", ps.NATSURL, "-nats-user", user, "-nats-password", passwords[user]}
+	// natsAs is a worker's connection as user, with the password natsd has for it.
+	natsAs := func(user string) natsx.ConnConfig {
+		return natsx.ConnConfig{URL: ps.NATSURL, User: user, Password: passwords[user]}
 	}
 	graphURL := "ws://" + port("graphd") + "/gremlin"
 	ps.graph = graphURL
@@ -538,16 +542,25 @@ func StartProcs(ctx context.Context, o ProcsOptions) (ps *Procs, err error) {
 	g := add("graphd", "graphd", "graphd", "-listen", "127.0.0.1:"+graphPort, "-data", filepath.Join(o.DataDir, "graph"),
 		"-users", GraphWriter+":"+GraphWriterPassword+","+GraphReader+":"+GraphReaderPassword+":ro", "-log-level", "warn")
 	g.Dir = filepath.Join(o.DataDir, "graph")
-	mcpCommon := func(name string) []string {
-		return []string{"-listen", port(name), "-admin", port(name + "-admin"), "-jwt-secret", secret, "-rate", "0", "-log-level", "warn"}
+	mcpProc := func(common *mcpx.CommonFlags, nc *natsx.ConnConfig, name, user string) {
+		common.Listen, common.Admin, common.JWTSecret, common.RatePerSec, common.LogLevel = port(name), port(name+"-admin"), secret, 0, "warn"
+		*nc = natsAs(user)
 	}
-	add("mcp-world", "mcp", "mcp-world", slices.Concat(mcpCommon("mcp-world"), []string{"-graph-url", graphURL, "-graph-password", GraphReaderPassword}, as(natsauth.MCPWorld))...)
-	add("mcp-lore", "mcp", "mcp-lore", slices.Concat(mcpCommon("mcp-lore"), []string{"-graph-url", graphURL, "-graph-password", GraphReaderPassword, "-refresh", "10s"}, as(natsauth.MCPLore))...)
-	add("mcp-classify", "mcp", "mcp-classify", slices.Concat(mcpCommon("mcp-classify"), as(natsauth.MCPClassify))...)
+	world := worldtools.DefaultServiceConfig()
+	mcpProc(&world.Common, &world.NATS, "mcp-world", natsauth.MCPWorld)
+	world.Graph.URL, world.Graph.Password = graphURL, GraphReaderPassword
+	add("mcp-world", "mcp", "mcp-world", world.Args()...)
+	lore := loretools.DefaultServiceConfig()
+	mcpProc(&lore.Common, &lore.NATS, "mcp-lore", natsauth.MCPLore)
+	lore.Graph.URL, lore.Graph.Password, lore.Refresh = graphURL, GraphReaderPassword, 10*time.Second
+	add("mcp-lore", "mcp", "mcp-lore", lore.Args()...)
+	classify := classifytools.DefaultServiceConfig()
+	mcpProc(&classify.Common, &classify.NATS, "mcp-classify", natsauth.MCPClassify)
+	add("mcp-classify", "mcp", "mcp-classify", classify.Args()...)
 	for i := range max(o.Processors, 1) {
 		name := ProcessorName(i)
 		ep := processor.DefaultConfig()
-		ep.NATS = natsx.ConnConfig{URL: ps.NATSURL, User: natsauth.EventProcessor, Password: passwords[natsauth.EventProcessor]}
+		ep.NATS = natsAs(natsauth.EventProcessor)
 		ep.Provisioning.Provision = false
 		ep.Graph.URL, ep.Graph.Password = graphURL, GraphWriterPassword
 		ep.Admin, ep.LogLevel, ep.AttestKeys = port(name+"-admin"), "warn", keysDir
@@ -571,7 +584,7 @@ func StartProcs(ctx context.Context, o ProcsOptions) (ps *Procs, err error) {
 			name = "gate-all"
 		}
 		gc := gates.DefaultServiceConfig()
-		gc.NATS = natsx.ConnConfig{URL: ps.NATSURL, User: proc.User(), Password: passwords[proc.User()]}
+		gc.NATS = natsAs(proc.User())
 		gc.Provisioning.Provision = false
 		gc.Graph.URL, gc.Graph.Password = graphURL, GraphReaderPassword
 		gc.Gates, gc.Fuse = strings.Join(proc.Gates, ","), !o.NoFusion // -fuse only when unfused, so binaries from before fusion start too
@@ -581,7 +594,7 @@ func StartProcs(ctx context.Context, o ProcsOptions) (ps *Procs, err error) {
 		add(name, "worker", "gate", slices.Concat(gc.Args(), o.GateFlags)...)
 	}
 	ai := aiworker.DefaultServiceConfig()
-	ai.NATS = natsx.ConnConfig{URL: ps.NATSURL, User: natsauth.AIWorker, Password: passwords[natsauth.AIWorker]}
+	ai.NATS = natsAs(natsauth.AIWorker)
 	ai.Provisioning.Provision = false
 	ai.Admin, ai.LogLevel = port("ai-worker-admin"), "warn"
 	ai.WorldURL, ai.LoreURL, ai.ClassifyURL = "http://"+port("mcp-world")+"/mcp", "http://"+port("mcp-lore")+"/mcp", "http://"+port("mcp-classify")+"/mcp"
@@ -592,7 +605,7 @@ func StartProcs(ctx context.Context, o ProcsOptions) (ps *Procs, err error) {
 	add("ai-worker", "worker", "ai-worker", ai.Args()...)
 	if o.MemoryWriter {
 		mw := memory.DefaultConfig()
-		mw.NATS = natsx.ConnConfig{URL: ps.NATSURL, User: natsauth.MemoryWriter, Password: passwords[natsauth.MemoryWriter]}
+		mw.NATS = natsAs(natsauth.MemoryWriter)
 		mw.Provisioning.Provision = false
 		mw.Admin, mw.LogLevel = port("memory-writer-admin"), "warn"
 		add("memory-writer", "worker", "memory-writer", mw.Args()...)

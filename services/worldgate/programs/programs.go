@@ -11,6 +11,10 @@ import (
 	"github.com/worldgate/worldgate/services/ai-worker/aiworker"
 	"github.com/worldgate/worldgate/services/event-processor/processor"
 	"github.com/worldgate/worldgate/services/gate/gates"
+	"github.com/worldgate/worldgate/services/mcp-classify/classifytools"
+	"github.com/worldgate/worldgate/services/mcp-lore/loretools"
+	"github.com/worldgate/worldgate/services/mcp-propose/proposetools"
+	"github.com/worldgate/worldgate/services/mcp-world/worldtools"
 	"github.com/worldgate/worldgate/services/memory-writer/memory"
 )
 
@@ -47,10 +51,14 @@ var All = []Program{
 		Config: func() Config { c := aiworker.DefaultServiceConfig(); return &c }},
 	{Name: "memory-writer", Package: module + "memory-writer", Pipeline: true,
 		Config: func() Config { c := memory.DefaultConfig(); return &c }},
-	{Name: "mcp-world", Package: module + "mcp-world", Pipeline: true},
-	{Name: "mcp-lore", Package: module + "mcp-lore", Pipeline: true},
-	{Name: "mcp-classify", Package: module + "mcp-classify", Pipeline: true},
-	{Name: "mcp-propose", Package: module + "mcp-propose"},
+	{Name: "mcp-world", Package: module + "mcp-world", Pipeline: true,
+		Config: func() Config { c := worldtools.DefaultServiceConfig(); return &c }},
+	{Name: "mcp-lore", Package: module + "mcp-lore", Pipeline: true,
+		Config: func() Config { c := loretools.DefaultServiceConfig(); return &c }},
+	{Name: "mcp-classify", Package: module + "mcp-classify", Pipeline: true,
+		Config: func() Config { c := classifytools.DefaultServiceConfig(); return &c }},
+	{Name: "mcp-propose", Package: module + "mcp-propose",
+		Config: func() Config { c := proposetools.DefaultServiceConfig(); return &c }},
 	{Name: "edge", Package: module + "edge"},
 	{Name: "graphd", Package: module + "graphd", Pipeline: true},
 	{Name: "worldgate", Package: module + "worldgate"},

@@ -51,15 +51,19 @@ func TestEveryServiceConfigRendersWhatItParses(t *testing.T) {
 			want := p.Config()
 			fs := flag.NewFlagSet(p.Name, flag.ContinueOnError)
 			want.RegisterFlags(fs)
-			for name, v := range map[string]string{"admin": "127.0.0.1:1", "nats-url": "nats://10.0.0.1:4222",
-				"nats-password": "a password", "provision": "false", "log-level": "warn"} {
+			set := map[string]string{"admin": "127.0.0.1:1", "nats-url": "nats://10.0.0.1:4222",
+				"nats-password": "a password", "log-level": "warn"}
+			if fs.Lookup("provision") != nil { // a worker; an MCP server has no -provision
+				set["provision"] = "false"
+			}
+			for name, v := range set {
 				if err := fs.Set(name, v); err != nil {
 					t.Fatalf("-%s: %v", name, err)
 				}
 			}
 			args := want.Args()
-			if len(args) != 5 {
-				t.Errorf("argv %q, want the 5 flags set", args)
+			if len(args) != len(set) {
+				t.Errorf("argv %q, want the %d flags set", args, len(set))
 			}
 			got := p.Config()
 			fs = flag.NewFlagSet(p.Name, flag.ContinueOnError)
@@ -70,14 +74,18 @@ func TestEveryServiceConfigRendersWhatItParses(t *testing.T) {
 			if !reflect.DeepEqual(got, want) {
 				t.Errorf("argv %q parses as\n%+v, want\n%+v", args, got, want)
 			}
+			var prefix string // WORLDGATE_, or WORLDGATE_MCP_ for the MCP servers
 			for _, kv := range want.Env() {
 				k, v, _ := strings.Cut(kv, "=")
 				t.Setenv(k, v)
+				if p, ok := strings.CutSuffix(k, "_ADMIN"); ok {
+					prefix = p + "_"
+				}
 			}
 			got = p.Config()
 			fs = flag.NewFlagSet(p.Name, flag.ContinueOnError)
 			got.RegisterFlags(fs)
-			if err := config.Parse(fs, nil, config.Prefix); err != nil {
+			if err := config.Parse(fs, nil, prefix); err != nil {
 				t.Fatal(err)
 			}
 			if !reflect.DeepEqual(got, want) {

@@ -15,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/nats-io/nats.go"
 
+	"github.com/worldgate/worldgate/services/internal/service"
 	"github.com/worldgate/worldgate/services/mcp-classify/classifytools"
 	"github.com/worldgate/worldgate/services/mcp-lore/loretools"
 	"github.com/worldgate/worldgate/services/mcp-propose/proposetools"
@@ -108,17 +109,21 @@ func startMCP(ctx context.Context, st *Stack) error {
 		_ = ln.Close()
 		return err
 	}
-	world, err := worldtools.New(worldtools.Options{Options: opts("world"), GraphConn: st.GraphRO, JetStream: js})
+	// Each server is started as its process starts it ({world,lore,classify,propose}tools.Start),
+	// on the stack's graph reader and its own NATS user, with its default configuration.
+	world, err := worldtools.Start(ctx, service.MCPInfra{Options: opts("world"), Conn: wnc, JetStream: js, Graph: st.GraphRO}, worldtools.DefaultServiceConfig())
 	if err != nil {
 		_ = ln.Close()
 		return err
 	}
-	lore, err := loretools.New(loretools.Options{Options: opts("lore"), GraphConn: st.GraphRO, RefreshInterval: 5 * time.Second})
+	loreCfg := loretools.DefaultServiceConfig()
+	loreCfg.Refresh = 5 * time.Second // a world just loaded is searchable soon
+	lore, err := loretools.Open(ctx, service.MCPInfra{Options: opts("lore"), Graph: st.GraphRO}, loreCfg)
 	if err != nil {
 		_ = ln.Close()
 		return err
 	}
-	classify, err := classifytools.New(classifytools.Options{Options: opts("classify")})
+	classify, err := classifytools.Start(ctx, service.MCPInfra{Options: opts("classify")}, classifytools.DefaultServiceConfig())
 	if err != nil {
 		_ = ln.Close()
 		return err
@@ -128,7 +133,7 @@ func startMCP(ctx context.Context, st *Stack) error {
 		_ = ln.Close()
 		return err
 	}
-	propose, err := proposetools.New(proposetools.Options{Options: opts("propose"), JetStream: pjs})
+	propose, err := proposetools.Start(ctx, service.MCPInfra{Options: opts("propose"), Conn: pnc, JetStream: pjs}, proposetools.DefaultServiceConfig())
 	if err != nil {
 		_ = ln.Close()
 		return err
@@ -149,7 +154,7 @@ func startMCP(ctx context.Context, st *Stack) error {
 		nc      *nats.Conn
 		service string
 		ready   mcpx.Readiness
-	}{{wnc, natsauth.MCPWorld, world.Ready}, {lnc, natsauth.MCPLore, lore.Ready}, {cnc, natsauth.MCPClassify, nil}, {pnc, natsauth.MCPPropose, nil}} {
+	}{{wnc, natsauth.MCPWorld, world.Ready}, {lnc, natsauth.MCPLore, lore.Ready}, {cnc, natsauth.MCPClassify, classify.Ready}, {pnc, natsauth.MCPPropose, propose.Ready}} {
 		svc, err := mcpx.Register(r.nc, r.service, "0.0.0-dev", "http", r.ready)
 		if err != nil {
 			_ = ln.Close()
@@ -160,14 +165,14 @@ func startMCP(ctx context.Context, st *Stack) error {
 	st.Lore = lore
 	// The stack's own workers (ai-worker, the safety gate, the console) call the read servers
 	// in process; outside clients (and propose's narrators) use HTTP.
-	st.MCPServers = map[string]*mcp.Server{"world": world.MCP(), "lore": lore.MCP(), "classify": classify.MCP()}
+	st.MCPServers = map[string]*mcp.Server{"world": world.MCP, "lore": lore.MCP(), "classify": classify.MCP}
 	st.Go("mcp-lore refresh", func(ctx context.Context) error { lore.Run(ctx); return nil })
 
 	mux := http.NewServeMux()
-	mcpx.Mount(mux, "/mcp/world", world.Handler(), opts("world").Auth, mcpx.ScopeWorldRead)
+	mcpx.Mount(mux, "/mcp/world", world.Handler, opts("world").Auth, mcpx.ScopeWorldRead)
 	mcpx.Mount(mux, "/mcp/lore", lore.Handler(), opts("lore").Auth, mcpx.ScopeLoreRead)
-	mcpx.Mount(mux, "/mcp/classify", classify.Handler(), opts("classify").Auth, mcpx.ScopeClassifyRead)
-	mcpx.Mount(mux, "/mcp/propose", propose.Handler(), opts("propose").Auth, mcpx.ScopePropose)
+	mcpx.Mount(mux, "/mcp/classify", classify.Handler, opts("classify").Auth, mcpx.ScopeClassifyRead)
+	mcpx.Mount(mux, "/mcp/propose", propose.Handler, opts("propose").Auth, mcpx.ScopePropose)
 	ih := iss.Handler()
 	for _, p := range []string{issuer.MetadataPath, issuer.TokenPath, issuer.JWKSPath} {
 		mux.Handle(p, ih)
