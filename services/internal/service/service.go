@@ -76,6 +76,9 @@ type Program struct {
 	EnvPrefix string
 	// GC is the program's GOGC percent when the environment sets none (gctune; 0: Default).
 	GC int
+	// NoProvisioning and NoTracing leave out -provision (and the topology's flags) and the
+	// -otlp-* flags, for a program that neither provisions nor traces (edge).
+	NoProvisioning, NoTracing bool
 }
 
 // Process is what every program reads besides its service's own settings.
@@ -98,9 +101,14 @@ func (prog Program) RegisterFlags(fs *flag.FlagSet, p *Process) {
 	}
 	fs.StringVar(&p.Admin, "admin", prog.Admin, "admin address for /metrics, /healthz, /readyz")
 	fs.StringVar(&p.LogLevel, "log-level", "info", "debug, info, warn or error")
-	p.Provisioning.RegisterFlags(fs)
+	p.Provisioning = natsx.Provisioning{}
+	if !prog.NoProvisioning {
+		p.Provisioning.RegisterFlags(fs)
+	}
 	p.Tracing = tracing.Config{ServiceName: prog.Name}
-	p.Tracing.RegisterFlags(fs)
+	if !prog.NoTracing {
+		p.Tracing.RegisterFlags(fs)
+	}
 }
 
 // Config is a service's configuration as Main reads it.

@@ -9,6 +9,7 @@ import (
 	"slices"
 
 	"github.com/worldgate/worldgate/services/ai-worker/aiworker"
+	"github.com/worldgate/worldgate/services/edge/edge"
 	"github.com/worldgate/worldgate/services/event-processor/processor"
 	"github.com/worldgate/worldgate/services/gate/gates"
 	"github.com/worldgate/worldgate/services/mcp-classify/classifytools"
@@ -59,7 +60,8 @@ var All = []Program{
 		Config: func() Config { c := classifytools.DefaultServiceConfig(); return &c }},
 	{Name: "mcp-propose", Package: module + "mcp-propose",
 		Config: func() Config { c := proposetools.DefaultServiceConfig(); return &c }},
-	{Name: "edge", Package: module + "edge"},
+	{Name: "edge", Package: module + "edge",
+		Config: func() Config { c := edge.DefaultServiceConfig(); return &c }},
 	{Name: "graphd", Package: module + "graphd", Pipeline: true},
 	{Name: "worldgate", Package: module + "worldgate"},
 }

@@ -41,7 +41,7 @@ func randomKey() (string, error) {
 // that acts only for the console's player.
 var Edge = Part{"edge", startEdge}
 
-func startEdge(_ context.Context, st *Stack) error {
+func startEdge(ctx context.Context, st *Stack) error {
 	key, err := devEdgeKey(st.DataDir)
 	if err != nil {
 		return err
@@ -58,37 +58,20 @@ func startEdge(_ context.Context, st *Stack) error {
 	if err != nil {
 		return err
 	}
-	nc, js, err := st.ConnectAs(natsauth.Edge)
+	in, err := st.Infra(edge.Name, natsauth.Edge)
 	if err != nil {
 		return err
 	}
-	srv, err := edge.New(edge.Config{JetStream: js, Keys: ring, Logger: st.Log.With("component", "edge"), Registerer: st.Reg, Extra: consoleRoutes(st, consoleKey)})
-	if err != nil {
-		return err
-	}
-	ln, err := net.Listen("tcp", net.JoinHostPort(st.Host, strconv.Itoa(st.EdgePort)))
+	// Edge as its process runs it (edge.Start), with the dev keys and the console beside the API.
+	cfg := edge.DefaultServiceConfig()
+	cfg.Listen, cfg.Drain = net.JoinHostPort(st.Host, strconv.Itoa(st.EdgePort)), 5*time.Second
+	cfg.Keyring, cfg.Extra, cfg.Version = ring, consoleRoutes(st, consoleKey), "0.0.0-dev"
+	svc, err := edge.Start(ctx, in, cfg)
 	if err != nil {
 		return portHint(err, "edge-port", st.EdgePort)
 	}
-	url := "http://" + ln.Addr().String()
-	svc, err := edge.Register(nc, "0.0.0-dev", url)
-	if err != nil {
-		ln.Close()
-		return err
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := srv.Serve(ctx, ln, 5*time.Second); err != nil {
-			st.Log.Error("edge stopped", "err", err)
-		}
-	}()
-	st.OnStop(func() {
-		cancel()
-		<-done
-		_ = svc.Stop()
-	})
+	st.Go(edge.Name, svc.Run)
+	url := svc.URL
 	st.Endpoints["edge.url"] = url
 	st.Endpoints["edge.key"] = key
 	st.EdgeURL, st.EdgeKey = url, key

@@ -58,15 +58,19 @@ func (st *Stack) Infra(name, role string) (service.Infra, error) {
 }
 
 // serviceAdmin is the stack's admin server as one service sees it: the checks of several
-// services share it, so each one's "handlers" check is named after its service.
+// services share it, so each one's "handlers" check is named after its service, and its
+// "nats" check (its own connection) "<service> nats" beside the stack's.
 type serviceAdmin struct {
 	*admin.Server
 	name string
 }
 
 func (a serviceAdmin) AddCheck(name string, c admin.Check) {
-	if name == "handlers" {
+	switch name {
+	case "handlers":
 		name = a.name
+	case "nats":
+		name = a.name + " nats"
 	}
 	a.Server.AddCheck(name, c)
 }
