@@ -25,7 +25,7 @@ func TestMain(m *testing.M) {
 // invocation, the second with extra gate flags; each has a ceiling, a saturation and a
 // half-rate phase of moves, every event committed, the pipeline's CPU read from its processes
 // apart from bench's own, and hops per event counted on the streams. The second run's extra
-// flag -log-level=info reaches the gate process (its "gate starting" line is in that run's
+// flag -log-level=info reaches the gate process (its "gates registered" line is in that run's
 // process log only); once the gate binary has -fuse, the second run is also unfused and must
 // take more hops per event than the first.
 func TestProcessesCompare(t *testing.T) {
@@ -71,7 +71,7 @@ func TestProcessesCompare(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := bytes.Contains(log, []byte("gate starting")); got != want {
+		if got := bytes.Contains(log, []byte(`"gates registered"`)); got != want { // the gate's own info line at start (gates.Start)
 			t.Errorf("%s run: gate logged at info level: %v, want %v (the extra gate flag must reach the gate process of that run only)", run, got, want)
 		}
 	}
