@@ -1,9 +1,7 @@
 package main
 
 import (
-	"context"
 	"fmt"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -18,19 +16,8 @@ import (
 // refused it, and what the whole request spent — the sums worldgate trace reads from the
 // streams. Edge reads the refusals as its own NATS user, as under worldgate dev.
 func TestPlayConsoleShowsEveryAttempt(t *testing.T) {
-	browser, err := exec.LookPath("chromium")
-	if err != nil {
-		t.Fatal("chromium is not installed: `apt-get install -y chromium` (.ci/run does it)")
-	}
+	ctx := openBrowser(t, 1280, 900)
 	st := startQuietStack(t)
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(browser), chromedp.NoSandbox,
-		chromedp.WindowSize(1280, 900), chromedp.Flag("disable-dev-shm-usage", true))
-	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancel()
-	ctx, cancel := chromedp.NewContext(actx)
-	defer cancel()
-	ctx, cancel = context.WithTimeout(ctx, 3*time.Minute)
-	defer cancel()
 	eval := func(js string) string {
 		t.Helper()
 		s, err := chromedp.Run(ctx, chromedp.Evaluate[string](js))

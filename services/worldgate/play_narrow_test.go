@@ -1,8 +1,6 @@
 package main
 
 import (
-	"context"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -14,19 +12,8 @@ import (
 // scrolls sideways, the journey column included; the feed reads in order, the newest line last;
 // and a reload keeps the player's history (the outcomes of the last hour come back).
 func TestPlayConsoleNarrowWindowAndReload(t *testing.T) {
-	browser, err := exec.LookPath("chromium")
-	if err != nil {
-		t.Fatal("chromium is not installed: `apt-get install -y chromium` (.ci/run does it)")
-	}
+	ctx := openBrowser(t, 500, 800)
 	st := startQuietStack(t)
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(browser), chromedp.NoSandbox,
-		chromedp.WindowSize(500, 800), chromedp.Flag("disable-dev-shm-usage", true))
-	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancel()
-	ctx, cancel := chromedp.NewContext(actx)
-	defer cancel()
-	ctx, cancel = context.WithTimeout(ctx, 3*time.Minute)
-	defer cancel()
 	run := func(what string, a chromedp.Action[chromedp.Void]) {
 		t.Helper()
 		if _, err := chromedp.Run(ctx, a); err != nil {

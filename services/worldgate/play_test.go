@@ -1,9 +1,7 @@
 package main
 
 import (
-	"context"
 	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -19,19 +17,8 @@ import (
 // WORLDGATE_SCREENSHOT=docs/img/play-console.png (relative to services/worldgate: ../../docs/…)
 // also saves a screenshot of the console at the end.
 func TestPlayConsoleInABrowser(t *testing.T) {
-	browser, err := exec.LookPath("chromium")
-	if err != nil {
-		t.Fatal("chromium is not installed: `apt-get install -y chromium` (.ci/run does it)")
-	}
+	ctx := openBrowser(t, 1280, 900)
 	st := startQuietStack(t)
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(browser), chromedp.NoSandbox,
-		chromedp.WindowSize(1280, 900), chromedp.Flag("disable-dev-shm-usage", true))
-	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancel()
-	ctx, cancel := chromedp.NewContext(actx)
-	defer cancel()
-	ctx, cancel = context.WithTimeout(ctx, 3*time.Minute)
-	defer cancel()
 
 	run := func(what string, a chromedp.Action[chromedp.Void]) {
 		t.Helper()
