@@ -398,15 +398,10 @@ var validate = sync.OnceValue(func() *validator.Validate {
 	return v
 })
 
-type schemaSet struct {
-	envelope, proposal, rejection, domainEvent, outcome *jsonschema.Schema
-	events                                              map[string]*jsonschema.Schema
-	proposals                                           map[string]*jsonschema.Schema
-}
-
-// compiled compiles every embedded schema once. The schemas ship with the binary, so a failure
-// is a build defect: it panics, and the package tests catch it.
-var compiled = sync.OnceValue(func() *schemaSet {
+// SchemaCompiler is a JSON Schema compiler (draft 2020-12, formats asserted) holding every
+// embedded schema under schemas/v1 by its $id, so that any of them, references included,
+// compiles from it: c.Compile(schemas.URI("v1/world.json")).
+func SchemaCompiler() (*jsonschema.Compiler, error) {
 	c := jsonschema.NewCompiler()
 	c.DefaultDraft(jsonschema.Draft2020)
 	c.AssertFormat()
@@ -424,6 +419,19 @@ var compiled = sync.OnceValue(func() *schemaSet {
 		}
 		return c.AddResource(schemas.URI(path), doc)
 	})
+	return c, err
+}
+
+type schemaSet struct {
+	envelope, proposal, rejection, domainEvent, outcome *jsonschema.Schema
+	events                                              map[string]*jsonschema.Schema
+	proposals                                           map[string]*jsonschema.Schema
+}
+
+// compiled compiles every embedded schema once. The schemas ship with the binary, so a failure
+// is a build defect: it panics, and the package tests catch it.
+var compiled = sync.OnceValue(func() *schemaSet {
+	c, err := SchemaCompiler()
 	if err != nil {
 		panic("events: load embedded schemas: " + err.Error())
 	}

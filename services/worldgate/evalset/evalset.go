@@ -96,19 +96,7 @@ func Load() (*Set, error) {
 		return nil, fmt.Errorf("evaluation world: %w", err)
 	}
 	s := &Set{World: w}
-	sc := bufio.NewScanner(bytes.NewReader(proposals))
-	sc.Buffer(make([]byte, 0, 64*1024), 1<<20)
-	for n := 1; sc.Scan(); n++ {
-		var c Case
-		d := json.NewDecoder(bytes.NewReader(sc.Bytes()))
-		d.DisallowUnknownFields()
-		if err := d.Decode(&c); err != nil {
-			return nil, fmt.Errorf("proposals.jsonl:%d: %w", n, err)
-		}
-		c.HeldOut = HeldOut(c.ID)
-		s.Cases = append(s.Cases, c)
-	}
-	if err := sc.Err(); err != nil {
+	if s.Cases, err = readCases("proposals.jsonl", proposals, HeldOut); err != nil {
 		return nil, err
 	}
 	safety, err := safetyCases()
@@ -117,6 +105,25 @@ func Load() (*Set, error) {
 	}
 	s.Cases = append(s.Cases, safety...)
 	return s, s.check()
+}
+
+// readCases decodes the cases of a JSON-lines file strictly (unknown fields refused), one per
+// line, each marked held out as heldOut says of its id.
+func readCases(name string, data []byte, heldOut func(id string) bool) ([]Case, error) {
+	var out []Case
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(make([]byte, 0, 64*1024), 1<<20)
+	for n := 1; sc.Scan(); n++ {
+		var c Case
+		d := json.NewDecoder(bytes.NewReader(sc.Bytes()))
+		d.DisallowUnknownFields()
+		if err := d.Decode(&c); err != nil {
+			return nil, fmt.Errorf("%s:%d: %w", name, n, err)
+		}
+		c.HeldOut = heldOut(c.ID)
+		out = append(out, c)
+	}
+	return out, sc.Err()
 }
 
 // The moderation sets the safety cases come from.

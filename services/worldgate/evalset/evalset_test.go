@@ -57,21 +57,9 @@ func TestGatesMeetTheBar(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	vs, err := evalset.Run(ctx, s, evalset.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(vs) != len(s.Cases) {
-		t.Fatalf("%d verdicts for %d cases", len(vs), len(s.Cases))
-	}
+	vs := runSet(t, s)
 	scores := evalset.Score(vs)
-	var b strings.Builder
-	if err := evalset.Print(&b, scores); err != nil {
-		t.Fatal(err)
-	}
-	t.Log("\n" + b.String())
+	logScores(t, scores)
 	for _, h := range scores {
 		if len(h.Gates) != 3 {
 			t.Errorf("%s half grades %d gates, want 3", h.Half, len(h.Gates))
@@ -85,6 +73,31 @@ func TestGatesMeetTheBar(t *testing.T) {
 			t.Errorf("%s: the %s gate's rejection names no rule the evaluation knows: %s", v.ID, v.Gate, v.Reason)
 		}
 	}
+}
+
+// runSet runs the gates on every case of s and returns one verdict per case.
+func runSet(t *testing.T, s *evalset.Set) []evalset.Verdict {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	vs, err := evalset.Run(ctx, s, evalset.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(vs) != len(s.Cases) {
+		t.Fatalf("%d verdicts for %d cases", len(vs), len(s.Cases))
+	}
+	return vs
+}
+
+// logScores logs the scores as worldgate eval prints them.
+func logScores(t *testing.T, scores []evalset.HalfScore) {
+	t.Helper()
+	var b strings.Builder
+	if err := evalset.Print(&b, scores); err != nil {
+		t.Fatal(err)
+	}
+	t.Log("\n" + b.String())
 }
 
 // TestSafetyScoredPerSetLanguageAndCategory: the safety gate's verdicts are graded per moderation

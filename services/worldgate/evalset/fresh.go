@@ -1,12 +1,9 @@
 package evalset
 
 import (
-	"bufio"
-	"bytes"
 	"crypto/sha256"
 	_ "embed"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 
 	"github.com/worldgate/worldgate/services/worldgate/worldfile"
@@ -40,19 +37,7 @@ func LoadFresh() (*Set, error) {
 		return nil, fmt.Errorf("evaluation world: %w", err)
 	}
 	s := &Set{World: w}
-	sc := bufio.NewScanner(bytes.NewReader(fresh))
-	sc.Buffer(make([]byte, 0, 64*1024), 1<<20)
-	for n := 1; sc.Scan(); n++ {
-		var c Case
-		d := json.NewDecoder(bytes.NewReader(sc.Bytes()))
-		d.DisallowUnknownFields()
-		if err := d.Decode(&c); err != nil {
-			return nil, fmt.Errorf("fresh.jsonl:%d: %w", n, err)
-		}
-		c.HeldOut = true
-		s.Cases = append(s.Cases, c)
-	}
-	if err := sc.Err(); err != nil {
+	if s.Cases, err = readCases("fresh.jsonl", fresh, func(string) bool { return true }); err != nil {
 		return nil, err
 	}
 	return s, s.check()

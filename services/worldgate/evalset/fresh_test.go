@@ -1,10 +1,7 @@
 package evalset_test
 
 import (
-	"context"
-	"strings"
 	"testing"
-	"time"
 
 	"github.com/worldgate/worldgate/services/worldgate/evalset"
 )
@@ -18,21 +15,9 @@ func TestFreshSet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	vs, err := evalset.Run(ctx, s, evalset.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(vs) != len(s.Cases) {
-		t.Fatalf("%d verdicts for %d cases", len(vs), len(s.Cases))
-	}
+	vs := runSet(t, s)
 	score := evalset.ScoreFresh(vs)
-	var b strings.Builder
-	if err := evalset.Print(&b, []evalset.HalfScore{score}); err != nil {
-		t.Fatal(err)
-	}
-	t.Log("\n" + b.String())
+	logScores(t, []evalset.HalfScore{score})
 	for _, v := range vs {
 		if !v.Right() {
 			t.Logf("miss %s (%s/%s, want %s): %s %v %s", v.ID, v.Gate, v.Case.Category, v.Case.Expect, v.Outcome, v.For, v.Reason)

@@ -12,29 +12,14 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"gopkg.in/yaml.v3"
 
+	"github.com/worldgate/worldgate/events"
 	"github.com/worldgate/worldgate/schemas"
 )
 
 // worldSchema compiles schemas/v1/world.json with the other embedded schemas it refers to.
 func worldSchema(t *testing.T) *jsonschema.Schema {
 	t.Helper()
-	c := jsonschema.NewCompiler()
-	c.DefaultDraft(jsonschema.Draft2020)
-	c.AssertFormat()
-	err := fs.WalkDir(schemas.FS(), "v1", func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".json") {
-			return err
-		}
-		raw, err := fs.ReadFile(schemas.FS(), path)
-		if err != nil {
-			return err
-		}
-		doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
-		if err != nil {
-			return err
-		}
-		return c.AddResource(schemas.URI(path), doc)
-	})
+	c, err := events.SchemaCompiler()
 	if err != nil {
 		t.Fatal(err)
 	}
