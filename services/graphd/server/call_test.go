@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	gremlingo "github.com/apache/tinkerpop/gremlin-go/v3/driver"
-	"github.com/worldgate/worldgate/services/graphd/graphdtest"
 )
 
 // TestCall checks call() and the services graphd registers as TinkerGraph
@@ -14,9 +13,7 @@ import (
 // tinker.degree.centrality (a streaming service), and the errors TinkerPop
 // gives for an unknown service or a service used where it cannot run.
 func TestCall(t *testing.T) {
-	srv := graphdtest.Start(t, graphdtest.InMemory())
-	g := writer(t, srv)
-	loadModern(t, g)
+	g := modern(t)
 	checkResults(t, []resultCase{
 		{"directory", g.Call(), "tinker.degree.centrality tinker.search"},
 		{"directory, verbose", g.Call("--list").With("service", "tinker.degree.centrality").With("verbose", true),

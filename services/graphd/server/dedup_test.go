@@ -5,16 +5,13 @@ import (
 	"testing"
 
 	gremlingo "github.com/apache/tinkerpop/gremlin-go/v3/driver"
-	"github.com/worldgate/worldgate/services/graphd/graphdtest"
 )
 
 // TestDedupLabels: dedup("a", "b") keeps the first traverser of each
 // combination of labelled objects (through by()); dedup(local, labels)
 // ignores the labels, as TinkerPop does.
 func TestDedupLabels(t *testing.T) {
-	srv := graphdtest.Start(t, graphdtest.InMemory())
-	g := writer(t, srv)
-	loadModern(t, g)
+	g := modern(t)
 	for _, c := range []struct {
 		name    string
 		tr      GT

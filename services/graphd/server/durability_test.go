@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -139,12 +140,12 @@ func crashChild(dir string) {
 	wg.Wait()
 }
 
-// TestCrashRecovery kills a writing child with SIGKILL and checks that every
-// acknowledged write survives, then that a torn WAL tail is truncated.
-func TestCrashRecovery(t *testing.T) {
-	dir := t.TempDir()
+// startChild starts this test binary as a crash test's child (TestMain dispatches it by env,
+// which names its data directory dir) and returns it with its standard output.
+func startChild(t *testing.T, env, dir string) (*exec.Cmd, io.Reader) {
+	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), crashEnv+"="+dir)
+	cmd.Env = append(os.Environ(), env+"="+dir)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -153,6 +154,14 @@ func TestCrashRecovery(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	return cmd, stdout
+}
+
+// TestCrashRecovery kills a writing child with SIGKILL and checks that every
+// acknowledged write survives, then that a torn WAL tail is truncated.
+func TestCrashRecovery(t *testing.T) {
+	dir := t.TempDir()
+	cmd, stdout := startChild(t, crashEnv, dir)
 	var acked []string
 	sc := bufio.NewScanner(stdout)
 	deadline := time.Now().Add(20 * time.Second)

@@ -59,6 +59,15 @@ func toList(t testing.TB, tr *gremlingo.GraphTraversal) []any {
 	return out
 }
 
+// modern is a writer's traversal source on a fresh in-memory graphd holding TinkerPop's
+// "modern" toy graph.
+func modern(t testing.TB) *gremlingo.GraphTraversalSource {
+	t.Helper()
+	g := writer(t, graphdtest.Start(t, graphdtest.InMemory()))
+	loadModern(t, g)
+	return g
+}
+
 // loadModern loads TinkerPop's "modern" toy graph.
 func loadModern(t testing.TB, g *gremlingo.GraphTraversalSource) {
 	t.Helper()

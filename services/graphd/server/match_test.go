@@ -3,8 +3,6 @@ package server_test
 import (
 	"strings"
 	"testing"
-
-	"github.com/worldgate/worldgate/services/graphd/graphdtest"
 )
 
 // TestMatch checks match() beyond TinkerPop's suite: the pattern order does
@@ -12,9 +10,7 @@ import (
 // labelled infix and() starts its right operand, and a pattern that can never
 // start is refused as TinkerPop refuses it.
 func TestMatch(t *testing.T) {
-	srv := graphdtest.Start(t, graphdtest.InMemory())
-	g := writer(t, srv)
-	loadModern(t, g)
+	g := modern(t)
 	for _, c := range []struct {
 		name string
 		tr   GT

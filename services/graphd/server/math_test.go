@@ -5,8 +5,6 @@ import (
 	"math"
 	"strings"
 	"testing"
-
-	"github.com/worldgate/worldgate/services/graphd/graphdtest"
 )
 
 // typed renders a result with its Go type as gremlin-go decoded it, so a
@@ -25,9 +23,7 @@ func typedAll(vals []any) []string {
 // language): precedence, associativity, unary minus, functions, variables
 // resolved through by() modulators and scopes; the result is a Double.
 func TestMath(t *testing.T) {
-	srv := graphdtest.Start(t, graphdtest.InMemory())
-	g := writer(t, srv)
-	loadModern(t, g)
+	g := modern(t)
 
 	num := func(expr string) float64 {
 		t.Helper()

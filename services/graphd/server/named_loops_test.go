@@ -3,17 +3,13 @@ package server_test
 import (
 	"strings"
 	"testing"
-
-	"github.com/worldgate/worldgate/services/graphd/graphdtest"
 )
 
 // TestNamedLoops checks repeat(name, traversal) and loops(name): inside a
 // nested repeat loops(name) counts the named (outer) loop, loops() the
 // innermost; a name no enclosing loop has is refused as TinkerPop refuses it.
 func TestNamedLoops(t *testing.T) {
-	srv := graphdtest.Start(t, graphdtest.InMemory())
-	g := writer(t, srv)
-	loadModern(t, g)
+	g := modern(t)
 	checkResults(t, []resultCase{
 		{"outer count inside the inner loop", g.V(1).Repeat("a", __.Repeat("b", __.Out().SideEffect(__.Loops("a").Aggregate("x"))).Times(1)).Times(2).Cap("x"), "[0,0,0,1,1]"},
 		{"inner count", g.V(1).Repeat("a", __.Repeat("b", __.Out().SideEffect(__.Loops().Aggregate("x"))).Times(1)).Times(2).Cap("x"), "[0,0,0,0,0]"},

@@ -3,8 +3,6 @@ package server_test
 import (
 	"strings"
 	"testing"
-
-	"github.com/worldgate/worldgate/services/graphd/graphdtest"
 )
 
 // TestNullPropertyKeys checks null among property keys as TinkerPop treats
@@ -12,9 +10,7 @@ import (
 // among other keys is ignored, and only null keys select no property (where
 // no keys select all).
 func TestNullPropertyKeys(t *testing.T) {
-	srv := graphdtest.Start(t, graphdtest.InMemory())
-	g := writer(t, srv)
-	loadModern(t, g)
+	g := modern(t)
 	for _, c := range []struct {
 		name string
 		tr   GT

@@ -2,8 +2,6 @@ package server_test
 
 import (
 	"testing"
-
-	"github.com/worldgate/worldgate/services/graphd/graphdtest"
 )
 
 // TestPropertyTraversalArguments checks property() keys and values given as
@@ -11,9 +9,7 @@ import (
 // (TinkerPop's Parameters), a property() step's run on its element, and a
 // key traversal gives the key.
 func TestPropertyTraversalArguments(t *testing.T) {
-	srv := graphdtest.Start(t, graphdtest.InMemory())
-	g := writer(t, srv)
-	loadModern(t, g)
+	g := modern(t)
 	checkResults(t, []resultCase{
 		{"addV value from the incoming vertex", g.V(1, 2).AddV("animal").Property("name", __.Values("name")).Values("name"), "marko vadas"},
 		{"addV key and value traversals", g.V(3).AddV("animal").Property(__.Values("name"), __.Label()).Values("lop"), "software"},

@@ -5,14 +5,11 @@ import (
 	"testing"
 
 	gremlingo "github.com/apache/tinkerpop/gremlin-go/v3/driver"
-	"github.com/worldgate/worldgate/services/graphd/graphdtest"
 )
 
 // TestSack checks withSack/sack()/barrier() against TinkerPop's semantics.
 func TestSack(t *testing.T) {
-	srv := graphdtest.Start(t, graphdtest.InMemory())
-	g := writer(t, srv)
-	loadModern(t, g)
+	g := modern(t)
 	Op := gremlingo.Operator
 	for _, c := range []struct {
 		name string

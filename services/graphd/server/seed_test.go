@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	gremlingo "github.com/apache/tinkerpop/gremlin-go/v3/driver"
-	"github.com/worldgate/worldgate/services/graphd/graphdtest"
 )
 
 // TestSeedStrategy checks SeedStrategy: coin()/sample() draw TinkerPop's
@@ -13,9 +12,7 @@ import (
 // seed 999999), and the places where graphd cannot promise TinkerPop's
 // order of draws are refused; sample(local) samples a map's entries.
 func TestSeedStrategy(t *testing.T) {
-	srv := graphdtest.Start(t, graphdtest.InMemory())
-	g := writer(t, srv)
-	loadModern(t, g)
+	g := modern(t)
 	seeded := g.WithStrategies(gremlingo.SeedStrategy(gremlingo.SeedStrategyConfig{Seed: 999999}))
 	for i := 0; i < 2; i++ {
 		if got := strings.Join(norms(toList(t, seeded.V().Order().By("name").Coin(0.5).Values("name")), true), " "); got != "josh" {

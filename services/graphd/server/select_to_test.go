@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	gremlingo "github.com/apache/tinkerpop/gremlin-go/v3/driver"
-	"github.com/worldgate/worldgate/services/graphd/graphdtest"
 )
 
 // TestSelectTraversalAndToDirection checks select(traversal) (the key is the
@@ -13,9 +12,7 @@ import (
 // label or side effect, with Pop) and to/toE/toV(Direction, labels) as the
 // vertex steps they stand for.
 func TestSelectTraversalAndToDirection(t *testing.T) {
-	srv := graphdtest.Start(t, graphdtest.InMemory())
-	g := writer(t, srv)
-	loadModern(t, g)
+	g := modern(t)
 	Pop, D := gremlingo.Pop, gremlingo.Direction
 	checkResults(t, []resultCase{
 		{"map key from a label", g.V(1, 2).As("a").Group("m").By().By(__.BothE().Count()).Barrier().Select("m").Select(__.Select("a")), "1 3"},
@@ -32,9 +29,7 @@ func TestSelectTraversalAndToDirection(t *testing.T) {
 // applies it: last, it shuffles the traversers (all of them, each once);
 // followed by other comparators, those alone order.
 func TestOrderShuffle(t *testing.T) {
-	srv := graphdtest.Start(t, graphdtest.InMemory())
-	g := writer(t, srv)
-	loadModern(t, g)
+	g := modern(t)
 	Order := gremlingo.Order
 	got := strings.Join(norms(toList(t, g.V().Values("name").Order().By(Order.Shuffle)), false), " ")
 	if want := "josh lop marko peter ripple vadas"; got != want {

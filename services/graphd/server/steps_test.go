@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	gremlingo "github.com/apache/tinkerpop/gremlin-go/v3/driver"
-	"github.com/worldgate/worldgate/services/graphd/graphdtest"
 )
 
 type G = *gremlingo.GraphTraversalSource
@@ -15,9 +14,7 @@ type GT = *gremlingo.GraphTraversal
 // TestModernSteps checks per-step semantics on TinkerPop's "modern" graph
 // against the results in the TinkerPop reference documentation.
 func TestModernSteps(t *testing.T) {
-	srv := graphdtest.Start(t, graphdtest.InMemory())
-	g := writer(t, srv)
-	loadModern(t, g)
+	g := modern(t)
 
 	cases := []struct {
 		name    string
@@ -219,9 +216,7 @@ func TestModernSteps(t *testing.T) {
 }
 
 func TestUnsupportedStepNamed(t *testing.T) {
-	srv := graphdtest.Start(t, graphdtest.InMemory())
-	g := writer(t, srv)
-	loadModern(t, g)
+	g := modern(t)
 	for _, c := range []struct {
 		tr   GT
 		want string

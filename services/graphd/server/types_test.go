@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	gremlingo "github.com/apache/tinkerpop/gremlin-go/v3/driver"
-	"github.com/worldgate/worldgate/services/graphd/graphdtest"
 )
 
 // TestResultTypes checks that results keep TinkerPop's number types and
@@ -13,9 +12,7 @@ import (
 // is a Long, mixed numbers widen as NumberHelper widens them, dedup(local)
 // is a Set.
 func TestResultTypes(t *testing.T) {
-	srv := graphdtest.Start(t, graphdtest.InMemory())
-	g := writer(t, srv)
-	loadModern(t, g)
+	g := modern(t)
 	bd := func(unscaled int64, scale int32) *gremlingo.BigDecimal {
 		return &gremlingo.BigDecimal{Scale: scale, UnscaledValue: *big.NewInt(unscaled)}
 	}
