@@ -7,7 +7,6 @@ import (
 
 	"github.com/worldgate/worldgate/services/ai-worker/budget"
 	"github.com/worldgate/worldgate/services/worldgate/worldfile"
-	"github.com/worldgate/worldgate/shared/logx"
 	"github.com/worldgate/worldgate/shared/natsx/natsauth"
 )
 
@@ -18,17 +17,7 @@ import (
 func TestDemoLeavesItsPlayersClean(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	st, err := startStack(ctx, devFlags{dataDir: t.TempDir(), host: "127.0.0.1", jsonOut: true, idleTimeout: 2 * time.Minute}, logx.Discard())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.stop()
-	if _, err := st.runDemo(ctx); err != nil {
-		t.Fatalf("demo: %v", err)
-	}
-	if err := st.WaitIdle(ctx); err != nil {
-		t.Fatal(err)
-	}
+	st := startDemoStack(ctx, t)
 	_, js, err := st.ConnectAs(natsauth.Operator)
 	if err != nil {
 		t.Fatal(err)

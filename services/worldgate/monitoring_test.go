@@ -20,7 +20,6 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/worldgate/worldgate/services/worldgate/stack"
-	"github.com/worldgate/worldgate/shared/logx"
 )
 
 // The monitoring artefacts this test holds to what the workers really export.
@@ -79,18 +78,7 @@ var unboundedLabels = regexp.MustCompile(`(?i)(^|_)(ids?|uuid|correlation|causat
 func TestMonitoring(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	f := devFlags{dataDir: t.TempDir(), host: "127.0.0.1", jsonOut: true, idleTimeout: 2 * time.Minute}
-	st, err := startStack(ctx, f, logx.Discard())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.stop()
-	if _, err := st.runDemo(ctx); err != nil {
-		t.Fatalf("demo: %v", err)
-	}
-	if err := st.WaitIdle(ctx); err != nil {
-		t.Fatal(err)
-	}
+	st := startDemoStack(ctx, t)
 
 	cat, err := catalogOf(st.Reg)
 	if err != nil {

@@ -22,6 +22,24 @@ import (
 
 // startQuietStack starts `worldgate dev`'s stack without the demo scenario (the demo world is
 // loaded) on free ports, logging into the test's directory.
+// startDemoStack starts a dev stack, runs the demo on it and waits until the pipeline is idle;
+// the stack stops when the test ends.
+func startDemoStack(ctx context.Context, t testing.TB) *devStack {
+	t.Helper()
+	st, err := startStack(ctx, devFlags{dataDir: t.TempDir(), host: "127.0.0.1", jsonOut: true, idleTimeout: 2 * time.Minute}, logx.Discard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(st.stop)
+	if _, err := st.runDemo(ctx); err != nil {
+		t.Fatalf("demo: %v", err)
+	}
+	if err := st.WaitIdle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
 func startQuietStack(t testing.TB) *devStack {
 	t.Helper()
 	dir := t.TempDir()

@@ -10,7 +10,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/worldgate/worldgate/events"
@@ -71,11 +70,7 @@ const journeyWindow = 15 * time.Minute
 // proposal), the deciding attempts from the event's outcomes, both from the event's time on.
 func (s *Server) journey(w http.ResponseWriter, r *http.Request, k *key) {
 	id := r.PathValue("id")
-	u, err := uuid.Parse(id)
-	var errs []fieldError
-	if err != nil || u.Version() != 7 {
-		errs = append(errs, fieldError{Field: "id", Message: "must be the eventId of an envelope (a UUIDv7)"})
-	}
+	u, errs := eventIDParam(id)
 	opts, ferrs := watchOptions(r, k, []string{"actor"})
 	if errs = append(errs, ferrs...); len(errs) > 0 {
 		writeProblem(w, status(errs), "invalid_request", "invalid journey request", errs...)

@@ -267,6 +267,15 @@ type OutcomeResponse struct {
 // how long one about an event stream WORLD does not hold waits for a stored outcome first.
 const answerNow = 300 * time.Millisecond
 
+// eventIDParam reads an {id} path parameter that must be an envelope's eventId (a UUIDv7).
+func eventIDParam(id string) (uuid.UUID, []fieldError) {
+	u, err := uuid.Parse(id)
+	if err != nil || u.Version() != 7 {
+		return u, []fieldError{{Field: "id", Message: "must be the eventId of an envelope (a UUIDv7)"}}
+	}
+	return u, nil
+}
+
 // outcome long-polls the final outcome of one event. Every event the agents consume gets one
 // (committed, fallback, refused, or skipped: the role decided not to act on it), so:
 //   - 200 with the outcome as soon as it is decided (or at once if it was already);
@@ -278,11 +287,7 @@ const answerNow = 300 * time.Millisecond
 // wait=0 answers now: 200 with the outcome stored, else 204 or 404.
 func (s *Server) outcome(w http.ResponseWriter, r *http.Request, k *key) {
 	id := r.PathValue("id")
-	u, err := uuid.Parse(id)
-	var errs []fieldError
-	if err != nil || u.Version() != 7 {
-		errs = append(errs, fieldError{Field: "id", Message: "must be the eventId of an envelope (a UUIDv7)"})
-	}
+	u, errs := eventIDParam(id)
 	wait := 25 * time.Second
 	q := r.URL.Query()
 	for name := range q {
