@@ -48,7 +48,7 @@ type options struct {
 	rate, natsShare, procShare         float64
 	seed                               uint64
 	split                              bool
-	binDir, dataDir, jsonOut           string
+	binDir, dataDir, jsonOut, logLevel string
 }
 
 // Kill is one fault injected.
@@ -113,6 +113,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.split, "split-gates", true, "run each gate as its own process (else one process runs every gate)")
 	fs.StringVar(&o.binDir, "bin-dir", harness.DefaultBinDir(), "directory for the built binaries, kept between runs")
 	fs.StringVar(&o.dataDir, "data-dir", "", "data directory (NATS store, graph, processes.log); default: temporary, kept if the check fails")
+	fs.StringVar(&o.logLevel, "log-level", "warn", "the processes' -log-level (their logs go to processes.log in the data directory)")
 	fs.StringVar(&o.jsonOut, "json", "", "also write the figures as JSON to this file (- for stdout)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "Usage: chaos [flags]\n\nRuns each component as its own process, kills them at random while events flow, and checks that\nevery event was committed or rejected exactly once and that each actor's events were committed in\nthe order of the world events that caused them.\n\nFlags:")
@@ -155,7 +156,7 @@ func chaos(ctx context.Context, o options, stderr io.Writer) (*Result, error) {
 		return nil, err
 	}
 	prog.Update("starting every component as its own process (logs: %s/processes.log)", dataDir)
-	ps, err := harness.StartProcs(ctx, harness.ProcsOptions{BinDir: binDir, DataDir: dataDir, Split: o.split, NATSNodes: o.natsNodes, Processors: o.procs, Logger: logx.New(stderr, "chaos", "warn")})
+	ps, err := harness.StartProcs(ctx, harness.ProcsOptions{BinDir: binDir, DataDir: dataDir, Split: o.split, NATSNodes: o.natsNodes, Processors: o.procs, LogLevel: o.logLevel, Logger: logx.New(stderr, "chaos", "warn")})
 	if err != nil {
 		return nil, err
 	}

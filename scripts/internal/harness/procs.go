@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
@@ -259,7 +260,10 @@ type ProcsOptions struct {
 	// GateFlags are appended to every gate process's flags (after the harness's own, so they
 	// win): bench's -compare runs the same stack with the gates unfused (-fuse=false).
 	GateFlags []string
-	Logger    *slog.Logger
+	// LogLevel is the workers' and graphd's -log-level (default warn); chaos -log-level info
+	// logs the partitions each event-processor replica takes and gives up.
+	LogLevel string
+	Logger   *slog.Logger
 }
 
 // Procs is the pipeline as one OS process per component: natsd (one node or three), graphd, the
@@ -507,6 +511,7 @@ func StartProcs(ctx context.Context, o ProcsOptions) (ps *Procs, err error) {
 	natsAs := func(user string) natsx.ConnConfig {
 		return natsx.ConnConfig{URL: ps.NATSURL, User: user, Password: passwords[user]}
 	}
+	level := cmp.Or(o.LogLevel, "warn")
 	graphURL := "ws://" + port("graphd") + "/gremlin"
 	ps.graph = graphURL
 	_, graphPort, _ := net.SplitHostPort(port("graphd"))
@@ -540,10 +545,10 @@ func StartProcs(ctx context.Context, o ProcsOptions) (ps *Procs, err error) {
 		n.Monitor, n.Server, n.Dir = port(name+"-http"), name, filepath.Join(o.DataDir, name)
 	}
 	g := add("graphd", "graphd", "graphd", "-listen", "127.0.0.1:"+graphPort, "-data", filepath.Join(o.DataDir, "graph"),
-		"-users", GraphWriter+":"+GraphWriterPassword+","+GraphReader+":"+GraphReaderPassword+":ro", "-log-level", "warn")
+		"-users", GraphWriter+":"+GraphWriterPassword+","+GraphReader+":"+GraphReaderPassword+":ro", "-log-level", level)
 	g.Dir = filepath.Join(o.DataDir, "graph")
 	mcpProc := func(common *mcpx.CommonFlags, nc *natsx.ConnConfig, name, user string) {
-		common.Listen, common.Admin, common.JWTSecret, common.RatePerSec, common.LogLevel = port(name), port(name+"-admin"), secret, 0, "warn"
+		common.Listen, common.Admin, common.JWTSecret, common.RatePerSec, common.LogLevel = port(name), port(name+"-admin"), secret, 0, level
 		*nc = natsAs(user)
 	}
 	world := worldtools.DefaultServiceConfig()
@@ -563,7 +568,7 @@ func StartProcs(ctx context.Context, o ProcsOptions) (ps *Procs, err error) {
 		ep.NATS = natsAs(natsauth.EventProcessor)
 		ep.Provisioning.Provision = false
 		ep.Graph.URL, ep.Graph.Password = graphURL, GraphWriterPassword
-		ep.Admin, ep.LogLevel, ep.AttestKeys = port(name+"-admin"), "warn", keysDir
+		ep.Admin, ep.LogLevel, ep.AttestKeys = port(name+"-admin"), level, keysDir
 		if o.MarkerHorizon > 0 {
 			ep.Prune.Horizon = o.MarkerHorizon
 		}
@@ -589,14 +594,14 @@ func StartProcs(ctx context.Context, o ProcsOptions) (ps *Procs, err error) {
 		gc.Graph.URL, gc.Graph.Password = graphURL, GraphReaderPassword
 		gc.Gates, gc.Fuse = strings.Join(proc.Gates, ","), !o.NoFusion // -fuse only when unfused, so binaries from before fusion start too
 		gc.ClassifyURL, gc.ClassifyToken, gc.Templates = "http://"+port("mcp-classify")+"/mcp", token, tmplFile
-		gc.Admin, gc.LogLevel, gc.SigningKeys = port(name+"-admin"), "warn", keysDir
+		gc.Admin, gc.LogLevel, gc.SigningKeys = port(name+"-admin"), level, keysDir
 		gc.SetChain(GateConfig()) // the embedded stack's: budgets a load test does not hit, a 15 s reference wait
 		add(name, "worker", "gate", slices.Concat(gc.Args(), o.GateFlags)...)
 	}
 	ai := aiworker.DefaultServiceConfig()
 	ai.NATS = natsAs(natsauth.AIWorker)
 	ai.Provisioning.Provision = false
-	ai.Admin, ai.LogLevel = port("ai-worker-admin"), "warn"
+	ai.Admin, ai.LogLevel = port("ai-worker-admin"), level
 	ai.WorldURL, ai.LoreURL, ai.ClassifyURL = "http://"+port("mcp-world")+"/mcp", "http://"+port("mcp-lore")+"/mcp", "http://"+port("mcp-classify")+"/mcp"
 	ai.MCPToken = token
 	if takes(filepath.Join(o.BinDir, "ai-worker"), "-attest-keys") { // binaries from before it start too
@@ -607,7 +612,7 @@ func StartProcs(ctx context.Context, o ProcsOptions) (ps *Procs, err error) {
 		mw := memory.DefaultConfig()
 		mw.NATS = natsAs(natsauth.MemoryWriter)
 		mw.Provisioning.Provision = false
-		mw.Admin, mw.LogLevel = port("memory-writer-admin"), "warn"
+		mw.Admin, mw.LogLevel = port("memory-writer-admin"), level
 		add("memory-writer", "worker", "memory-writer", mw.Args()...)
 	}
 	if err != nil {
