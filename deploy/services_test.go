@@ -66,10 +66,15 @@ func programNamed(name string) (program, bool) {
 // consumer is a JetStream durable consumer a worker reads.
 type consumer struct{ stream, durable string }
 
-// aiRoles are the ai-worker's agent roles; each reads stream WORLD on the durable ai-<role>
+// aiRoles are the ai-worker's agent roles, as `ai-worker -h` lists them ("comma-separated roles
+// to run (ambience,…); empty: all"); each reads stream WORLD on the durable ai-<role>
 // (services/ai-worker/roles: Role.Durable), and every ai-worker reads rejections on
-// ai-rejections (aiworker.RejectionsDurable).
-var aiRoles = []string{"ambience", "npc-dialogue", "quest-planner", "world-rules"}
+// ai-rejections (aiworker.RejectionsDurable). Read from the program, so a new role's consumer
+// without a KEDA trigger fails TestKubernetesAutoscaling.
+func aiRoles(t *testing.T) []string {
+	t.Helper()
+	return listedIn(t, "ai-worker", "roles")
+}
 
 // worker is one deployable that consumes from JetStream: it gets its own compose service,
 // Kubernetes Deployment and ScaledObject, and its own NATS user.
@@ -101,7 +106,7 @@ func workers(t *testing.T) []worker {
 	ws = append(ws, worker{name: "event-processor", program: "event-processor", consumers: ep},
 		worker{name: "memory-writer", program: "memory-writer", consumers: []consumer{{"COMMITTED", "memory-writer"}}})
 	ai := worker{name: "ai-worker", program: "ai-worker"}
-	for _, r := range aiRoles {
+	for _, r := range aiRoles(t) {
 		ai.consumers = append(ai.consumers, consumer{"WORLD", "ai-" + r})
 	}
 	ai.consumers = append(ai.consumers, consumer{"PROPOSALS", "ai-rejections"})
@@ -191,16 +196,27 @@ func setup() error {
 // gateNames are the gates, as `gate -h` lists them ("comma-separated names (schema,…) or all").
 func gateNames(t *testing.T) []string {
 	t.Helper()
-	f, ok := commands["gate"].Lookup("gate")
-	if !ok {
-		t.Fatal("gate has no -gate flag")
-	}
-	m := regexp.MustCompile(`\(([a-z,]+)\)`).FindStringSubmatch(f.Usage)
-	if m == nil {
-		t.Fatalf("cannot read the gate names from -gate's usage %q", f.Usage)
-	}
-	return strings.Split(m[1], ",")
+	return listedIn(t, "gate", "gate")
 }
+
+// listedIn reads the names that flag -flag of program lists in its usage, in parentheses and
+// separated by commas: lower-case letters, digits and dashes (a gate named night-curfew).
+func listedIn(t *testing.T, program, flag string) []string {
+	t.Helper()
+	f, ok := commands[program].Lookup(flag)
+	if !ok {
+		t.Fatalf("%s has no -%s flag", program, flag)
+	}
+	m := listed.FindStringSubmatch(f.Usage)
+	if m == nil {
+		t.Fatalf("cannot read the names from %s -%s's usage %q", program, flag, f.Usage)
+	}
+	return splitNames(m[1])
+}
+
+func splitNames(s string) []string { return strings.Split(s, ",") }
+
+var listed = regexp.MustCompile(`\(([a-z0-9-]+(?:,[a-z0-9-]+)*)\)`)
 
 // checkEnv fails the test when env (a variable set for program) is not one of its flags'
 // variables. apiKeyEnvs are variables a flag names (ai-worker -llm-api-key-env): also allowed.

@@ -12,6 +12,7 @@ import (
 	"github.com/worldgate/worldgate/events/route"
 	"github.com/worldgate/worldgate/services/ai-worker/budget"
 	"github.com/worldgate/worldgate/services/ai-worker/llmsetup"
+	"github.com/worldgate/worldgate/services/ai-worker/roles"
 	"github.com/worldgate/worldgate/services/internal/service"
 	"github.com/worldgate/worldgate/shared/attest"
 	"github.com/worldgate/worldgate/shared/gctune"
@@ -59,7 +60,7 @@ func (c *ServiceConfig) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.MCPToken, "mcp-token", "", "bearer token for the MCP servers (scopes world:read, lore:read, classify:read)")
 	fs.StringVar(&c.Routes, "routes", "", "routes per proposal kind (YAML; default: the embedded routes)")
 	fs.StringVar(&c.AttestKeys, "attest-keys", "", "directory of the gates' public keys, <gate>.pub and <gate>.<id>.pub during a rotation (docs/attestation.md); required: a rejection is followed only when the gates' signatures show it refuses a proposal this worker sent")
-	fs.StringVar(&c.Roles, "roles", "", "comma-separated roles to run (default: all)")
+	fs.StringVar(&c.Roles, "roles", "", "comma-separated roles to run ("+strings.Join(roles.Names(), ",")+"); empty: all")
 	fs.StringVar(&c.Budgets, "budgets", "", "LLM budget file (docs/budgets.md); empty: no budgets. A bad file stops start-up")
 	fs.IntVar(&c.Offenders.Threshold, "offender-threshold", 3, "with -budgets: this many flagged utterances of one player within -offender-window make a repeat-offender strike")
 	fs.DurationVar(&c.Offenders.Window, "offender-window", time.Hour, "with -budgets: how long a flagged utterance counts towards a strike")
