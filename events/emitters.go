@@ -14,9 +14,17 @@ const (
 	EmitterOperator     = "operator"      // operators' world building
 )
 
-// worldBuilding are the kinds that build the world (world files, operators).
-var worldBuilding = []string{KindLocationCreated, KindExitAdded, KindExitRemoved, KindNPCCreated, KindNPCRemoved,
-	KindFactionCreated, KindPlayerCreated, KindItemCreated, KindLoreFactAdded}
+// worldBuilding are the kinds that build the world (world files, operators): those whose
+// KindInfo says WorldBuilding, so a new world-building kind needs no line here.
+var worldBuilding = func() []string {
+	var out []string
+	for _, k := range kinds {
+		if k.WorldBuilding {
+			out = append(out, k.Kind)
+		}
+	}
+	return out
+}()
 
 var emitterKinds = map[string][]string{
 	EmitterAmbience:     {KindAmbience},

@@ -20,6 +20,9 @@ type KindInfo struct {
 	// PlayerText: the payload carries text that reaches players (generated content, world
 	// building). Moves carry none; removals only an operator's reason.
 	PlayerText bool
+	// WorldBuilding: the kind builds the world, so the world loader (world files) and operators
+	// may propose it (events.EmitterKinds derives their kinds from it).
+	WorldBuilding bool
 	// New returns a new, empty payload of the kind (a pointer), to decode into.
 	New func() Payload
 }
@@ -44,15 +47,15 @@ var kinds = []KindInfo{
 	{Kind: KindNPCDialogue, DomainType: "NPCDialogueAccepted", PlayerText: true, New: func() Payload { return new(NPCDialoguePayload) }},
 	{Kind: KindQuestSeed, DomainType: "QuestSeeded", PlayerText: true, New: func() Payload { return new(QuestSeedPayload) }},
 	{Kind: KindPlayerMoved, DomainType: "PlayerMoved", New: func() Payload { return new(PlayerMovedPayload) }},
-	{Kind: KindLocationCreated, DomainType: "LocationCreated", PlayerText: true, New: func() Payload { return new(LocationCreatedPayload) }},
-	{Kind: KindExitAdded, DomainType: "ExitAdded", PlayerText: true, New: func() Payload { return new(ExitAddedPayload) }},
-	{Kind: KindExitRemoved, DomainType: "ExitRemoved", Destructive: true, New: func() Payload { return new(ExitRemovedPayload) }},
-	{Kind: KindNPCCreated, DomainType: "NPCCreated", PlayerText: true, New: func() Payload { return new(NPCCreatedPayload) }},
-	{Kind: KindNPCRemoved, DomainType: "NPCRemoved", Destructive: true, New: func() Payload { return new(NPCRemovedPayload) }},
-	{Kind: KindFactionCreated, DomainType: "FactionCreated", PlayerText: true, New: func() Payload { return new(FactionCreatedPayload) }},
-	{Kind: KindPlayerCreated, DomainType: "PlayerCreated", PlayerText: true, New: func() Payload { return new(PlayerCreatedPayload) }},
-	{Kind: KindItemCreated, DomainType: "ItemCreated", PlayerText: true, New: func() Payload { return new(ItemCreatedPayload) }},
-	{Kind: KindLoreFactAdded, DomainType: "LoreFactAdded", PlayerText: true, New: func() Payload { return new(LoreFactAddedPayload) }},
+	{Kind: KindLocationCreated, DomainType: "LocationCreated", PlayerText: true, WorldBuilding: true, New: func() Payload { return new(LocationCreatedPayload) }},
+	{Kind: KindExitAdded, DomainType: "ExitAdded", PlayerText: true, WorldBuilding: true, New: func() Payload { return new(ExitAddedPayload) }},
+	{Kind: KindExitRemoved, DomainType: "ExitRemoved", Destructive: true, WorldBuilding: true, New: func() Payload { return new(ExitRemovedPayload) }},
+	{Kind: KindNPCCreated, DomainType: "NPCCreated", PlayerText: true, WorldBuilding: true, New: func() Payload { return new(NPCCreatedPayload) }},
+	{Kind: KindNPCRemoved, DomainType: "NPCRemoved", Destructive: true, WorldBuilding: true, New: func() Payload { return new(NPCRemovedPayload) }},
+	{Kind: KindFactionCreated, DomainType: "FactionCreated", PlayerText: true, WorldBuilding: true, New: func() Payload { return new(FactionCreatedPayload) }},
+	{Kind: KindPlayerCreated, DomainType: "PlayerCreated", PlayerText: true, WorldBuilding: true, New: func() Payload { return new(PlayerCreatedPayload) }},
+	{Kind: KindItemCreated, DomainType: "ItemCreated", PlayerText: true, WorldBuilding: true, New: func() Payload { return new(ItemCreatedPayload) }},
+	{Kind: KindLoreFactAdded, DomainType: "LoreFactAdded", PlayerText: true, WorldBuilding: true, New: func() Payload { return new(LoreFactAddedPayload) }},
 }
 
 // Kinds lists every proposal kind of this version of the contract.
