@@ -30,6 +30,7 @@ import (
 	"github.com/worldgate/worldgate/services/ai-worker/templates"
 	"github.com/worldgate/worldgate/services/event-processor/processor"
 	"github.com/worldgate/worldgate/services/gate/gates"
+	graphd "github.com/worldgate/worldgate/services/graphd/server"
 	"github.com/worldgate/worldgate/services/mcp-classify/classifytools"
 	"github.com/worldgate/worldgate/services/mcp-lore/loretools"
 	"github.com/worldgate/worldgate/services/mcp-world/worldtools"
@@ -544,9 +545,11 @@ func StartProcs(ctx context.Context, o ProcsOptions) (ps *Procs, err error) {
 		n := add(name, "nats", "natsd", args...)
 		n.Monitor, n.Server, n.Dir = port(name+"-http"), name, filepath.Join(o.DataDir, name)
 	}
-	g := add("graphd", "graphd", "graphd", "-listen", "127.0.0.1:"+graphPort, "-data", filepath.Join(o.DataDir, "graph"),
-		"-users", GraphWriter+":"+GraphWriterPassword+","+GraphReader+":"+GraphReaderPassword+":ro", "-log-level", level)
-	g.Dir = filepath.Join(o.DataDir, "graph")
+	gd := graphd.DefaultServiceConfig()
+	gd.Listen, gd.DataDir, gd.LogLevel = "127.0.0.1:"+graphPort, filepath.Join(o.DataDir, "graph"), level
+	gd.Users = GraphWriter + ":" + GraphWriterPassword + "," + GraphReader + ":" + GraphReaderPassword + ":ro"
+	g := add("graphd", "graphd", "graphd", gd.Args()...)
+	g.Dir = gd.DataDir
 	mcpProc := func(common *mcpx.CommonFlags, nc *natsx.ConnConfig, name, user string) {
 		common.Listen, common.Admin, common.JWTSecret, common.RatePerSec, common.LogLevel = port(name), port(name+"-admin"), secret, 0, level
 		*nc = natsAs(user)

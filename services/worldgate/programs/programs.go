@@ -1,7 +1,8 @@
 // Package programs is the one list of the programs Worldgate ships: their names, their main
-// packages and, for each service built on services/internal/service, its configuration (the
-// flags it registers, the argv and environment a process of it needs). The process harness
-// (scripts/internal/harness) builds and starts what it lists; a new program is added here once.
+// packages and, for each service built on services/internal/service and for graphd, its
+// configuration (the flags it registers, the argv and environment a process of it needs). The
+// process harness (scripts/internal/harness) builds and starts what it lists; a new program is
+// added here once.
 package programs
 
 import (
@@ -12,6 +13,7 @@ import (
 	"github.com/worldgate/worldgate/services/edge/edge"
 	"github.com/worldgate/worldgate/services/event-processor/processor"
 	"github.com/worldgate/worldgate/services/gate/gates"
+	"github.com/worldgate/worldgate/services/graphd/server"
 	"github.com/worldgate/worldgate/services/mcp-classify/classifytools"
 	"github.com/worldgate/worldgate/services/mcp-lore/loretools"
 	"github.com/worldgate/worldgate/services/mcp-propose/proposetools"
@@ -36,7 +38,8 @@ type Program struct {
 	// Pipeline: it carries events to the graph, so the harnesses build and run it.
 	Pipeline bool
 	// Config returns its default configuration, for a service built on
-	// services/internal/service; nil for a program still wired by hand.
+	// services/internal/service and for graphd (server.ServiceConfig, the same methods without
+	// the service package, which would link NATS into the graph server); nil for the CLI.
 	Config func() Config
 }
 
@@ -62,7 +65,8 @@ var All = []Program{
 		Config: func() Config { c := proposetools.DefaultServiceConfig(); return &c }},
 	{Name: "edge", Package: module + "edge",
 		Config: func() Config { c := edge.DefaultServiceConfig(); return &c }},
-	{Name: "graphd", Package: module + "graphd", Pipeline: true},
+	{Name: "graphd", Package: module + "graphd", Pipeline: true,
+		Config: func() Config { c := server.DefaultServiceConfig(); return &c }},
 	{Name: "worldgate", Package: module + "worldgate"},
 }
 

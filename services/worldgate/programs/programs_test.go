@@ -51,10 +51,18 @@ func TestEveryServiceConfigRendersWhatItParses(t *testing.T) {
 			want := p.Config()
 			fs := flag.NewFlagSet(p.Name, flag.ContinueOnError)
 			want.RegisterFlags(fs)
+			// The flags of these that the program has (graphd has no admin, NATS or
+			// provisioning flags; an MCP server has no -provision).
 			set := map[string]string{"admin": "127.0.0.1:1", "nats-url": "nats://10.0.0.1:4222",
-				"nats-password": "a password", "log-level": "warn"}
-			if fs.Lookup("provision") != nil { // a worker; an MCP server has no -provision
-				set["provision"] = "false"
+				"nats-password": "a password", "log-level": "warn", "provision": "false",
+				"users": "w:a password,r:another:ro"}
+			for name := range set {
+				if fs.Lookup(name) == nil {
+					delete(set, name)
+				}
+			}
+			if len(set) < 2 {
+				t.Fatalf("only %q of the test's flags are the program's", set)
 			}
 			for name, v := range set {
 				if err := fs.Set(name, v); err != nil {
@@ -74,11 +82,11 @@ func TestEveryServiceConfigRendersWhatItParses(t *testing.T) {
 			if !reflect.DeepEqual(got, want) {
 				t.Errorf("argv %q parses as\n%+v, want\n%+v", args, got, want)
 			}
-			var prefix string // WORLDGATE_, or WORLDGATE_MCP_ for the MCP servers
+			var prefix string // WORLDGATE_, WORLDGATE_MCP_ for the MCP servers, WORLDGATE_GRAPHD_ for graphd
 			for _, kv := range want.Env() {
 				k, v, _ := strings.Cut(kv, "=")
 				t.Setenv(k, v)
-				if p, ok := strings.CutSuffix(k, "_ADMIN"); ok {
+				if p, ok := strings.CutSuffix(k, "_LOG_LEVEL"); ok {
 					prefix = p + "_"
 				}
 			}
