@@ -377,7 +377,8 @@ func TestComposePrometheusTargets(t *testing.T) {
 	}
 }
 
-// TestTemplatesFile checks the replay gate's templates file against `worldgate templates -json`.
+// TestTemplatesFile checks the replay gate's templates file against `worldgate templates -json`
+// (-update rewrites it).
 func TestTemplatesFile(t *testing.T) {
 	var have map[string]string
 	data, err := os.ReadFile("kubernetes/base/templates.json")
@@ -393,6 +394,12 @@ func TestTemplatesFile(t *testing.T) {
 	}
 	if len(want) == 0 {
 		t.Fatal("worldgate templates -json listed nothing")
+	}
+	if *update { // -update rewrites the file (a new prompt template: docs/extending.md)
+		b, err := json.MarshalIndent(want, "", "  ")
+		must(t, err)
+		must(t, os.WriteFile("kubernetes/base/templates.json", append(b, '\n'), 0o644))
+		have = want
 	}
 	for k, v := range want {
 		if have[k] != v {

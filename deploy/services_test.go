@@ -121,7 +121,7 @@ var (
 	commands = map[string]cli.Command{} // by program name, and "worldgate <sub>" for the CLI
 	// templates are the prompt templates, as `worldgate templates -json` lists them.
 	templates []struct{ ID, Version, SHA256 string }
-	update    = flag.Bool("update", false, "rewrite docs/configuration.md from the programs' flags")
+	update    = flag.Bool("update", false, "rewrite docs/configuration.md from the programs' flags and kubernetes/base/templates.json from the prompt templates")
 )
 
 func TestMain(m *testing.M) {
