@@ -41,6 +41,9 @@ type Program struct {
 	// services/internal/service and for graphd (server.ServiceConfig, the same methods without
 	// the service package, which would link NATS into the graph server); nil for the CLI.
 	Config func() Config
+	// Deploy is what its compose service and Kubernetes manifest need (deploy.go); nil for a
+	// program not deployed as a service of its own.
+	Deploy *Deployment
 }
 
 const module = "github.com/worldgate/worldgate/services/"
@@ -48,23 +51,32 @@ const module = "github.com/worldgate/worldgate/services/"
 // All are the programs, services first.
 var All = []Program{
 	{Name: "event-processor", Package: module + "event-processor", Pipeline: true,
-		Config: func() Config { c := processor.DefaultConfig(); return &c }},
+		Config: func() Config { c := processor.DefaultConfig(); return &c },
+		Deploy: deployEventProcessor},
 	{Name: "gate", Package: module + "gate", Pipeline: true,
-		Config: func() Config { c := gates.DefaultServiceConfig(); return &c }},
+		Config: func() Config { c := gates.DefaultServiceConfig(); return &c },
+		Deploy: deployGate},
 	{Name: "ai-worker", Package: module + "ai-worker", Pipeline: true,
-		Config: func() Config { c := aiworker.DefaultServiceConfig(); return &c }},
+		Config: func() Config { c := aiworker.DefaultServiceConfig(); return &c },
+		Deploy: deployAIWorker},
 	{Name: "memory-writer", Package: module + "memory-writer", Pipeline: true,
-		Config: func() Config { c := memory.DefaultConfig(); return &c }},
+		Config: func() Config { c := memory.DefaultConfig(); return &c },
+		Deploy: deployMemoryWriter},
 	{Name: "mcp-world", Package: module + "mcp-world", Pipeline: true,
-		Config: func() Config { c := worldtools.DefaultServiceConfig(); return &c }},
+		Config: func() Config { c := worldtools.DefaultServiceConfig(); return &c },
+		Deploy: deployMCPWorld},
 	{Name: "mcp-lore", Package: module + "mcp-lore", Pipeline: true,
-		Config: func() Config { c := loretools.DefaultServiceConfig(); return &c }},
+		Config: func() Config { c := loretools.DefaultServiceConfig(); return &c },
+		Deploy: deployMCPLore},
 	{Name: "mcp-classify", Package: module + "mcp-classify", Pipeline: true,
-		Config: func() Config { c := classifytools.DefaultServiceConfig(); return &c }},
+		Config: func() Config { c := classifytools.DefaultServiceConfig(); return &c },
+		Deploy: deployMCPClassify},
 	{Name: "mcp-propose", Package: module + "mcp-propose",
-		Config: func() Config { c := proposetools.DefaultServiceConfig(); return &c }},
+		Config: func() Config { c := proposetools.DefaultServiceConfig(); return &c },
+		Deploy: deployMCPPropose},
 	{Name: "edge", Package: module + "edge",
-		Config: func() Config { c := edge.DefaultServiceConfig(); return &c }},
+		Config: func() Config { c := edge.DefaultServiceConfig(); return &c },
+		Deploy: deployEdge},
 	{Name: "graphd", Package: module + "graphd", Pipeline: true,
 		Config: func() Config { c := server.DefaultServiceConfig(); return &c }},
 	{Name: "worldgate", Package: module + "worldgate"},
