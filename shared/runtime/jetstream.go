@@ -126,6 +126,9 @@ type subscriber struct {
 	tails    map[string]*link       // per order key: its latest message
 	awaiting map[uint64]*handedBack // by stream sequence: ordered messages handed back for redelivery
 
+	cons jetstream.Consumer // set by start
+	rs   resync             // an ordered consumer's resynchronisation after a delivery lost on the way
+
 	heldMu   sync.Mutex
 	held     map[jetstream.Msg]holding // delivered and not yet settled
 	keepStop chan struct{}             // closed by Close, once what was in flight settled or AckWait passed
@@ -251,6 +254,8 @@ func (s *subscriber) start(ctx context.Context, handle func(*message.Message) er
 	if err != nil {
 		return err
 	}
+	s.cons = cons
+	s.rs.reconnects = s.reconnects()
 	var first []jetstream.Msg // held elsewhere at the start: handed out before any new message
 	if s.spec.OrderKey != nil {
 		held, err := s.awaitHeld(ctx, cons)
@@ -274,6 +279,7 @@ func (s *subscriber) start(ctx context.Context, handle func(*message.Message) er
 		// then waited 30 s with messages pending, as bench saw under bursts. With these, 2 s.
 		jetstream.PullExpiry(pullExpiry), jetstream.PullHeartbeat(pullHeartbeat),
 		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+			s.markSuspect() // a delivery may have been lost: see resync
 			if errors.Is(err, jetstream.ErrNoHeartbeat) {
 				// The server holds none of this consumer's pull requests (or this process was
 				// too busy to read its heartbeats): nats.go has asked again.
@@ -285,7 +291,7 @@ func (s *subscriber) start(ctx context.Context, handle func(*message.Message) er
 	if s.spec.group != "" {
 		opts = append(opts, jetstream.PullPriorityGroup(s.spec.group))
 	}
-	cc, err := cons.Consume(func(jm jetstream.Msg) { <-caughtUp; s.dispatch(jm) }, opts...)
+	cc, err := cons.Consume(func(jm jetstream.Msg) { <-caughtUp; s.intake(jm) }, opts...)
 	if err != nil {
 		s.closeOnce.Do(func() { close(s.closing) }) // what was taken at the start is handed back
 		<-caughtUp

@@ -1,0 +1,161 @@
+package runtime
+
+import (
+	"cmp"
+	"context"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// An ordered consumer (Consumer.OrderKey) keeps a key's messages in the order they reach it,
+// which is stream order only if every delivery reaches it. One can be lost on the way: the
+// server counts a message as delivered when it sends it, and a connection that drops (a NATS
+// node killed, a reconnect), or a pull request the server finds gone, loses what was on the
+// wire. The server redelivers it only after its ack wait, and meanwhile the next message of
+// its key arrives and would be handled first: chaos saw a player's second move pass the rate
+// gate, and commit, 20 s before the first, lost when a NATS node died.
+//
+// So an ordered consumer resynchronises when a delivery may have been lost: after a reconnect
+// of its connection, after a consume error (missed heartbeats, a consumer leader change), and,
+// on an exclusive consumer (a partition's pinned group), after a gap in the consumer's delivery
+// sequence. It then holds what arrives, keeping it in progress, until every message the server
+// counts as pending here has arrived (the server's NumAckPending equals the messages this
+// worker holds) or an ack wait has passed (by then the lost ones were redelivered: first), and
+// hands what it held out in stream order.
+type resync struct {
+	mu         sync.Mutex
+	active     bool
+	buf        []jetstream.Msg
+	lastDseq   uint64 // the consumer sequence of the last delivery
+	reconnects uint64 // the connection's reconnects at the last delivery
+	suspect    bool   // a consume error since the last delivery
+	count      int    // resynchronisations (tests)
+}
+
+// markSuspect records that a delivery may have been lost (a consume error).
+func (s *subscriber) markSuspect() {
+	s.rs.mu.Lock()
+	s.rs.suspect = true
+	s.rs.mu.Unlock()
+}
+
+// reconnects is how often the subscriber's connection has reconnected.
+func (s *subscriber) reconnects() uint64 {
+	nc := s.js.Conn()
+	if nc == nil {
+		return 0
+	}
+	return nc.Stats().Reconnects
+}
+
+// intake takes a delivery from the consume callback (in delivery order): it dispatches it, or,
+// while the consumer resynchronises, holds it.
+func (s *subscriber) intake(jm jetstream.Msg) {
+	if s.spec.OrderKey == nil {
+		s.dispatch(jm)
+		return
+	}
+	meta, err := jm.Metadata()
+	if err != nil {
+		s.dispatch(jm) // dispatch terminates it
+		return
+	}
+	rc := s.reconnects()
+	s.rs.mu.Lock()
+	if s.rs.active {
+		s.hold(jm)
+		s.rs.buf = append(s.rs.buf, jm)
+		s.rs.mu.Unlock()
+		return
+	}
+	dseq := meta.Sequence.Consumer
+	gap := s.spec.group != "" && s.rs.lastDseq != 0 && dseq > s.rs.lastDseq+1
+	reconnected, suspect := rc != s.rs.reconnects, s.rs.suspect
+	lost := suspect || reconnected || gap
+	s.rs.lastDseq, s.rs.reconnects, s.rs.suspect = dseq, rc, false
+	if !lost {
+		s.rs.mu.Unlock()
+		s.dispatch(jm)
+		return
+	}
+	s.rs.active = true
+	s.rs.count++
+	s.hold(jm)
+	s.rs.buf = append(s.rs.buf[:0], jm)
+	s.rs.mu.Unlock()
+	s.log.Info("a delivery may have been lost on the way: holding this consumer's messages until the server's pending ones arrived or can be redelivered",
+		"consumer", s.spec.Durable, "reconnected", reconnected, "consumeError", suspect, "deliveryGap", gap)
+	go s.settleResync(time.Now())
+}
+
+// settleResync waits until nothing the server counts as pending here is missing, or an ack
+// wait (and a little) has passed since the possible loss, then hands out the held deliveries in
+// stream order and ends the resynchronisation.
+func (s *subscriber) settleResync(since time.Time) {
+	deadline := time.NewTimer(time.Until(since.Add(s.spec.AckWait + 200*time.Millisecond)))
+	defer deadline.Stop()
+	poll := time.NewTicker(100 * time.Millisecond)
+	defer poll.Stop()
+wait:
+	for {
+		select {
+		case <-deadline.C:
+			break wait
+		case <-s.closing:
+			break wait // handed back in stream order below
+		case <-poll.C:
+			if s.nothingMissing() {
+				break wait
+			}
+		}
+	}
+	s.rs.mu.Lock()
+	defer s.rs.mu.Unlock()
+	type taken struct {
+		jm  jetstream.Msg
+		seq uint64
+	}
+	held := make([]taken, 0, len(s.rs.buf))
+	for _, jm := range s.rs.buf {
+		var seq uint64
+		if meta, err := jm.Metadata(); err == nil {
+			seq = meta.Sequence.Stream
+		}
+		held = append(held, taken{jm, seq})
+	}
+	slices.SortStableFunc(held, func(a, b taken) int { return cmp.Compare(a.seq, b.seq) })
+	// Dispatched under the lock, so that a delivery arriving meanwhile comes after them.
+	for _, t := range held {
+		s.dispatch(t.jm)
+	}
+	s.rs.buf = s.rs.buf[:0]
+	s.rs.active = false
+}
+
+// nothingMissing reports whether every message the server counts as delivered and not yet
+// acknowledged is held here (distinct stream sequences): then nothing was lost on the way.
+// With replicas sharing the consumer the others' count too, and the resynchronisation lasts
+// its ack wait.
+func (s *subscriber) nothingMissing() bool {
+	if s.cons == nil {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	info, err := s.cons.Info(ctx)
+	if err != nil {
+		return false
+	}
+	s.heldMu.Lock()
+	seqs := make(map[uint64]struct{}, len(s.held))
+	for jm := range s.held {
+		if meta, err := jm.Metadata(); err == nil {
+			seqs[meta.Sequence.Stream] = struct{}{}
+		}
+	}
+	s.heldMu.Unlock()
+	return info.NumAckPending <= len(seqs)
+}
