@@ -14,6 +14,7 @@ import (
 
 	"github.com/worldgate/worldgate/events"
 	"github.com/worldgate/worldgate/scripts/internal/harness"
+	"github.com/worldgate/worldgate/shared/slowtest"
 )
 
 func TestMain(m *testing.M) {
@@ -29,6 +30,7 @@ func TestMain(m *testing.M) {
 // process log only); once the gate binary has -fuse, the second run is also unfused and must
 // take more hops per event than the first.
 func TestProcessesCompare(t *testing.T) {
+	slowtest.Skip(t, "end-to-end (two bench runs on the process stack)")
 	dir := t.TempDir()
 	// As many players as events: at half rate (open loop) no move is then sent before the
 	// same player's previous one is decided, however loaded the machine.
@@ -214,6 +216,7 @@ func checkProcessRun(t *testing.T, f *Figures, n int) {
 // TestAIProposals runs the AI mix on the process stack: the pipeline's CPU per AI proposal is
 // reported, and every npc dialogue and quest seed is a cache miss (the ai-worker's counters).
 func TestAIProposals(t *testing.T) {
+	slowtest.Skip(t, "end-to-end (the AI mix on the process stack)")
 	fig := runBench(t, 6*time.Minute, "-mix", "ai", "-n", "20", "-players", "20", "-warmup", "4", "-half=false", "-ceiling-n", "0", "-data-dir", t.TempDir())
 	var out bytes.Buffer
 	printFigures(&out, fig)
@@ -236,6 +239,7 @@ func TestAIProposals(t *testing.T) {
 // TestEmbedded runs a small bench on the embedded stack: the ceiling, a saturation phase and a
 // half-rate phase of moves, every event committed, figures printed.
 func TestEmbedded(t *testing.T) {
+	slowtest.Skip(t, "end-to-end (a bench on the embedded stack)")
 	fig := runBench(t, 2*time.Minute, "-stack", "embedded", "-n", "200", "-players", "200", "-warmup", "50", "-ceiling-n", "2000", "-data-dir", t.TempDir())
 	if fig.CeilingPerS <= 0 || fig.HopLimited != fig.CeilingPerS/6 {
 		t.Errorf("ceiling %.0f/s, hop-limited %.0f/s: want a positive ceiling divided by the 6 hops of a move", fig.CeilingPerS, fig.HopLimited)

@@ -24,6 +24,7 @@ import (
 	"github.com/worldgate/worldgate/shared/natsx"
 	"github.com/worldgate/worldgate/shared/natsx/natsauth"
 	"github.com/worldgate/worldgate/shared/natsx/natstest"
+	"github.com/worldgate/worldgate/shared/slowtest"
 )
 
 // attackStack is `worldgate dev` (demo world loaded, no scenario) with helpers to act as any
@@ -201,6 +202,7 @@ func attackEnvelope(t *testing.T, typ string, actor events.Actor, payload any) *
 // would make it, are refused naming the gate (or stage) that refused or whose decision is
 // missing; an honest proposal of every kind still commits.
 func TestAttacksOnTheDevStackAreRefused(t *testing.T) {
+	slowtest.Skip(t, "end-to-end (the dev stack: every attack of issue 23)")
 	dir := t.TempDir()
 	st, err := startStack(context.Background(), devFlags{dataDir: dir, host: "127.0.0.1", noDemo: true, approvers: []string{"alice"}}, logx.Discard())
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/worldgate/worldgate/events"
 	"github.com/worldgate/worldgate/shared/logx"
+	"github.com/worldgate/worldgate/shared/slowtest"
 )
 
 // readmeConnect is the README's Go connect line, verbatim: the test below runs it.
@@ -24,6 +25,7 @@ const readmeConnect = `js, closeNATS, err := events.Connect(ctx, events.ConnectO
 // publishes the README's event and gets an outcome through Await; a plain connection (no
 // inbox prefix) is told why no acknowledgement reaches it instead of a bare timeout.
 func TestReadmeGoClientAgainstDev(t *testing.T) {
+	slowtest.Skip(t, "end-to-end (the README's Go client against the dev stack)")
 	readme, err := os.ReadFile("../../README.md")
 	if err != nil {
 		t.Fatal(err)

@@ -15,6 +15,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/auth/extauth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
+
+	"github.com/worldgate/worldgate/shared/slowtest"
 )
 
 // runDemoOnly runs `worldgate dev --demo-only --json` in-process on free ports and returns
@@ -35,6 +37,7 @@ func runDemoOnly(t *testing.T, dir string) Summary {
 }
 
 func TestDevDemoOnlyPrintsSummaryAndEndpoints(t *testing.T) {
+	slowtest.Skip(t, "end-to-end (worldgate dev --demo-only: the whole demo)")
 	dir := t.TempDir()
 	s := runDemoOnly(t, dir)
 	for _, kind := range []string{"ambience", "npc_dialogue", "quest_seed", "player_moved"} {

@@ -11,11 +11,13 @@ import (
 	"github.com/worldgate/worldgate/events"
 	"github.com/worldgate/worldgate/services/worldgate/evalset"
 	"github.com/worldgate/worldgate/shared/natsx/natstest"
+	"github.com/worldgate/worldgate/shared/slowtest"
 )
 
 // worldgate eval -live reads committed dialogue from the COMMITTED stream and lists the stalest
 // NPC first: one that told eight players the same line is stale, one that varied is not.
 func TestEvalLiveListsTheStalestNPCs(t *testing.T) {
+	slowtest.Skip(t, "slow (worldgate eval -live over committed dialogue)")
 	e := natstest.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -84,6 +86,7 @@ func TestEvalLiveListsTheStalestNPCs(t *testing.T) {
 // worldgate eval grades the safety gate per moderation set, and the outside-style set per
 // language and per category, on both halves, in the JSON and in the table.
 func TestEvalReportsModerationPerLanguageAndCategory(t *testing.T) {
+	slowtest.Skip(t, "slow (worldgate eval over every labelled set)")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	var out, errb bytes.Buffer

@@ -24,6 +24,7 @@ import (
 	"github.com/worldgate/worldgate/shared/natsx"
 	"github.com/worldgate/worldgate/shared/natsx/natsauth"
 	"github.com/worldgate/worldgate/shared/natsx/natstest"
+	"github.com/worldgate/worldgate/shared/slowtest"
 )
 
 // spokeEnvelope is a valid-looking Player.SpokeToNPC envelope whose utterance pads it to
@@ -54,6 +55,7 @@ func spokeEnvelope(t *testing.T, size int) []byte {
 // refused at once; the demo then runs to the end, and no message reaches its consumer's
 // delivery limit on the server (JetStream's max-deliveries advisory never fires).
 func TestNothingStallsThePipeline(t *testing.T) {
+	slowtest.Skip(t, "end-to-end (the dev stack: 1 MiB envelopes, then the whole demo)")
 	dir := t.TempDir()
 	logOut, err := os.Create(filepath.Join(dir, "test.log"))
 	if err != nil {

@@ -26,6 +26,7 @@ import (
 	"github.com/worldgate/worldgate/shared/logx"
 	"github.com/worldgate/worldgate/shared/natsx"
 	"github.com/worldgate/worldgate/shared/natsx/natsauth"
+	"github.com/worldgate/worldgate/shared/slowtest"
 )
 
 // The demo's traffic on the dev stack (real NATS, graphd, MCP servers, the scripted
@@ -36,6 +37,7 @@ import (
 // `worldgate shadow` reruns the demo's triggers with a draft dialogue template, dry-runs the
 // gates and prints the comparison, and no stream, bucket or graph count changes.
 func TestReplayRegeneratesTheDemosProposals(t *testing.T) {
+	slowtest.Skip(t, "end-to-end (the dev stack: replay and shadow of the demo's proposals)")
 	ctx := context.Background()
 	dir := t.TempDir()
 	st, err := startStack(ctx, devFlags{dataDir: dir, host: "127.0.0.1", noDemo: true, idleTimeout: 3 * time.Minute}, logx.Discard())

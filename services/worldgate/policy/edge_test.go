@@ -13,6 +13,7 @@ import (
 	"github.com/worldgate/worldgate/events"
 	"github.com/worldgate/worldgate/services/edge/edge"
 	"github.com/worldgate/worldgate/shared/natsx/natsauth"
+	"github.com/worldgate/worldgate/shared/slowtest"
 )
 
 // Edge, as its own NATS user, tells a retry from another envelope under a used idempotency
@@ -69,6 +70,7 @@ func TestEdgeReadsBackAReusedIdempotencyKey(t *testing.T) {
 // consumer filtered to proposals.rejected.> is allowed, one on the proposals in flight (a
 // gate's subject, the validated ones) or on the whole stream is not.
 func TestEdgeReadsOnlyRefusalsOfProposals(t *testing.T) {
+	slowtest.Skip(t, "slow (each refused consumer waits out its request's timeout)")
 	s := startServer(t)
 	_, js := s.connect(natsauth.Edge)
 	ctx := t.Context()
