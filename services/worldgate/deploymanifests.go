@@ -184,6 +184,10 @@ func composeService(b *strings.Builder, p programs.Program, progs []programs.Pro
 	return nil
 }
 
+// flagName is the flag a variable (after its prefix) sets, NATS_URL: nats-url; a setting every
+// service shares is the key of that name in ConfigMap worldgate-config.
+func flagName(v string) string { return strings.ToLower(strings.ReplaceAll(v, "_", "-")) }
+
 // envName is name as a part of a variable's name: ai-worker, AI_WORKER.
 func envName(name string) string { return strings.ToUpper(strings.ReplaceAll(name, "-", "_")) }
 
@@ -227,7 +231,7 @@ func serviceManifests(progs []programs.Program) (map[string]string, error) {
 		}
 		pre := d.EnvPrefix
 		env := []k8sEnv{
-			{Name: pre + "NATS_URL", Config: "nats-url"},
+			{Name: pre + "NATS_URL", Config: flagName("NATS_URL")},
 			{Name: pre + "NATS_USER", Value: d.NATSUser},
 			{Name: pre + "NATS_PASSWORD", Secret: "worldgate-nats", Key: d.NATSUser},
 		}
@@ -243,7 +247,7 @@ func serviceManifests(progs []programs.Program) (map[string]string, error) {
 		}
 		if d.Graph != "" {
 			user, _, key := graphUser(d.Graph)
-			env = append(env, k8sEnv{Name: pre + "GRAPH_URL", Config: "graph-url"},
+			env = append(env, k8sEnv{Name: pre + "GRAPH_URL", Config: flagName("GRAPH_URL")},
 				k8sEnv{Name: pre + "GRAPH_USER", Value: user},
 				k8sEnv{Name: pre + "GRAPH_PASSWORD", Secret: "worldgate-graph", Key: key})
 		}
