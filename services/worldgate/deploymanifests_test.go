@@ -92,3 +92,15 @@ func TestDeployManifestsOfANewService(t *testing.T) {
 		t.Errorf("a service calling an MCP server not deployed: %v", err)
 	}
 }
+
+// Every service of the list of programs is deployed (compose and Kubernetes follow from its
+// Deploy), except graphd, the development graph server (overlays/dev deploys it by hand; a
+// production cluster runs JanusGraph or Neptune), and the worldgate CLI (compose's provision
+// and keys, the base's provision Job).
+func TestEveryServiceIsDeployed(t *testing.T) {
+	for _, p := range programs.All {
+		if p.Config != nil && p.Deploy == nil && p.Name != "graphd" {
+			t.Errorf("%s is a service with no Deploy in programs.All: it would be missing from compose and Kubernetes", p.Name)
+		}
+	}
+}
