@@ -1,42 +1,42 @@
 package route
 
 import (
-	"fmt"
 	"slices"
 	"sync"
 
 	"github.com/worldgate/worldgate/events"
 )
 
-// names are the gates a route may name: the built-in gates, in the order the architecture lists
-// them, then those defined since (Define). The gate service's registry (services/gate/gates)
-// declares each gate's Spec and records the name of every gate it defines here, so that the
-// services that only need the names (an emitter filling a route, the event-processor checking
-// one) know them without linking the gate chain.
-var names = struct {
-	sync.RWMutex
-	list []string
-}{list: []string{
-	events.GateSchema, events.GateSafety, events.GateInvariant, events.GateDedup,
-	events.GateReplay, events.GateRate, events.GateApproval, events.GateAudit,
-}}
+// Known lists the gates the embedded routes (routes.yaml) name: the built-in gates, each once,
+// in the order the routes first name them (kinds in the contract's order). A gate's place in the
+// routes file is its only record here: the gate service's registry (services/gate/gates) is
+// checked against this list, and the services that only need the names (an emitter filling a
+// route, the event-processor checking one) read it without linking the gate chain. A gate
+// defined beyond the built-in ones (gates.Registry.Define) is known to its registry, not here.
+func Known() []string { return slices.Clone(known()) }
 
-// Known lists the name of every defined gate: the gates a route may name.
-func Known() []string {
-	names.RLock()
-	defer names.RUnlock()
-	return slices.Clone(names.list)
-}
+var known = sync.OnceValue(func() []string { return Gates(Default()) })
 
-// Define records the name of a gate beyond the built-in ones. The gate registry calls it
-// (gates.Define) once it has checked the gate's Spec; call that, not this. A name already
-// known is refused.
-func Define(name string) error {
-	names.Lock()
-	defer names.Unlock()
-	if slices.Contains(names.list, name) {
-		return fmt.Errorf("gate %q is already defined", name)
+// Gates lists the gates r names, each once, in the order its routes first name them (kinds in
+// the contract's order, then any other kind in name order).
+func Gates(r events.Routes) []string {
+	kinds := make([]string, 0, len(events.Kinds()))
+	for _, k := range events.Kinds() {
+		kinds = append(kinds, k.Kind)
 	}
-	names.list = append(names.list, name)
-	return nil
+	for _, k := range r.Kinds() {
+		if !slices.Contains(kinds, k) {
+			kinds = append(kinds, k)
+		}
+	}
+	var out []string
+	for _, k := range kinds {
+		gates, _ := r.For(k)
+		for _, g := range gates {
+			if !slices.Contains(out, g) {
+				out = append(out, g)
+			}
+		}
+	}
+	return out
 }

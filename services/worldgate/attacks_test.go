@@ -541,7 +541,7 @@ func TestAttacksOnTheDevStackAreRefused(t *testing.T) {
 		// A compromised last gate that slips a first member in after every gate signed: the
 		// event-processor dead-letters it. The same proposal without the slip commits, so the
 		// signatures below are the honest gates'.
-		signers, err := attest.LoadSigners(filepath.Join(dir, "keys"), gates.Known())
+		signers, err := attest.LoadSigners(filepath.Join(dir, "keys"), gates.Builtin().Known())
 		if err != nil {
 			t.Fatal(err)
 		}

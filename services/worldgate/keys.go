@@ -37,7 +37,7 @@ func runKeys(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		fmt.Fprintln(stderr, "keys: -dir is required")
 		return exitError{2}
 	}
-	names, err := gates.Names(strings.Split(*gateList, ","))
+	names, err := gates.Builtin().Names(strings.Split(*gateList, ","))
 	if err != nil {
 		return err
 	}

@@ -28,7 +28,7 @@ func runK8sGates(_ context.Context, args []string, stdout, stderr io.Writer) err
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	files, err := gateManifests(gates.Specs())
+	files, err := gateManifests(gates.Builtin().Specs())
 	if err != nil {
 		return err
 	}

@@ -35,7 +35,8 @@ func runNATSConfig(_ context.Context, args []string, stdout, stderr io.Writer) e
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	routes, err := route.Load(*routesFile, gates.Known()...)
+	reg := gates.Builtin()
+	routes, err := route.Load(*routesFile, reg.Known()...)
 	if err != nil {
 		return err
 	}
@@ -45,7 +46,7 @@ func runNATSConfig(_ context.Context, args []string, stdout, stderr io.Writer) e
 			names = append(names, a)
 		}
 	}
-	rs, err := policy.Roles(routes, names...)
+	rs, err := policy.Roles(reg, routes, names...)
 	if err != nil {
 		return fmt.Errorf("-approvers: %w", err)
 	}
@@ -61,10 +62,12 @@ func runNATSConfig(_ context.Context, args []string, stdout, stderr io.Writer) e
 			for i := range gs {
 				gs[i] = strings.TrimSpace(gs[i])
 			}
-			if len(gs) == 1 && gs[0] == "all" {
-				gs = gates.Known()
+			proc := gates.Process{Gates: gs, NoFusion: sets.noFusion}
+			if (len(gs) == 1 && gs[0] == "all") || slices.Equal(gs, reg.Known()) { // every gate: user gates(-unfused)
+				proc = reg.OneProcess()[0]
+				proc.NoFusion = sets.noFusion
 			}
-			r, err := policy.GateProcess(routes, gates.Process{Gates: gs, NoFusion: sets.noFusion})
+			r, err := policy.GateProcess(reg, routes, proc)
 			if err != nil {
 				return fmt.Errorf("%s: %w", sets.flag, err)
 			}

@@ -58,7 +58,7 @@ func TestDevPipelineRunsUnderPerRoleNATSUsers(t *testing.T) {
 		users = append(users, c.AuthorizedUser)
 	}
 	want := []string{natsauth.Admin, natsauth.Operator, natsauth.AIWorker, natsauth.EventProcessor, natsauth.MCPWorld}
-	for _, g := range gates.Known() {
+	for _, g := range gates.Builtin().Known() {
 		want = append(want, natsauth.GateRole(g)) // each gate its own user
 	}
 	for _, role := range want {
@@ -156,7 +156,7 @@ func TestNATSConfigWritesTheCommittedFiles(t *testing.T) {
 
 // `worldgate provision` creates the topology as the admin user of a server with the users.
 func TestProvisionAsAdmin(t *testing.T) {
-	rs, err := policy.Roles(route.Default())
+	rs, err := policy.Roles(gates.Builtin(), route.Default())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,7 +198,7 @@ func TestK8sGatesWritesTheCommittedFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(have) != len(want) || len(want) != len(gates.Known())+1 {
+	if len(have) != len(want) || len(want) != len(gates.Builtin().Known())+1 {
 		t.Errorf("%s has %d files, k8s-gates writes %d (one per gate of the registry and the kustomization)", committed, len(have), len(want))
 	}
 	for _, e := range want {

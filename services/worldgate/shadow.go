@@ -131,8 +131,9 @@ fallbacks, tokens and cost, text length and distinct-1/2.`)
 		forget = append(forget, rc.ids...)
 	}
 	routes := route.Default()
-	gs, err := gates.DryRunGates(gates.Deps{JetStream: js, Classify: tools, Graph: g, Templates: shadowTemplates(drafts),
-		Routes: &routes, Registerer: prometheus.NewRegistry(), Logger: logx.Discard()}, gates.Known(),
+	reg := gates.Builtin()
+	gs, err := reg.DryRunGates(ctx, gates.Deps{JetStream: js, Classify: tools, Graph: g, Templates: shadowTemplates(drafts),
+		Routes: &routes, Registerer: prometheus.NewRegistry(), Logger: logx.Discard()}, reg.Known(),
 		gates.ReadOnlyOptions{Forget: forget, Fresh: []string{natsx.BucketRate}})
 	if err != nil {
 		return err
@@ -417,7 +418,7 @@ func printShadow(w io.Writer, r *ShadowReport) error {
 	fmt.Fprintf(tw, "proposals\t%d\t%d\n", a.Proposals, b.Proposals)
 	fmt.Fprintf(tw, "passed every gate\t%d\t%d\n", a.Committable, b.Committable)
 	fmt.Fprintf(tw, "fallback content\t%d\t%d\n", a.Fallbacks, b.Fallbacks)
-	for _, g := range gates.Known() {
+	for _, g := range gates.Builtin().Known() {
 		if a.Gates[g] == nil && b.Gates[g] == nil {
 			continue
 		}

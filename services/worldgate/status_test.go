@@ -17,6 +17,7 @@ import (
 
 	"github.com/worldgate/worldgate/events"
 	"github.com/worldgate/worldgate/events/route"
+	"github.com/worldgate/worldgate/services/gate/gates"
 	"github.com/worldgate/worldgate/services/worldgate/policy"
 	"github.com/worldgate/worldgate/shared/llm"
 	"github.com/worldgate/worldgate/shared/llm/openai"
@@ -103,7 +104,7 @@ func TestStatusShowsEachLLMTargetsCircuit(t *testing.T) {
 // NATS user of the policy (deploy/nats), and worldgate status, as the operator, lists them with
 // their health: a server whose readiness fails shows why.
 func TestStatusListsTheMCPServersWithTheirHealth(t *testing.T) {
-	rs, err := policy.Roles(route.Default())
+	rs, err := policy.Roles(gates.Builtin(), route.Default())
 	if err != nil {
 		t.Fatal(err)
 	}

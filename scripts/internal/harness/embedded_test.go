@@ -43,7 +43,7 @@ func TestEmbeddedWorkersConnectAsTheirOwnUsers(t *testing.T) {
 		users[c.AuthorizedUser]++
 	}
 	want := []string{natsauth.EventProcessor, natsauth.AIWorker, natsauth.MCPWorld}
-	for _, p := range gates.OneProcessPerGate() {
+	for _, p := range gates.Builtin().OneProcessPerGate() {
 		want = append(want, p.User())
 	}
 	for _, u := range want {

@@ -414,11 +414,11 @@ func takes(bin, flag string) bool {
 // natsUsers are the policy's users, each with a random password, written for natsd -users,
 // and the user of every gate in one process unfused (ProcsOptions.NoFusion).
 func natsUsers(path string) (map[string]string, error) {
-	rs, err := policy.Roles(route.Default())
+	rs, err := policy.Roles(gates.Builtin(), route.Default())
 	if err != nil {
 		return nil, err
 	}
-	unfused, err := policy.GateProcess(route.Default(), gates.OneProcess().Unfused()[0])
+	unfused, err := policy.GateProcess(gates.Builtin(), route.Default(), gates.Builtin().OneProcess().Unfused()[0])
 	if err != nil {
 		return nil, err
 	}
@@ -488,7 +488,7 @@ func StartProcs(ctx context.Context, o ProcsOptions) (ps *Procs, err error) {
 		return nil, err
 	}
 	keysDir := filepath.Join(o.DataDir, "keys") // the gates' signing keys and the processor's keyring
-	if _, _, err := attest.Ensure(keysDir, gates.Known()); err != nil {
+	if _, _, err := attest.Ensure(keysDir, gates.Builtin().Known()); err != nil {
 		return nil, err
 	}
 	tmplFile := filepath.Join(o.DataDir, "templates.json")
@@ -577,9 +577,9 @@ func StartProcs(ctx context.Context, o ProcsOptions) (ps *Procs, err error) {
 		}
 		add(name, "worker", "event-processor", ep.Args()...)
 	}
-	layout := gates.OneProcess()
+	layout := gates.Builtin().OneProcess()
 	if o.Split {
-		layout = gates.OneProcessPerGate()
+		layout = gates.Builtin().OneProcessPerGate()
 	}
 	if o.NoFusion || slices.Contains(o.GateFlags, "-fuse=false") || slices.Contains(o.GateFlags, "--fuse=false") || !fuses(filepath.Join(o.BinDir, "gate")) {
 		// Unfused, a gate process publishes to the next gate even when it is its own: it

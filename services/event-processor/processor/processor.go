@@ -112,10 +112,12 @@ func New(d Deps) (*Processor, error) {
 	case d.Keyring == nil:
 		return nil, errors.New("event-processor: the gates' public keys are required (-attest-keys): nothing is committed without attested gate decisions")
 	}
+	// A route may name the built-in gates and any gate whose key the processor holds (a gate
+	// defined beyond them, on its registry: services/gate/gates.Registry.Define).
 	if d.Routes == nil {
 		r := route.Default()
 		d.Routes = &r
-	} else if err := d.Routes.Validate(route.Known()); err != nil {
+	} else if err := d.Routes.Validate(append(route.Known(), d.Keyring.Gates()...)); err != nil {
 		return nil, err
 	}
 	if d.MaxInFlight <= 0 {

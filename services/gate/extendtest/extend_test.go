@@ -1,5 +1,6 @@
-// Package extendtest shows, and holds, what adding a gate takes: one Spec registered with
-// gates.Define, its place in the routes, and nothing else. The test-only gate below runs on
+// Package extendtest shows, and holds, what adding a gate takes: one Spec defined on the
+// registry the gates run from (gates.Registry.Define), its place in the routes, and nothing
+// else. The test-only gate below runs on
 // the embedded stack (NATS JetStream with the generated per-process users, graphd, the other
 // gates and the event-processor), under its own NATS user and signing key, both generated
 // from the registry like every built-in gate's.
@@ -8,8 +9,6 @@ package extendtest
 import (
 	"context"
 	"encoding/json"
-	"fmt"
-	"os"
 	"slices"
 	"testing"
 	"time"
@@ -52,18 +51,21 @@ func (curfew) Check(_ context.Context, p *events.Proposal) (gates.Decision, erro
 	return gates.Pass(), nil
 }
 
-func TestMain(m *testing.M) {
-	// The one registration line.
-	if err := gates.Define(gates.Spec{Name: curfewGate, Summary: "nobody enters the vault", New: func(gates.Deps) (gates.Gate, error) { return curfew{}, nil }}); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
+// registry is the built-in gates and the curfew gate, defined on it with the one
+// registration line.
+func registry(t *testing.T) *gates.Registry {
+	t.Helper()
+	reg := gates.Builtin()
+	if err := reg.Define(gates.Spec{Name: curfewGate, Summary: "nobody enters the vault",
+		New: func(context.Context, gates.Deps) (gates.Gate, error) { return curfew{}, nil }}); err != nil {
+		t.Fatal(err)
 	}
-	os.Exit(m.Run())
+	return reg
 }
 
 // routesWithCurfew are the default routes with the curfew gate after invariant on player_moved
 // (its place in routes.yaml).
-func routesWithCurfew(t *testing.T) events.Routes {
+func routesWithCurfew(t *testing.T, reg *gates.Registry) events.Routes {
 	def := route.Default()
 	byKind := map[string][]string{}
 	for _, k := range def.Kinds() {
@@ -71,7 +73,7 @@ func routesWithCurfew(t *testing.T) events.Routes {
 	}
 	byKind[events.KindPlayerMoved] = []string{gates.Schema, gates.Invariant, curfewGate, gates.Rate, gates.Audit}
 	r := events.NewRoutes(byKind)
-	if err := r.Validate(gates.Known()); err != nil {
+	if err := r.Validate(reg.Known()); err != nil {
 		t.Fatal(err)
 	}
 	return r
@@ -80,10 +82,11 @@ func routesWithCurfew(t *testing.T) events.Routes {
 func password(role string) string { return "pw-" + role }
 
 func TestATestOnlyGateRunsLikeTheOthers(t *testing.T) {
-	routes := routesWithCurfew(t)
+	reg := registry(t)
+	routes := routesWithCurfew(t, reg)
 
 	// Its NATS user comes from the registry and the routes, like every gate's.
-	roles, err := policy.Roles(routes)
+	roles, err := policy.Roles(reg, routes)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +109,7 @@ func TestATestOnlyGateRunsLikeTheOthers(t *testing.T) {
 	}
 
 	// Its signing key, like every gate's.
-	signers, ring, err := attest.Ensure(t.TempDir(), gates.Known())
+	signers, ring, err := attest.Ensure(t.TempDir(), reg.Known())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,13 +161,13 @@ func TestATestOnlyGateRunsLikeTheOthers(t *testing.T) {
 	}
 	// The gates of player_moved's route, each in its own process under its own user.
 	moves, _ := routes.For(events.KindPlayerMoved)
-	for _, proc := range gates.OneProcessPerGate() {
+	for _, proc := range reg.OneProcessPerGate() {
 		if !slices.Contains(moves, proc.Gates[0]) {
 			continue
 		}
 		js := connect(proc.User())
 		run(proc.User(), js, func(app *runtime.App) error {
-			return gates.Register(app, gates.Deps{JetStream: js, Graph: reader, Routes: &routes, Signers: signers,
+			return reg.Register(ctx, app, gates.Deps{JetStream: js, Graph: reader, Routes: &routes, Signers: signers,
 				Config:     gates.Config{MaxDeliver: 3, Backoff: []time.Duration{20 * time.Millisecond}, Invariant: gates.InvariantConfig{ReferenceWait: -1}},
 				Registerer: prometheus.NewRegistry(), Logger: logx.Discard()}, proc.Gates)
 		})

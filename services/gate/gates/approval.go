@@ -54,12 +54,12 @@ var approvalGate = Spec{
 	}},
 }
 
-func newApproval(d Deps) (Gate, error) {
+func newApproval(ctx context.Context, d Deps) (Gate, error) {
 	if d.JetStream == nil {
 		return nil, errors.New("the approval gate needs JetStream (KV bucket for held proposals)")
 	}
 	var store *approval.Store
-	if err := natsx.Await(context.Background(), "approvals bucket", d.Logger, func(ctx context.Context) (err error) {
+	if err := natsx.Await(ctx, "approvals bucket", d.Logger, func(ctx context.Context) (err error) {
 		store, err = approval.Open(ctx, d.JetStream)
 		return err
 	}); err != nil {

@@ -38,7 +38,7 @@ var auditGate = Spec{
 	Publish: []string{events.SubjectAuditProposals},
 }
 
-func newAudit(d Deps) (Gate, error) {
+func newAudit(_ context.Context, d Deps) (Gate, error) {
 	if d.JetStream == nil {
 		return nil, errors.New("the audit gate needs JetStream (stream " + events.StreamAudit + ")")
 	}

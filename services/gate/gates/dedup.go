@@ -57,11 +57,11 @@ var dedupGate = Spec{
 	}},
 }
 
-func newDedup(d Deps) (Gate, error) {
+func newDedup(ctx context.Context, d Deps) (Gate, error) {
 	if d.JetStream == nil {
 		return nil, errors.New("the dedup gate needs JetStream (KV bucket " + natsx.BucketDedup + ")")
 	}
-	kv, err := natsx.AwaitKeyValue(context.Background(), d.JetStream, natsx.BucketDedup, d.Logger)
+	kv, err := natsx.AwaitKeyValue(ctx, d.JetStream, natsx.BucketDedup, d.Logger)
 	if err != nil {
 		return nil, fmt.Errorf("%w (provision the topology first)", err)
 	}

@@ -287,13 +287,13 @@ func forgetFingerprints(v []byte, forget map[string]bool) []byte {
 	return out
 }
 
-// DryRunGates builds the named gates for dry runs on ReadOnly(deps.JetStream, o).
-func DryRunGates(deps Deps, names []string, o ReadOnlyOptions) ([]Gate, error) {
+// DryRunGates builds the named gates of the registry for dry runs on ReadOnly(deps.JetStream, o).
+func (r *Registry) DryRunGates(ctx context.Context, deps Deps, names []string, o ReadOnlyOptions) ([]Gate, error) {
 	if deps.JetStream == nil {
 		return nil, errors.New("gates: a dry run needs JetStream (it reads the gates' KV buckets)")
 	}
 	deps.JetStream = ReadOnly(deps.JetStream, o)
-	gs, err := Build(deps, names)
+	gs, err := r.Build(ctx, deps, names)
 	if err != nil {
 		return nil, fmt.Errorf("dry-run gates: %w", err)
 	}

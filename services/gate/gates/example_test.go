@@ -29,13 +29,18 @@ func (quiet) Check(_ context.Context, p *events.Proposal) (gates.Decision, error
 }
 
 // A gate is a Name and a Check; its Spec is all the rest of Worldgate needs to run it (the
-// NATS user, the signing key, the dev stack derive from it): register it with gates.Define
-// (or in builtin, registry.go) and give it a place in routes.yaml.
+// NATS user, the signing key, the dev stack derive from it): define it on the registry the
+// process runs (Registry.Define, or a line in builtin, registry.go, for a built-in gate) and
+// give it a place in routes.yaml.
 func Example_gate() {
 	spec := gates.Spec{Name: "quiet", Summary: "ambience does not shout",
-		New: func(gates.Deps) (gates.Gate, error) { return quiet{}, nil }}
+		New: func(context.Context, gates.Deps) (gates.Gate, error) { return quiet{}, nil }}
+	reg := gates.Builtin()
+	if err := reg.Define(spec); err != nil {
+		fmt.Println(err)
+	}
 
-	g, _ := spec.New(gates.Deps{})
+	g, _ := spec.New(context.Background(), gates.Deps{})
 	for _, text := range []string{"Rain drums on the slate roofs.", "FIRE! FIRE!"} {
 		raw, _ := json.Marshal(&events.AmbiencePayload{LocationID: "loc:square", Text: text, Mood: "calm"})
 		d, _ := g.Check(context.Background(), &events.Proposal{Kind: events.KindAmbience, Payload: raw})

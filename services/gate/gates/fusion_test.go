@@ -193,7 +193,7 @@ func TestFusedGatesDecideAsUnfused(t *testing.T) {
 	if !maps.Equal(fused.decisions, unfused.decisions) {
 		t.Errorf("gate_decisions_total fused %v; unfused %v", fused.decisions, unfused.decisions)
 	}
-	if !maps.Equal(fused.latencies, unfused.latencies) || len(fused.latencies) != len(gates.Known()) {
+	if !maps.Equal(fused.latencies, unfused.latencies) || len(fused.latencies) != len(gates.Builtin().Known()) {
 		t.Errorf("gate_latency_seconds observations fused %v; unfused %v", fused.latencies, unfused.latencies)
 	}
 	// Unfused, PROPOSALS stores what came in and every decision (each a hop); fused, what came

@@ -17,10 +17,16 @@
 // message is then redelivered with backoff and dead-lettered past the limit. A proposal that is
 // wrong is never an error: it is a rejection.
 //
+// Gates are registered on an instance, not a global: Builtin returns a new Registry holding the
+// built-in gates, Registry.Define adds one, and Registry.Register runs the named gates of the
+// registry on a runtime app (like the endpoints of a nats.go micro Service). Spec.New takes the
+// start's context.
+//
 // Adding a gate: write <name>.go with the gate, its name and its Spec (constructor, KV buckets,
-// extra consumers, what it publishes), add the Spec to builtin in registry.go (or call Define
-// from outside this package), and give the gate its place in routes.yaml. Routes' known gates,
-// NATS users and permissions, signing keys and the dev stack derive from the registry.
+// extra consumers, what it publishes), add the Spec to builtin in registry.go (or Define it on
+// the registry a program runs, from outside this package), and give the gate its place in
+// events/route/routes.yaml (route.Known, the names the other services read, is derived from
+// it). NATS users and permissions, signing keys and the dev stack derive from the registry.
 package gates
 
 import (

@@ -920,10 +920,10 @@ func rateWindows(t *testing.T, s *stack, part string) map[string]int {
 // rateReplica is a rate gate on s's buckets, as one replica of the gate service builds it.
 func rateReplica(t *testing.T, s *stack, cfg gates.Config) gates.Gate {
 	t.Helper()
-	spec, _ := gates.Lookup(gates.Rate)
+	spec, _ := gates.Builtin().Lookup(gates.Rate)
 	d := s.deps(cfg)
 	d.Now = time.Now
-	g, err := spec.New(d)
+	g, err := spec.New(context.Background(), d)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -77,7 +77,7 @@ var invariantGate = Spec{
 	Needs:   []Need{NeedGraphReader},
 }
 
-func newInvariant(d Deps) (Gate, error) {
+func newInvariant(_ context.Context, d Deps) (Gate, error) {
 	if d.Graph == nil {
 		return nil, errors.New("the invariant gate needs a read-only graph connection")
 	}

@@ -66,11 +66,10 @@ var rateGate = Spec{
 	Buckets: []natsauth.Bucket{{Name: natsx.BucketRate}, {Name: natsx.BucketBudget, Keys: actorpolicy.Keys, ReadOnly: true, Watch: true}},
 }
 
-func newRate(d Deps) (Gate, error) {
+func newRate(ctx context.Context, d Deps) (Gate, error) {
 	if d.JetStream == nil {
 		return nil, errors.New("the rate gate needs JetStream (KV bucket " + natsx.BucketRate + ")")
 	}
-	ctx := context.Background()
 	kv, err := natsx.AwaitKeyValue(ctx, d.JetStream, natsx.BucketRate, d.Logger)
 	if err != nil {
 		return nil, fmt.Errorf("%w (provision the topology first)", err)
@@ -79,7 +78,7 @@ func newRate(d Deps) (Gate, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w (provision the topology first)", err)
 	}
-	// The gate lives as long as its process: so does the watch.
+	// The gate lives as long as its process: so does the watch (ctx bounds only its start).
 	var policies *actorpolicy.Watch
 	if err := natsx.Await(ctx, "the actor policies of "+natsx.BucketBudget, d.Logger, func(ctx context.Context) (err error) {
 		if policies, err = actorpolicy.StartWatch(ctx, control, d.Logger); err != nil {

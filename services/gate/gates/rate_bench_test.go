@@ -23,8 +23,8 @@ func BenchmarkRateGateMove(b *testing.B) {
 	cfg.Rate.Budgets["*"] = budget
 	d := s.deps(cfg)
 	d.Now = time.Now
-	spec, _ := gates.Lookup(gates.Rate)
-	g, err := spec.New(d)
+	spec, _ := gates.Builtin().Lookup(gates.Rate)
+	g, err := spec.New(context.Background(), d)
 	if err != nil {
 		b.Fatal(err)
 	}

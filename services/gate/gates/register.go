@@ -178,7 +178,7 @@ func (c Config) withDefaults() Config {
 
 // Names expands a gate list: "all" (alone or among others) is every known gate; names are
 // trimmed, deduplicated and checked.
-func Names(list []string) ([]string, error) {
+func (r *Registry) Names(list []string) ([]string, error) {
 	var out []string
 	for _, n := range list {
 		n = strings.TrimSpace(n)
@@ -186,13 +186,13 @@ func Names(list []string) ([]string, error) {
 		case n == "":
 			continue
 		case n == "all":
-			for _, k := range Known() {
+			for _, k := range r.Known() {
 				if !slices.Contains(out, k) {
 					out = append(out, k)
 				}
 			}
-		case !slices.Contains(Known(), n):
-			known := Known()
+		case !slices.Contains(r.Known(), n):
+			known := r.Known()
 			return nil, fmt.Errorf("unknown gate %q: use one of %s, or all", n, strings.Join(known, ", "))
 		case !slices.Contains(out, n):
 			out = append(out, n)
@@ -204,20 +204,21 @@ func Names(list []string) ([]string, error) {
 	return out, nil
 }
 
-// Build constructs the named gates (see Names) without registering them.
-func Build(deps Deps, names []string) ([]Gate, error) {
-	names, err := Names(names)
+// Build constructs the named gates (see Names) without registering them; ctx bounds their
+// constructors (Spec.New).
+func (r *Registry) Build(ctx context.Context, deps Deps, names []string) ([]Gate, error) {
+	names, err := r.Names(names)
 	if err != nil {
 		return nil, err
 	}
-	deps, err = deps.complete()
+	deps, err = deps.complete(r.Known())
 	if err != nil {
 		return nil, err
 	}
 	out := make([]Gate, 0, len(names))
 	for _, n := range names {
-		spec, _ := Lookup(n)
-		g, err := spec.New(deps)
+		spec, _ := r.Lookup(n)
+		g, err := spec.New(ctx, deps)
 		if err != nil {
 			return nil, fmt.Errorf("gate %s: %w", n, err)
 		}
@@ -229,7 +230,8 @@ func Build(deps Deps, names []string) ([]Gate, error) {
 	return out, nil
 }
 
-func (d Deps) complete() (Deps, error) {
+// complete fills in d's defaults and checks its routes against the known gates.
+func (d Deps) complete(known []string) (Deps, error) {
 	if d.Logger == nil {
 		return d, errors.New("gates: a logger is required")
 	}
@@ -242,7 +244,7 @@ func (d Deps) complete() (Deps, error) {
 	if d.Routes == nil {
 		r := route.Default()
 		d.Routes = &r
-	} else if err := d.Routes.Validate(Known()); err != nil {
+	} else if err := d.Routes.Validate(known); err != nil {
 		return d, err
 	}
 	d.Config = d.Config.withDefaults()
@@ -252,24 +254,25 @@ func (d Deps) complete() (Deps, error) {
 	return d, nil
 }
 
-// Register adds a handler per named gate to app: each consumes proposals.gate.<name> on the
+// Register adds a handler per named gate of the registry to app: each consumes proposals.gate.<name> on the
 // durable consumer gate-<name> of stream PROPOSALS, shared by every replica. names may be
 // "all". Unless deps.Config.NoFusion, a handler goes on into the route's next gates while they
-// are among names (fusion: see chain.handler), so the process publishes once per run. It is
-// what `gate` and `worldgate dev` call.
-func Register(app *runtime.App, deps Deps, names []string) error {
+// are among names (fusion: see chain.handler), so the process publishes once per run. ctx
+// bounds the start (the gates' constructors, waiting for the retry tickets bucket). It is what
+// `gate` (Start) and `worldgate dev` call.
+func (r *Registry) Register(ctx context.Context, app *runtime.App, deps Deps, names []string) error {
 	if app == nil {
 		return errors.New("gates: a runtime app is required")
 	}
-	gates, err := Build(deps, names)
+	gates, err := r.Build(ctx, deps, names)
 	if err != nil {
 		return err
 	}
-	deps, _ = deps.complete()
+	deps, _ = deps.complete(r.Known())
 	if deps.JetStream == nil {
 		return errors.New("gates: a JetStream context is required (for retry tickets)")
 	}
-	kv, err := natsx.AwaitKeyValue(context.Background(), deps.JetStream, natsx.BucketRetries, deps.Logger)
+	kv, err := natsx.AwaitKeyValue(ctx, deps.JetStream, natsx.BucketRetries, deps.Logger)
 	if err != nil {
 		return fmt.Errorf("gates: retry tickets bucket %s: %w (provision the topology first)", natsx.BucketRetries, err)
 	}
@@ -297,7 +300,7 @@ func Register(app *runtime.App, deps Deps, names []string) error {
 			Stream: events.StreamProposals, Durable: durable, Subjects: InputSubjects(g.Name()),
 			MaxDeliver: deps.Config.MaxDeliver, Backoff: deps.Config.Backoff, AckWait: deps.Config.AckWait, OrderKey: events.ActorKey,
 		}, c.handler(g))
-		spec, _ := Lookup(g.Name())
+		spec, _ := r.Lookup(g.Name())
 		for _, extra := range spec.Consumers {
 			h, err := extra.Handler(g, deps)
 			if err != nil {

@@ -1,6 +1,7 @@
 package gates
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"regexp"
@@ -11,13 +12,12 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 
 	"github.com/worldgate/worldgate/events"
-	"github.com/worldgate/worldgate/events/route"
 	"github.com/worldgate/worldgate/shared/natsx"
 	"github.com/worldgate/worldgate/shared/natsx/natsauth"
 )
 
-// builtin is the gate registry: one line per gate, in the order the architecture lists them.
-// Each gate's file declares its Spec.
+// builtin are the built-in gates: one line per gate, in the order the architecture lists them.
+// Each gate's file declares its Spec; Builtin returns a registry holding them.
 var builtin = []Spec{schemaGate, safetyGate, invariantGate, dedupGate, replayGate, rateGate, approvalGate, auditGate}
 
 // Spec declares a gate once. Everything else about the gate derives from it: the names a route
@@ -30,8 +30,9 @@ type Spec struct {
 	Name string
 	// Summary says in a few words what the gate checks (permissions documentation, manifests).
 	Summary string
-	// New builds the gate; it refuses the dependencies it needs but lacks.
-	New func(Deps) (Gate, error)
+	// New builds the gate; it refuses the dependencies it needs but lacks. ctx bounds what
+	// it does at start (waiting for its KV buckets, reading what it loads), not the gate's life.
+	New func(ctx context.Context, d Deps) (Gate, error)
 	// Buckets are the KV buckets the gate reads and writes, beyond its own retry tickets.
 	Buckets []natsauth.Bucket
 	// Consumers are durable consumers the gate owns beyond its gate consumer (Durable(Name)).
@@ -49,10 +50,10 @@ type Need string
 
 // Needing returns those of the named gates whose Spec needs n: what a process running them
 // must be given (the gate service connects to a dependency only for them).
-func Needing(names []string, n Need) []string {
+func (r *Registry) Needing(names []string, n Need) []string {
 	var out []string
 	for _, name := range names {
-		if s, ok := Lookup(name); ok && slices.Contains(s.Needs, n) {
+		if s, ok := r.Lookup(name); ok && slices.Contains(s.Needs, n) {
 			out = append(out, name)
 		}
 	}
@@ -81,24 +82,38 @@ type Consumer struct {
 	MovesOn bool
 }
 
-var registry = struct {
-	sync.RWMutex
+// Registry holds the gates a process, a policy or a test knows: the built-in ones (Builtin)
+// and those defined on it since (Define), like the endpoints added to a nats.go micro
+// Service. The routes, the NATS users and permissions, the signing keys, the layouts and the
+// gates a process runs (Register) are read from the registry they are given; there is no
+// global one. It is safe for concurrent use.
+type Registry struct {
+	mu    sync.RWMutex
 	specs []Spec
-}{specs: slices.Clone(builtin)}
+}
+
+// Builtin returns a new registry holding the built-in gates.
+func Builtin() *Registry {
+	r := &Registry{specs: make([]Spec, 0, len(builtin))}
+	for _, s := range builtin {
+		r.specs = append(r.specs, cloneSpec(s))
+	}
+	return r
+}
 
 var gateName = regexp.MustCompile(`^[a-z][a-z0-9-]*$`)
 
-// Define registers a gate beyond the built-in ones (a plug-in gate, or a test's). Call it
-// before anything reads the registry (routes are validated, users and keys generated, gates
-// registered): typically first thing in main, or in TestMain. A name that is malformed, taken,
-// or "all", a Spec without constructor, or an incomplete extra consumer is refused.
-func Define(s Spec) error {
+// Define adds a gate to the registry beyond the built-in ones (a plug-in gate, or a test's).
+// Define it before the registry is read (routes validated, users and keys generated, gates
+// registered). A name that is malformed, taken, or "all", a Spec without constructor, or an
+// incomplete extra consumer is refused.
+func (r *Registry) Define(s Spec) error {
 	if err := s.validate(); err != nil {
 		return err
 	}
-	registry.Lock()
-	defer registry.Unlock()
-	for _, o := range registry.specs {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, o := range r.specs {
 		if o.Name == s.Name {
 			return fmt.Errorf("gate %q is already defined", s.Name)
 		}
@@ -108,11 +123,7 @@ func Define(s Spec) error {
 			}
 		}
 	}
-	// The name is also recorded where the services that need only names read it (events/route).
-	if err := route.Define(s.Name); err != nil {
-		return err
-	}
-	registry.specs = append(registry.specs, cloneSpec(s))
+	r.specs = append(r.specs, cloneSpec(s))
 	return nil
 }
 
@@ -143,22 +154,22 @@ func cloneSpec(s Spec) Spec {
 	return s
 }
 
-// Specs returns every defined gate, built-in ones first, in the order they were defined.
-func Specs() []Spec {
-	registry.RLock()
-	defer registry.RUnlock()
-	out := make([]Spec, len(registry.specs))
-	for i, s := range registry.specs {
+// Specs returns every gate of the registry, built-in ones first, in the order they were defined.
+func (r *Registry) Specs() []Spec {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	out := make([]Spec, len(r.specs))
+	for i, s := range r.specs {
 		out[i] = cloneSpec(s)
 	}
 	return out
 }
 
 // Lookup returns the gate named name.
-func Lookup(name string) (Spec, bool) {
-	registry.RLock()
-	defer registry.RUnlock()
-	for _, s := range registry.specs {
+func (r *Registry) Lookup(name string) (Spec, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	for _, s := range r.specs {
 		if s.Name == name {
 			return cloneSpec(s), true
 		}
@@ -166,13 +177,14 @@ func Lookup(name string) (Spec, bool) {
 	return Spec{}, false
 }
 
-// Known lists the name of every defined gate: the gates a route may name. It equals
-// route.Known(), which the services that only need the names read.
-func Known() []string {
-	registry.RLock()
-	defer registry.RUnlock()
-	out := make([]string, len(registry.specs))
-	for i, s := range registry.specs {
+// Known lists the name of every gate of the registry: the gates a route may name. The
+// built-in ones are the gates the embedded routes name (route.Known(), which the services that
+// only need the names read).
+func (r *Registry) Known() []string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	out := make([]string, len(r.specs))
+	for i, s := range r.specs {
 		out[i] = s.Name
 	}
 	return out
@@ -196,10 +208,10 @@ func InputSubjects(gate string) []string {
 // Grant is what gate g needs from NATS for routes: its consumers (gate-<g> and its extra
 // ones), its retry tickets and buckets, and the subjects it publishes (its next hops on the
 // routes, its rejections and what its Spec declares). The NATS policy is assembled from it.
-func Grant(routes events.Routes, g string) (natsauth.Grant, error) {
-	s, ok := Lookup(g)
+func (r *Registry) Grant(routes events.Routes, g string) (natsauth.Grant, error) {
+	s, ok := r.Lookup(g)
 	if !ok {
-		return natsauth.Grant{}, fmt.Errorf("unknown gate %q: use one of %s", g, strings.Join(Known(), ", "))
+		return natsauth.Grant{}, fmt.Errorf("unknown gate %q: use one of %s", g, strings.Join(r.Known(), ", "))
 	}
 	gr := natsauth.Grant{
 		Consumers: []natsauth.Consumer{{Stream: events.StreamProposals, Durable: Durable(g)}},
@@ -217,12 +229,14 @@ func Grant(routes events.Routes, g string) (natsauth.Grant, error) {
 // Consecutive gates of a route that share a process may be decided in one hop.
 type Process struct {
 	Gates []string
+	// All: the process runs every gate of its registry (OneProcess, `gate -gate all`).
+	All bool
 	// NoFusion: the process runs with fusion off (gate -fuse=false), so each of its gates
 	// publishes to the next even when that gate is its own.
 	NoFusion bool
 }
 
-// User is the NATS user of the process: gate-<g> for one gate, gates for every defined gate,
+// User is the NATS user of the process: gate-<g> for one gate, gates for every gate (All),
 // gates-<g1>-<g2>… for another set; a set run with NoFusion has its own user, suffixed
 // -unfused (gates-unfused), since it publishes more.
 func (p Process) User() string {
@@ -230,7 +244,7 @@ func (p Process) User() string {
 	switch {
 	case len(p.Gates) == 1:
 		return natsauth.GateRole(p.Gates[0])
-	case slices.Equal(p.Gates, Known()):
+	case p.All:
 		u = natsauth.Gates
 	default:
 		u = "gates-" + strings.Join(p.Gates, "-")
@@ -241,19 +255,19 @@ func (p Process) User() string {
 	return u
 }
 
-// Grants are the grants of the process's gates (Grant), as it runs them. With fusion, a gate
+// Grants are the grants of process p's gates (Grant), as it runs them. With fusion, a gate
 // no longer publishes to a next hop that is a gate of the same process: a run decides that
 // gate without a hop, so the subject is left out of the gate's grant. A gate with an extra
 // consumer that moves proposals on outside a run (Consumer.MovesOn: the approval gate forwards
 // a person's decision to the gate after it) keeps its next hops.
-func (p Process) Grants(routes events.Routes) ([]natsauth.Grant, error) {
+func (r *Registry) Grants(routes events.Routes, p Process) ([]natsauth.Grant, error) {
 	out := make([]natsauth.Grant, 0, len(p.Gates))
 	for _, g := range p.Gates {
-		gr, err := Grant(routes, g)
+		gr, err := r.Grant(routes, g)
 		if err != nil {
 			return nil, err
 		}
-		if s, _ := Lookup(g); !p.NoFusion && !slices.ContainsFunc(s.Consumers, func(c Consumer) bool { return c.MovesOn }) {
+		if s, _ := r.Lookup(g); !p.NoFusion && !slices.ContainsFunc(s.Consumers, func(c Consumer) bool { return c.MovesOn }) {
 			gr.Publish = slices.DeleteFunc(gr.Publish, func(subject string) bool {
 				return slices.ContainsFunc(p.Gates, func(local string) bool { return subject == events.GateSubject(local) })
 			})
@@ -268,7 +282,7 @@ func (p Process) Grants(routes events.Routes) ([]natsauth.Grant, error) {
 func (l Layout) Unfused() Layout {
 	out := make(Layout, len(l))
 	for i, p := range l {
-		out[i] = Process{Gates: slices.Clone(p.Gates), NoFusion: true}
+		out[i] = Process{Gates: slices.Clone(p.Gates), All: p.All, NoFusion: true}
 	}
 	return out
 }
@@ -277,19 +291,20 @@ func (l Layout) Unfused() Layout {
 type Layout []Process
 
 // OneProcessPerGate is the production layout: every gate its own process, user and key holder.
-func OneProcessPerGate() Layout {
+func (r *Registry) OneProcessPerGate() Layout {
 	var l Layout
-	for _, g := range Known() {
+	for _, g := range r.Known() {
 		l = append(l, Process{Gates: []string{g}})
 	}
 	return l
 }
 
 // OneProcess runs every gate in one process (`gate -gate all`).
-func OneProcess() Layout { return Layout{{Gates: Known()}} }
+func (r *Registry) OneProcess() Layout { return Layout{{Gates: r.Known(), All: true}} }
 
-// Validate checks that every defined gate runs in exactly one process, and only defined gates.
-func (l Layout) Validate() error {
+// ValidateLayout checks that every gate of the registry runs in exactly one process of l, and
+// only its gates.
+func (r *Registry) ValidateLayout(l Layout) error {
 	seen := map[string]bool{}
 	var probs []string
 	for _, p := range l {
@@ -297,7 +312,7 @@ func (l Layout) Validate() error {
 			probs = append(probs, "a process runs no gate")
 		}
 		for _, g := range p.Gates {
-			if _, ok := Lookup(g); !ok {
+			if _, ok := r.Lookup(g); !ok {
 				probs = append(probs, fmt.Sprintf("unknown gate %q", g))
 			} else if seen[g] {
 				probs = append(probs, fmt.Sprintf("gate %s runs in two processes", g))
@@ -305,7 +320,7 @@ func (l Layout) Validate() error {
 			seen[g] = true
 		}
 	}
-	for _, g := range Known() {
+	for _, g := range r.Known() {
 		if !seen[g] {
 			probs = append(probs, fmt.Sprintf("gate %s runs in no process", g))
 		}

@@ -27,7 +27,7 @@ var replayGate = Spec{
 	Needs:   []Need{NeedTemplates},
 }
 
-func newReplay(d Deps) (Gate, error) {
+func newReplay(_ context.Context, d Deps) (Gate, error) {
 	if d.Templates == nil {
 		return nil, errors.New("the replay gate needs a prompt template lookup")
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/worldgate/worldgate/events"
 	"github.com/worldgate/worldgate/events/provenance"
 	"github.com/worldgate/worldgate/events/route"
+	"github.com/worldgate/worldgate/shared/natsx/natsauth"
 )
 
 func TestSafetyDecisionPerPolicyVersion(t *testing.T) {
@@ -182,23 +183,25 @@ func TestReplayProblems(t *testing.T) {
 }
 
 func TestNames(t *testing.T) {
-	got, err := Names([]string{"schema", " safety", "schema"})
+	r := Builtin()
+	got, err := r.Names([]string{"schema", " safety", "schema"})
 	if err != nil || strings.Join(got, ",") != "schema,safety" {
 		t.Fatalf("%v %v", got, err)
 	}
-	if got, _ := Names([]string{"all"}); strings.Join(got, ",") != strings.Join(Known(), ",") {
+	if got, _ := r.Names([]string{"all"}); strings.Join(got, ",") != strings.Join(r.Known(), ",") {
 		t.Fatalf("all = %v", got)
 	}
-	if _, err := Names([]string{"vibes"}); err == nil || !strings.Contains(err.Error(), `"vibes"`) {
+	if _, err := r.Names([]string{"vibes"}); err == nil || !strings.Contains(err.Error(), `"vibes"`) {
 		t.Fatalf("unknown gate: %v", err)
 	}
 }
 
 // Every gate is defined once, with a constructor whose gate carries its name, and the
-// embedded routes name only defined gates.
+// embedded routes name exactly the built-in gates.
 func TestRegistryShape(t *testing.T) {
+	r := Builtin()
 	seen := map[string]bool{}
-	for _, s := range Specs() {
+	for _, s := range r.Specs() {
 		if seen[s.Name] {
 			t.Errorf("gate %s defined twice", s.Name)
 		}
@@ -210,34 +213,49 @@ func TestRegistryShape(t *testing.T) {
 			t.Errorf("gate %s: %v", s.Name, err)
 		}
 	}
-	if err := route.Default().Validate(Known()); err != nil {
+	if err := route.Default().Validate(r.Known()); err != nil {
 		t.Fatalf("embedded routes against the registry: %v", err)
 	}
 	// The services that need only gate names (the event-processor, emitters) read them from
-	// events/route: its list is the registry's.
-	if !slices.Equal(Known(), route.Known()) {
-		t.Errorf("route.Known() = %v, the registry defines %v: a built-in gate's name goes into events/route/names.go too", route.Known(), Known())
+	// events/route, which derives them from the routes file: the same gates as the registry's.
+	if got, want := slices.Sorted(slices.Values(route.Known())), slices.Sorted(slices.Values(r.Known())); !slices.Equal(got, want) {
+		t.Errorf("the embedded routes name %v, the registry defines %v: a built-in gate needs its place in events/route/routes.yaml", got, want)
 	}
-	for _, g := range Known() {
-		if !route.Default().Uses(g) {
-			t.Errorf("gate %s is defined but no route names it", g)
-		}
-	}
-	if err := OneProcessPerGate().Validate(); err != nil {
+	if err := r.ValidateLayout(r.OneProcessPerGate()); err != nil {
 		t.Fatal(err)
 	}
-	if err := OneProcess().Validate(); err != nil {
+	if err := r.ValidateLayout(r.OneProcess()); err != nil {
 		t.Fatal(err)
 	}
-	if err := (Layout{{Gates: []string{Schema}}, {Gates: []string{Schema, "vibes"}}}).Validate(); err == nil ||
+	if err := r.ValidateLayout(Layout{{Gates: []string{Schema}}, {Gates: []string{Schema, "vibes"}}}); err == nil ||
 		!strings.Contains(err.Error(), "schema runs in two processes") || !strings.Contains(err.Error(), `unknown gate "vibes"`) ||
 		!strings.Contains(err.Error(), "audit runs in no process") {
 		t.Fatalf("bad layout: %v", err)
 	}
 }
 
+// A gate defined on one registry is that registry's alone: every registry starts from the
+// built-in gates, and nothing is global.
+func TestDefineIsLocalToItsRegistry(t *testing.T) {
+	mine, other := Builtin(), Builtin()
+	ok := func(context.Context, Deps) (Gate, error) { return nil, nil }
+	if err := mine.Define(Spec{Name: "curfew", Summary: "nobody enters the vault", New: ok}); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(mine.Known(), "curfew") || !slices.Contains(mine.OneProcess()[0].Gates, "curfew") {
+		t.Errorf("the registry that defined curfew does not know it: %v", mine.Known())
+	}
+	if slices.Contains(other.Known(), "curfew") || slices.Contains(Builtin().Known(), "curfew") || slices.Contains(route.Known(), "curfew") {
+		t.Errorf("curfew, defined on one registry, is known elsewhere: %v, %v", other.Known(), route.Known())
+	}
+	if u := mine.OneProcess()[0].User(); u != natsauth.Gates {
+		t.Errorf("every gate of a registry in one process runs as %s, want %s", u, natsauth.Gates)
+	}
+}
+
 func TestDefineRefusesBadSpecs(t *testing.T) {
-	ok := func(Deps) (Gate, error) { return nil, nil }
+	r := Builtin()
+	ok := func(context.Context, Deps) (Gate, error) { return nil, nil }
 	for _, tc := range []struct {
 		spec Spec
 		want string
@@ -249,11 +267,11 @@ func TestDefineRefusesBadSpecs(t *testing.T) {
 		{Spec{Name: "x", New: ok, Consumers: []Consumer{{Durable: "gate-x-more"}}}, "needs a durable name, subjects and a handler"},
 		{Spec{Name: "y", New: ok, Consumers: []Consumer{{Durable: DecisionsDurable, Subjects: []string{"a"}, Handler: approvalGate.Consumers[0].Handler}}}, "is gate approval's"},
 	} {
-		if err := Define(tc.spec); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if err := r.Define(tc.spec); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("Define(%q) = %v, want an error naming %q", tc.spec.Name, err, tc.want)
 		}
 	}
-	if slices.Contains(Known(), "nothing") || slices.Contains(Known(), "x") || slices.Contains(route.Known(), "y") {
+	if slices.Contains(r.Known(), "nothing") || slices.Contains(r.Known(), "x") || slices.Contains(r.Known(), "y") {
 		t.Fatal("a refused spec was registered")
 	}
 }

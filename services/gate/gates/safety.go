@@ -36,7 +36,7 @@ var safetyGate = Spec{
 	Needs:   []Need{NeedClassifier},
 }
 
-func newSafety(d Deps) (Gate, error) {
+func newSafety(_ context.Context, d Deps) (Gate, error) {
 	if d.Classify == nil {
 		return nil, errors.New("the safety gate needs an MCP client for mcp-classify")
 	}

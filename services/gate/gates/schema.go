@@ -27,7 +27,7 @@ var schemaGate = Spec{
 	Summary: "the proposal and its payload against the versioned JSON Schemas; the emitter may propose the kind",
 }
 
-func newSchema(d Deps) (Gate, error) { return &schema{routes: d.Routes}, nil }
+func newSchema(_ context.Context, d Deps) (Gate, error) { return &schema{routes: d.Routes}, nil }
 
 func (*schema) Name() string { return Schema }
 

@@ -45,6 +45,16 @@ type ServiceConfig struct {
 	// flags' form); SetChain sets all three.
 	RateBudgets, SafetyBlocked string
 	Chain                      Config
+	// Registry holds the gates the process may run (not a flag); nil: Builtin().
+	Registry *Registry
+}
+
+// registry is the registry the process runs: c.Registry, or the built-in gates.
+func (c *ServiceConfig) registry() *Registry {
+	if c.Registry == nil {
+		return Builtin()
+	}
+	return c.Registry
 }
 
 // DefaultServiceConfig is the configuration with every flag at its default.
@@ -58,7 +68,7 @@ func (c *ServiceConfig) RegisterFlags(fs *flag.FlagSet) {
 	c.Graph = graphx.Settings{URL: "ws://127.0.0.1:8182/gremlin", Username: "reader", ReadOnly: true} // the invariant gate reads
 	c.Graph.RegisterFlags(fs, "graph-")
 	c.Chain = DefaultConfig()
-	fs.StringVar(&c.Gates, "gate", "all", "gates to run: comma-separated names ("+strings.Join(Known(), ",")+") or all")
+	fs.StringVar(&c.Gates, "gate", "all", "gates to run: comma-separated names ("+strings.Join(c.registry().Known(), ",")+") or all")
 	fs.StringVar(&c.ClassifyURL, "classify-url", "http://127.0.0.1:7403/mcp", "mcp-classify Streamable HTTP endpoint (safety gate)")
 	fs.StringVar(&c.ClassifyToken, "classify-token", "", "bearer token with scope classify:read")
 	fs.StringVar(&c.SigningKeys, "signing-keys", "", "directory of the gates' Ed25519 signing keys, <gate>.key (mode 0600; docs/attestation.md); required")
@@ -117,7 +127,7 @@ func (c *ServiceConfig) Check() error {
 	if c.SigningKeys == "" {
 		return errors.New("-signing-keys is required: every gate signs its decisions with its own key (docs/attestation.md)")
 	}
-	if _, err := Names(strings.Split(c.Gates, ",")); err != nil {
+	if _, err := c.registry().Names(strings.Split(c.Gates, ",")); err != nil {
 		return err
 	}
 	_, err := c.chain()
@@ -134,7 +144,7 @@ func (c ServiceConfig) Env() []string {
 	return service.Env(Program, DefaultServiceConfig(), c, (*ServiceConfig).RegisterFlags)
 }
 
-// Start runs the gates c names on in, as one runtime app: it loads their signing keys and
+// Start runs the gates c names (of c.Registry, or the built-in ones) on in, as one runtime app: it loads their signing keys and
 // routes, connects what they need (mcp-classify through in.MCP or -classify-url, the graph as
 // in.Graph or -graph-*, the templates file), registers them and returns what runs them (and
 // the approval expiry sweep, with an expiry).
@@ -150,11 +160,12 @@ func Start(ctx context.Context, in service.Infra, c ServiceConfig) (_ service.Ru
 			}
 		}
 	}()
-	names, err := Names(strings.Split(c.Gates, ","))
+	reg := c.registry()
+	names, err := reg.Names(strings.Split(c.Gates, ","))
 	if err != nil {
 		return nil, err
 	}
-	routes, err := route.Load(c.Routes, Known()...)
+	routes, err := route.Load(c.Routes, reg.Known()...)
 	if err != nil {
 		return nil, err
 	}
@@ -167,7 +178,7 @@ func Start(ctx context.Context, in service.Infra, c ServiceConfig) (_ service.Ru
 		return nil, err
 	}
 	deps := Deps{JetStream: in.JetStream, Routes: &routes, Signers: signers, Config: chain, Registerer: in.Registerer, Logger: in.Logger}
-	if len(Needing(names, NeedClassifier)) > 0 {
+	if len(reg.Needing(names, NeedClassifier)) > 0 {
 		var mc *client.Client
 		if in.MCP != nil {
 			mc, err = in.MCP(ctx, "classify")
@@ -191,7 +202,7 @@ func Start(ctx context.Context, in service.Infra, c ServiceConfig) (_ service.Ru
 			return nil
 		})
 	}
-	if who := Needing(names, NeedGraphReader); len(who) > 0 {
+	if who := reg.Needing(names, NeedGraphReader); len(who) > 0 {
 		g := in.Graph
 		if g == nil {
 			if g, err = graphx.Open(c.Graph); err != nil {
@@ -202,7 +213,7 @@ func Start(ctx context.Context, in service.Infra, c ServiceConfig) (_ service.Ru
 		deps.Graph = g
 		in.Admin.AddCheck("graph", g.Ping)
 	}
-	if who := Needing(names, NeedTemplates); len(who) > 0 {
+	if who := reg.Needing(names, NeedTemplates); len(who) > 0 {
 		if c.Templates == "" {
 			return nil, fmt.Errorf("gates %s need -templates: a JSON file mapping \"id@version\" to each prompt template's sha256", strings.Join(who, ", "))
 		}
@@ -221,7 +232,7 @@ func Start(ctx context.Context, in service.Infra, c ServiceConfig) (_ service.Ru
 	if err != nil {
 		return nil, err
 	}
-	if err := Register(app, deps, names); err != nil {
+	if err := reg.Register(ctx, app, deps, names); err != nil {
 		return nil, err
 	}
 	in.Admin.AddCheck("handlers", app.Ready)

@@ -130,7 +130,7 @@ func (s *stack) run(t testing.TB, deps gates.Deps, names ...string) *runtime.App
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := gates.Register(app, deps, names); err != nil {
+	if err := gates.Builtin().Register(context.Background(), app, deps, names); err != nil {
 		t.Fatal(err)
 	}
 	runtimetest.Start(t, app)

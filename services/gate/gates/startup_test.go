@@ -79,7 +79,7 @@ func TestGatesStartWhileTheClusterHasNoQuorum(t *testing.T) {
 		t.Fatal(err)
 	}
 	deps := gates.Deps{JetStream: js, Signers: attesttest.New().Signers, Config: testConfig(), Registerer: prometheus.NewRegistry(), Logger: log}
-	if err := gates.Register(app, deps, []string{gates.Schema, gates.Rate, gates.Audit}); err != nil {
+	if err := gates.Builtin().Register(context.Background(), app, deps, []string{gates.Schema, gates.Rate, gates.Audit}); err != nil {
 		t.Fatalf("the gates did not wait for the cluster: %v\n%s", err, logs.String())
 	}
 	rctx, cancel := context.WithCancel(ctx)

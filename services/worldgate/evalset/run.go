@@ -69,12 +69,13 @@ func Run(ctx context.Context, s *Set, o Options) ([]Verdict, error) {
 	deps := gates.Deps{Graph: p.reader, JetStream: p.js, Classify: p.mcp, Config: cfg,
 		Registerer: prometheus.NewRegistry(), Logger: log, Now: func() time.Time { return now }}
 	built := map[string]gates.Gate{}
+	reg := gates.Builtin()
 	for _, name := range []string{GateInvariant, GateDedup, GateSafety} {
-		spec, ok := gates.Lookup(name)
+		spec, ok := reg.Lookup(name)
 		if !ok {
 			return nil, fmt.Errorf("gate %s is not in the registry", name)
 		}
-		if built[name], err = spec.New(deps); err != nil {
+		if built[name], err = spec.New(ctx, deps); err != nil {
 			return nil, fmt.Errorf("gate %s: %w", name, err)
 		}
 	}

@@ -36,21 +36,22 @@ const (
 )
 
 // Policy describes every worker user for routes: the ai-worker, the gate processes of both
-// standard layouts (one process per gate, and every gate in one process), the event-processor.
-func Policy(routes events.Routes) (natsauth.Policy, error) {
-	return ForLayouts(routes, gates.OneProcessPerGate(), gates.OneProcess())
+// standard layouts of reg's gates (one process per gate, and every gate in one process), the
+// event-processor.
+func Policy(reg *gates.Registry, routes events.Routes) (natsauth.Policy, error) {
+	return ForLayouts(reg, routes, reg.OneProcessPerGate(), reg.OneProcess())
 }
 
 // ForLayouts is Policy with the gate processes of the given layouts (a user per process; a
 // process that appears in several layouts once).
-func ForLayouts(routes events.Routes, layouts ...gates.Layout) (natsauth.Policy, error) {
-	if err := routes.Validate(gates.Known()); err != nil {
+func ForLayouts(reg *gates.Registry, routes events.Routes, layouts ...gates.Layout) (natsauth.Policy, error) {
+	if err := routes.Validate(reg.Known()); err != nil {
 		return natsauth.Policy{}, err
 	}
 	ws := []natsauth.Worker{aiWorker(routes)}
 	seen := map[string]bool{}
 	for _, l := range layouts {
-		if err := l.Validate(); err != nil {
+		if err := reg.ValidateLayout(l); err != nil {
 			return natsauth.Policy{}, err
 		}
 		for _, proc := range l {
@@ -58,7 +59,7 @@ func ForLayouts(routes events.Routes, layouts ...gates.Layout) (natsauth.Policy,
 				continue
 			}
 			seen[proc.User()] = true
-			w, err := gateWorker(routes, proc)
+			w, err := gateWorker(reg, routes, proc)
 			if err != nil {
 				return natsauth.Policy{}, err
 			}
@@ -85,10 +86,10 @@ func ForLayouts(routes events.Routes, layouts ...gates.Layout) (natsauth.Policy,
 	return natsauth.Policy{Workers: ws, Entry: routes.FirstGates()}, nil
 }
 
-// Roles returns every role with its permissions, computed from routes, with a user for each
-// of the people who approve held proposals.
-func Roles(routes events.Routes, approvers ...string) ([]natsauth.Role, error) {
-	p, err := Policy(routes)
+// Roles returns every role with its permissions, computed from reg's gates and routes, with a
+// user for each of the people who approve held proposals.
+func Roles(reg *gates.Registry, routes events.Routes, approvers ...string) ([]natsauth.Role, error) {
+	p, err := Policy(reg, routes)
 	if err != nil {
 		return nil, err
 	}
@@ -107,19 +108,19 @@ func Roles(routes events.Routes, approvers ...string) ([]natsauth.Role, error) {
 }
 
 // GateSet is the role of a process running several gates (gate -gate schema,safety): the union
-// of their permissions as the process runs them fused (gates.Process.Grants), named by
+// of their permissions as the process runs them fused (gates.Registry.Grants), named by
 // gates.Process.User.
-func GateSet(routes events.Routes, gs []string) (natsauth.Role, error) {
-	return GateProcess(routes, gates.Process{Gates: gs})
+func GateSet(reg *gates.Registry, routes events.Routes, gs []string) (natsauth.Role, error) {
+	return GateProcess(reg, routes, gates.Process{Gates: gs})
 }
 
 // GateProcess is the role of any gate process, e.g. every gate run unfused for a side-by-side
 // comparison (gate -gate all -fuse=false: user gates-unfused), which deploy/nats leaves out.
-func GateProcess(routes events.Routes, proc gates.Process) (natsauth.Role, error) {
+func GateProcess(reg *gates.Registry, routes events.Routes, proc gates.Process) (natsauth.Role, error) {
 	if len(proc.Gates) == 0 {
 		return natsauth.Role{}, errors.New("a gate set needs at least one gate")
 	}
-	w, err := gateWorker(routes, proc)
+	w, err := gateWorker(reg, routes, proc)
 	if err != nil {
 		return natsauth.Role{}, fmt.Errorf("gate set: %w", err)
 	}
@@ -165,8 +166,8 @@ func aiWorker(routes events.Routes) natsauth.Worker {
 }
 
 // gateWorker is the user of a gate process: the union of its gates' grants as the process
-// runs them (gates.Process.Grants, from each gate's Spec, the routes and fusion).
-func gateWorker(routes events.Routes, proc gates.Process) (natsauth.Worker, error) {
+// runs them (gates.Registry.Grants, from each gate's Spec, the routes and fusion).
+func gateWorker(reg *gates.Registry, routes events.Routes, proc gates.Process) (natsauth.Worker, error) {
 	summary := fmt.Sprintf("`gate -gate %s`: those gates' permissions together, fused (no hop between them)", strings.Join(proc.Gates, ","))
 	if proc.NoFusion {
 		summary = fmt.Sprintf("`gate -gate %s -fuse=false`: those gates' permissions together, each hopping to the next", strings.Join(proc.Gates, ","))
@@ -175,10 +176,10 @@ func gateWorker(routes events.Routes, proc gates.Process) (natsauth.Worker, erro
 	case natsauth.Gates:
 		summary = "`gate -gate all`: every gate's permissions together, fused (no hop between gates of the process)"
 	case natsauth.GateRole(proc.Gates[0]):
-		s, _ := gates.Lookup(proc.Gates[0])
+		s, _ := reg.Lookup(proc.Gates[0])
 		summary = fmt.Sprintf("`gate -gate %s`: the %s gate; %s", s.Name, s.Name, s.Summary)
 	}
-	grants, err := proc.Grants(routes)
+	grants, err := reg.Grants(routes, proc)
 	if err != nil {
 		return natsauth.Worker{}, err
 	}

@@ -48,7 +48,7 @@ func password(role string) string { return "pw-" + role }
 
 func startServer(t *testing.T) *authServer {
 	t.Helper()
-	rs, err := policy.Roles(route.Default(), "alice", "bob")
+	rs, err := policy.Roles(gates.Builtin(), route.Default(), "alice", "bob")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -295,7 +295,7 @@ func concrete(h string) string {
 
 func TestEachGatePublishesOnlyToItsNextHops(t *testing.T) {
 	s := startServer(t)
-	for _, g := range gates.Known() {
+	for _, g := range gates.Builtin().Known() {
 		role := natsauth.GateRole(g)
 		nc, js := s.connect(role)
 		next := hops(g)
@@ -309,13 +309,13 @@ func TestEachGatePublishesOnlyToItsNextHops(t *testing.T) {
 		stored(t, js, role, events.DeadLetterSubject("gate-"+g), events.StreamDLQ)
 		// Retry tickets: its own, never another gate's.
 		stored(t, js, role, "$KV."+natsx.BucketRetries+"."+g+".k", "KV_"+natsx.BucketRetries)
-		for _, other := range gates.Known() {
+		for _, other := range gates.Builtin().Known() {
 			if other != g {
 				refused(t, nc, role, "$KV."+natsx.BucketRetries+"."+other+".k")
 			}
 		}
 		var skips []string
-		for _, other := range append(gates.Known(), "validated") {
+		for _, other := range append(gates.Builtin().Known(), "validated") {
 			subject := events.GateSubject(other)
 			if other == "validated" {
 				subject = events.SubjectValidatedEntry
@@ -324,7 +324,7 @@ func TestEachGatePublishesOnlyToItsNextHops(t *testing.T) {
 				skips = append(skips, concrete(subject))
 			}
 		}
-		for _, other := range gates.Known() {
+		for _, other := range gates.Builtin().Known() {
 			if other != g {
 				skips = append(skips, events.RejectedSubject(other), events.DeadLetterSubject("gate-"+other))
 			}
@@ -362,7 +362,7 @@ func TestGatesUserLacksTheHopsBetweenItsGates(t *testing.T) {
 	internal := []string{events.GateSubject(gates.Safety), events.GateSubject(gates.Invariant), events.GateSubject(gates.Dedup),
 		events.GateSubject(gates.Replay), events.GateSubject(gates.Rate), events.GateSubject(gates.Approval)}
 	var all []string
-	for _, g := range gates.Known() {
+	for _, g := range gates.Builtin().Known() {
 		all = append(all, hops(g)...)
 		stored(t, js, natsauth.Gates, events.RejectedSubject(g), events.StreamProposals)
 	}
@@ -376,7 +376,7 @@ func TestGatesUserLacksTheHopsBetweenItsGates(t *testing.T) {
 	refused(t, nc, natsauth.Gates, internal...)
 	refused(t, nc, natsauth.Gates, events.GateSubject(gates.Schema), events.CommittedSubject("Location.Created"))
 
-	unfused, err := policy.GateProcess(route.Default(), gates.OneProcess().Unfused()[0])
+	unfused, err := policy.GateProcess(gates.Builtin(), route.Default(), gates.Builtin().OneProcess().Unfused()[0])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -423,7 +423,7 @@ func TestFusedGatesRunAsTheGatesUser(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := gates.Config{MaxDeliver: 2, Backoff: []time.Duration{20 * time.Millisecond}, Invariant: gates.InvariantConfig{ReferenceWait: -1}}
-	if err := gates.Register(app, gates.Deps{JetStream: js, Graph: reader, Signers: attesttest.New().Signers, Config: cfg,
+	if err := gates.Builtin().Register(context.Background(), app, gates.Deps{JetStream: js, Graph: reader, Signers: attesttest.New().Signers, Config: cfg,
 		Registerer: prometheus.NewRegistry(), Logger: logx.Discard()}, []string{gates.Schema, gates.Invariant, gates.Rate, gates.Audit}); err != nil {
 		t.Fatal(err)
 	}
@@ -553,11 +553,11 @@ func TestEachApproverDecidesAsThemselvesOnly(t *testing.T) {
 		t.Error("alice subscribed to bob's inbox")
 	}
 	for _, bad := range []string{"", "Alice", "a.b", "a*", "1abc", strings.Repeat("a", 33)} {
-		if _, err := policy.Roles(route.Default(), bad); err == nil {
+		if _, err := policy.Roles(gates.Builtin(), route.Default(), bad); err == nil {
 			t.Errorf("approver name %q accepted", bad)
 		}
 	}
-	if _, err := policy.Roles(route.Default(), "alice", "alice"); err == nil {
+	if _, err := policy.Roles(gates.Builtin(), route.Default(), "alice", "alice"); err == nil {
 		t.Error("an approver named twice accepted")
 	}
 }
@@ -647,15 +647,15 @@ func TestApprovalHeldByTheGateDecidedByTheOperator(t *testing.T) {
 // proposals.gate.safety, its unfused counterpart has it.
 func TestGateSetIsTheUnionOfItsGates(t *testing.T) {
 	routes := route.Default()
-	rs, err := policy.Roles(routes)
+	rs, err := policy.Roles(gates.Builtin(), routes)
 	if err != nil {
 		t.Fatal(err)
 	}
-	set, err := policy.GateSet(routes, []string{gates.Schema, gates.Safety})
+	set, err := policy.GateSet(gates.Builtin(), routes, []string{gates.Schema, gates.Safety})
 	if err != nil {
 		t.Fatal(err)
 	}
-	unfused, err := policy.GateProcess(routes, gates.Process{Gates: []string{gates.Schema, gates.Safety}, NoFusion: true})
+	unfused, err := policy.GateProcess(gates.Builtin(), routes, gates.Process{Gates: []string{gates.Schema, gates.Safety}, NoFusion: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -673,7 +673,7 @@ func TestGateSetIsTheUnionOfItsGates(t *testing.T) {
 	if len(fused) != len(union)-1 || set.Name != "gates-schema-safety" || !slices.Equal(set.Permissions.Publish, fused) {
 		t.Fatalf("gate set %s publishes %v; want the union without the hop to safety %v", set.Name, set.Permissions.Publish, fused)
 	}
-	if _, err := policy.GateSet(routes, []string{gates.Schema, "vibes"}); err == nil || !strings.Contains(err.Error(), "vibes") {
+	if _, err := policy.GateSet(gates.Builtin(), routes, []string{gates.Schema, "vibes"}); err == nil || !strings.Contains(err.Error(), "vibes") {
 		t.Fatalf("unknown gate in a set: %v", err)
 	}
 }
@@ -744,7 +744,7 @@ func TestMCPProposePublishesOnlyAsTheNarrator(t *testing.T) {
 			others = append(others, events.EmitSubject(e))
 		}
 	}
-	for _, g := range gates.Known() {
+	for _, g := range gates.Builtin().Known() {
 		others = append(others, events.GateSubject(g), events.RejectedSubject(g), events.RetrySubject(g))
 	}
 	refused(t, nc, natsauth.MCPPropose, others...)
@@ -804,9 +804,9 @@ func TestRateGateWatchesOnlyActorPolicies(t *testing.T) {
 	// A rate gate whose NATS user may not watch the policies (permissions from before the
 	// watch) stops at start with the server's refusal, not after waiting for an answer.
 	_, js := s.connect(natsauth.GateRole(gates.Schema))
-	spec, _ := gates.Lookup(gates.Rate)
+	spec, _ := gates.Builtin().Lookup(gates.Rate)
 	started := time.Now()
-	_, err = spec.New(gates.Deps{JetStream: js, Logger: logx.Discard(), Now: time.Now})
+	_, err = spec.New(context.Background(), gates.Deps{JetStream: js, Logger: logx.Discard(), Now: time.Now})
 	if err == nil || !errors.Is(err, nats.ErrPermissionViolation) || time.Since(started) > 30*time.Second {
 		t.Fatalf("a rate gate that may not watch the policies: %v after %s", err, time.Since(started).Round(time.Second))
 	}
@@ -884,7 +884,7 @@ func TestDedupGateForgetsWhatTheEventProcessorRefusesAsItsOwnUser(t *testing.T) 
 		t.Fatal(err)
 	}
 	cfg := gates.Config{MaxDeliver: 2, Backoff: []time.Duration{20 * time.Millisecond}}
-	if err := gates.Register(app, gates.Deps{JetStream: js, Signers: attesttest.New().Signers, Config: cfg,
+	if err := gates.Builtin().Register(context.Background(), app, gates.Deps{JetStream: js, Signers: attesttest.New().Signers, Config: cfg,
 		Registerer: prometheus.NewRegistry(), Logger: logx.Discard()}, []string{gates.Dedup}); err != nil {
 		t.Fatal(err)
 	}

@@ -9,13 +9,14 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/worldgate/worldgate/events/route"
+	"github.com/worldgate/worldgate/services/gate/gates"
 	"github.com/worldgate/worldgate/services/worldgate/policy"
 	"github.com/worldgate/worldgate/shared/natsx/natsauth"
 )
 
 // The committed files are what the generator writes: they cannot drift from the code.
 func TestCommittedConfigurationIsUpToDate(t *testing.T) {
-	rs, err := policy.Roles(route.Default(), policy.ExampleApprover)
+	rs, err := policy.Roles(gates.Builtin(), route.Default(), policy.ExampleApprover)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +38,7 @@ func TestCommittedConfigurationIsUpToDate(t *testing.T) {
 // nats-server reads the generated configuration into exactly the users and permissions the
 // embedded server runs with, passwords from the environment.
 func TestGeneratedConfigurationLoadsIntoTheSameUsers(t *testing.T) {
-	rs, err := policy.Roles(route.Default(), policy.ExampleApprover)
+	rs, err := policy.Roles(gates.Builtin(), route.Default(), policy.ExampleApprover)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/worldgate/worldgate/events/route"
+	"github.com/worldgate/worldgate/services/gate/gates"
 	"github.com/worldgate/worldgate/services/worldgate/policy"
 	"github.com/worldgate/worldgate/shared/natsx"
 	"github.com/worldgate/worldgate/shared/natsx/natsauth"
@@ -22,7 +23,7 @@ import (
 // name in approvers, with random passwords kept in <data-dir>/nats-users.json so that they
 // survive restarts.
 func natsUsers(dataDir string, approvers []string) (map[string]string, []natsx.User, error) {
-	rs, err := policy.Roles(route.Default(), approvers...)
+	rs, err := policy.Roles(gates.Builtin(), route.Default(), approvers...)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -125,7 +125,7 @@ func (st *Stack) MCPClient(ctx context.Context, servers ...string) (*client.Clie
 // GateKeys are the gates' signing keys and the keyring that accepts them, kept in
 // <data-dir>/keys (generated on first start; docs/attestation.md).
 func (st *Stack) GateKeys() (map[string]*attest.Signer, *attest.Keyring, error) {
-	return attest.Ensure(st.KeysDir(), gates.Known())
+	return attest.Ensure(st.KeysDir(), gates.Builtin().Known())
 }
 
 // KeysDir is where the gates' keys are kept: <data-dir>/keys.
@@ -149,7 +149,7 @@ func startGates(ctx context.Context, st *Stack) error {
 		chain = *st.Config.Gates
 	}
 	// Production's layout: each gate its own process, NATS user and signing key.
-	for _, proc := range gates.OneProcessPerGate() {
+	for _, proc := range gates.Builtin().OneProcessPerGate() {
 		name := proc.User()
 		in, err := st.Infra(name, name)
 		if err != nil {
