@@ -120,14 +120,12 @@ type violation struct {
 
 func entity(id string) string { return events.EntityName(id) }
 
-// worldBuilding kinds may wait for references created earlier in their batch.
+// worldBuilding kinds may wait for references created earlier in their batch: the kinds that
+// build the world (events.KindInfo.WorldBuilding), except destructive ones, which get no wait
+// (nor do agent kinds). A new world-building kind waits without an edit here.
 func worldBuilding(kind string) bool {
-	switch kind {
-	case events.KindLocationCreated, events.KindExitAdded, events.KindNPCCreated, events.KindFactionCreated,
-		events.KindPlayerCreated, events.KindItemCreated, events.KindLoreFactAdded:
-		return true
-	}
-	return false
+	info, ok := events.LookupKind(kind)
+	return ok && info.WorldBuilding && !info.Destructive
 }
 
 // needsOf lists the graph reads for a payload: the entities it references or creates, and

@@ -182,6 +182,29 @@ func TestReplayProblems(t *testing.T) {
 	}
 }
 
+// A world-building proposal may wait for what its batch creates; the kinds that wait come from
+// the contract (events.KindInfo), not from a second list in the invariant gate: every
+// world-building kind that is not destructive, and no agent or destructive kind.
+func TestWorldBuildingKindsComeFromTheContract(t *testing.T) {
+	var waits []string
+	for _, k := range events.Kinds() {
+		if worldBuilding(k.Kind) {
+			waits = append(waits, k.Kind)
+		}
+		if want := k.WorldBuilding && !k.Destructive; worldBuilding(k.Kind) != want {
+			t.Errorf("kind %s waits for its batch: %t, want %t (world building %t, destructive %t)", k.Kind, worldBuilding(k.Kind), want, k.WorldBuilding, k.Destructive)
+		}
+	}
+	want := []string{events.KindLocationCreated, events.KindExitAdded, events.KindNPCCreated, events.KindFactionCreated,
+		events.KindPlayerCreated, events.KindItemCreated, events.KindLoreFactAdded}
+	if !slices.Equal(slices.Sorted(slices.Values(waits)), slices.Sorted(slices.Values(want))) {
+		t.Errorf("kinds that wait for their batch = %v, want %v", waits, want)
+	}
+	if worldBuilding("no_such_kind") || worldBuilding(events.KindPlayerMoved) || worldBuilding(events.KindExitRemoved) {
+		t.Error("an unknown, agent or destructive kind waits for its batch")
+	}
+}
+
 func TestNames(t *testing.T) {
 	r := Builtin()
 	got, err := r.Names([]string{"schema", " safety", "schema"})
