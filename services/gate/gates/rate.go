@@ -2,12 +2,9 @@ package gates
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -106,52 +103,6 @@ type usage struct {
 	Admitted []string `json:"admitted,omitempty"`
 }
 
-// maxAdmitted bounds an actor window's admission tokens; a redelivery of a proposal older than
-// the last maxAdmitted of its actor's window is counted again (admitting less, never more).
-const maxAdmitted = 256
-
-// withAdmitted is u with token added to its admission tokens (in a new slice), the oldest
-// dropped past maxAdmitted.
-func withAdmitted(u usage, token string) usage {
-	keep := u.Admitted[max(0, len(u.Admitted)-maxAdmitted+1):]
-	u.Admitted = append(slices.Clip(keep), token)
-	return u
-}
-
-// limit is one scope's budget; zero fields are unlimited.
-type limit struct {
-	Count      int
-	CostMicros int64
-}
-
-func (l limit) unlimited() bool { return l.Count <= 0 && l.CostMicros <= 0 }
-
-// admit is the pure budget rule: whether one more proposal costing cost fits, and the usage
-// after it.
-func admit(u usage, cost int64, l limit) (usage, bool) {
-	next := usage{Count: u.Count + 1, CostMicros: u.CostMicros + cost}
-	if l.Count > 0 && next.Count > l.Count {
-		return u, false
-	}
-	if l.CostMicros > 0 && next.CostMicros > l.CostMicros {
-		return u, false
-	}
-	return next, true
-}
-
-// windowOf is the fixed window now falls in: its start and the seconds until it ends.
-func windowOf(now time.Time, size time.Duration) (start time.Time, retryAfter float64) {
-	start = now.Truncate(size)
-	return start, math.Ceil(start.Add(size).Sub(now).Seconds())
-}
-
-func micros(usd float64) int64 { return int64(math.Round(usd * 1e6)) }
-
-func hashKey(s string) string {
-	h := sha256.Sum256([]byte(s))
-	return hex.EncodeToString(h[:12])
-}
-
 func (g *rate) budget(kind string) (Budget, bool) {
 	if b, ok := g.cfg.Budgets[kind]; ok {
 		return b, true
@@ -160,109 +111,50 @@ func (g *rate) budget(kind string) (Budget, bool) {
 	return b, ok
 }
 
+// Check reserves the proposal in its windows: planRate works out what to reserve and
+// tallyOf what the reservations answered, without NATS; Check does the KV reads and writes in
+// between (reserveAll, release, the admission marker).
 func (g *rate) Check(ctx context.Context, p *events.Proposal) (Decision, error) {
 	b, ok := g.budget(p.Kind)
 	if !ok {
 		return Pass(), nil
 	}
-	token := hashKey(p.ProposalID + ":" + strconv.Itoa(p.Attempt))
-	marker := "admitted." + token
-	var cost int64
-	if p.Provenance != nil {
-		cost = micros(p.Provenance.CostUSD)
-	}
-	start, retryAfter := windowOf(g.now(), g.cfg.Window)
-	win := strconv.FormatInt(start.Unix(), 10)
-	who := budgetHolder(p)
-	actorLimit := limit{b.ActorCount, micros(b.ActorCostUSD)}
-	var tightened *actorpolicy.Policy
-	if !actorLimit.unlimited() {
-		pol := g.policies.Get(who)
-		if l, ok := tighten(actorLimit, pol, g.now()); ok {
-			actorLimit, tightened = l, pol
-		}
-	}
-	actor := scope{name: "actor", key: p.Kind + ".actor." + hashKey(who) + "." + win, limit: actorLimit}
-	global := scope{name: "global", key: p.Kind + ".global." + win, limit: limit{b.GlobalCount, micros(b.GlobalCostUSD)}}
-	// The actor's window records the proposals it admits; without one, the marker does.
-	tracked := !actor.limit.unlimited()
-	if tracked {
-		actor.token = token
-	}
-	// The scopes are reserved at once, not one after the other: each is a KV round trip (the
-	// global one waits for the batch in flight), and a move waited for both in turn. A scope
-	// reserved for a proposal another scope refused, or found to be a redelivery, is given
-	// back; until then it holds one more than it should, which errs on admitting less.
-	var scopes []scope
-	for _, s := range []scope{actor, global} {
-		if !s.limit.unlimited() {
-			scopes = append(scopes, s)
-		}
-	}
-	res := g.reserveAll(ctx, scopes, cost)
-	var taken []scope
-	redelivery := false
-	for i, r := range res {
-		if r.tried && r.err == nil && r.ok && !r.again {
-			taken = append(taken, scopes[i])
-		}
-		redelivery = redelivery || r.again
-	}
-	refused := -1
-	var err error
-	for i, r := range res {
-		if r.err != nil && err == nil {
-			err = r.err
-		}
-		if r.tried && r.err == nil && !r.ok && refused < 0 {
-			refused = i
-		}
-	}
-	if redelivery || err != nil || refused >= 0 {
-		for _, t := range taken {
-			if rerr := g.release(ctx, t.key, t.token, cost); rerr != nil && err == nil {
+	pl := planRate(p, b, g.cfg.Window, g.now(), g.policies.Get)
+	res := g.reserveAll(ctx, pl.scopes, pl.cost)
+	t := tallyOf(pl.scopes, res)
+	err := t.err
+	if t.redelivery || err != nil || t.refused >= 0 {
+		for _, s := range t.taken {
+			if rerr := g.release(ctx, s.key, s.token, pl.cost); rerr != nil && err == nil {
 				err = rerr
 			}
 		}
 	}
-	if redelivery && err == nil {
+	if t.redelivery && err == nil {
 		return Pass(), nil // admitted before in this window: a redelivery
 	}
 	if err != nil {
 		return Decision{}, err
 	}
-	if refused >= 0 {
-		s, used := scopes[refused], res[refused].used
-		if !tracked {
-			if before, err := g.admitted(ctx, marker); err != nil {
+	if t.refused >= 0 {
+		if !pl.tracked {
+			if before, err := g.admitted(ctx, pl.marker); err != nil {
 				return Decision{}, err
 			} else if before {
 				return Pass(), nil // admitted before the window filled: a redelivery
 			}
 		}
-		who, why := "the global", ""
-		details := map[string]any{"scope": s.name, "window": g.cfg.Window.String(), "windowStart": start.UTC(), "count": used.Count, "costUsd": float64(used.CostMicros) / 1e6,
-			"limitCount": s.limit.Count, "limitCostUsd": float64(s.limit.CostMicros) / 1e6}
-		if s.name == "actor" {
-			who = budgetHolder(p) + "'s"
-			if tightened != nil {
-				why = fmt.Sprintf(", tightened ×%g for a repeat offender until %s", tightened.Multiplier, tightened.CoolDownUntil.UTC().Format(time.RFC3339))
-				details["offender"] = map[string]any{"multiplier": tightened.Multiplier, "coolDownUntil": tightened.CoolDownUntil.UTC(), "strikes": tightened.Strikes}
-			}
-		}
-		return RejectTransient(events.CodeRateLimited,
-			fmt.Sprintf("%s budget for %s proposals is spent for this %s window (%s%s): try again in %.0f s.", capitalize(who), p.Kind, g.cfg.Window, usedText(used, s.limit), why, retryAfter),
-			details, retryAfter), nil
+		return refusal(p, pl, pl.scopes[t.refused], res[t.refused].used), nil
 	}
-	if tracked || len(taken) == 0 {
+	if pl.tracked || len(t.taken) == 0 {
 		return Pass(), nil
 	}
-	_, err = g.kv.Create(ctx, marker, []byte(strconv.FormatInt(start.Unix(), 10)))
+	_, err = g.kv.Create(ctx, pl.marker, []byte(strconv.FormatInt(pl.start.Unix(), 10)))
 	switch {
 	case errors.Is(err, jetstream.ErrKeyExists):
 		// Admitted before: a redelivery. Give back what this delivery reserved.
-		for _, t := range taken {
-			if err := g.release(ctx, t.key, t.token, cost); err != nil {
+		for _, s := range t.taken {
+			if err := g.release(ctx, s.key, s.token, pl.cost); err != nil {
 				return Decision{}, err
 			}
 		}
@@ -334,58 +226,6 @@ func (g *rate) admitted(ctx context.Context, marker string) (bool, error) {
 		return false, nil
 	}
 	return false, fmt.Errorf("read admission marker: %w", err)
-}
-
-// tighten is the pure rule for a repeat offender: while the actor policy's cool-down lasts,
-// the actor's limits are scaled by its multiplier (never below one proposal or one micro-USD);
-// it reports whether it changed anything.
-func tighten(l limit, p *actorpolicy.Policy, now time.Time) (limit, bool) {
-	if p == nil || !now.Before(p.CoolDownUntil) || !(p.Multiplier > 0 && p.Multiplier < 1) {
-		return l, false
-	}
-	if l.Count > 0 {
-		l.Count = max(1, int(math.Floor(float64(l.Count)*p.Multiplier)))
-	}
-	if l.CostMicros > 0 {
-		l.CostMicros = max(1, int64(math.Floor(float64(l.CostMicros)*p.Multiplier)))
-	}
-	return l, true
-}
-
-// budgetHolder is whose budget a proposal draws on: the player its payload names, else its
-// actor. A player's budget is one whatever actor id the proposal claims.
-func budgetHolder(p *events.Proposal) string {
-	var named struct {
-		PlayerID string `json:"playerId"`
-	}
-	if json.Unmarshal(p.Payload, &named) == nil && named.PlayerID != "" {
-		return "player:" + strings.TrimPrefix(named.PlayerID, "player:")
-	}
-	if p.Actor.Kind == "player" {
-		return "player:" + strings.TrimPrefix(p.Actor.ID, "player:")
-	}
-	return p.Actor.Kind + ":" + p.Actor.ID
-}
-
-type scope struct {
-	name  string
-	key   string
-	limit limit
-	token string // the admission token the window records ("": none)
-}
-
-func capitalize(s string) string {
-	if s == "" {
-		return s
-	}
-	return string(s[0]-'a'+'A') + s[1:]
-}
-
-func usedText(u usage, l limit) string {
-	if l.Count > 0 && u.Count+1 > l.Count {
-		return fmt.Sprintf("%d of %d proposals used", u.Count, l.Count)
-	}
-	return fmt.Sprintf("$%.4f of $%.4f used", float64(u.CostMicros)/1e6, float64(l.CostMicros)/1e6)
 }
 
 // reserve adds one proposal of cost to the window at key if the limit allows, with
