@@ -2,7 +2,7 @@
 //
 // A gate is one small type in its own file: a Name and a Check that looks at a proposal and
 // returns a Decision (pass, reject with a code and a sentence, or hold). Everything else is
-// written once, in chain.go: consuming proposals.gate.<name> on the durable consumer
+// written once, in the chain (chain.go and its steps in chain_*.go): consuming proposals.gate.<name> on the durable consumer
 // gate-<name>, decoding, checking the routing slip, recording the hop, publishing to the next
 // hop or to proposals.rejected.<name> with a deterministic message id, metrics and logs.
 // Redelivery, dead letters and acknowledgement after publishing come from shared/runtime.
