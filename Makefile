@@ -1,4 +1,4 @@
-# Worldgate — two commands matter: `make run` and `make test`.
+# Worldgate — two commands matter: `make run` and `make test` (`make test-fast` while working).
 SHELL := /bin/bash
 GO ?= go
 MODULES := events schemas shared services deploy scripts
@@ -10,7 +10,7 @@ RACE_MODULES := events shared
 # fixed in Go 1.27); a count has no deadline to race. 100,000 inputs take about 3-10 s per target here.
 FUZZTIME ?= 100000x
 
-.PHONY: run test vet fmt-check unit fuzz rules bench build clean lint
+.PHONY: run test test-fast vet fmt-check unit unit-short fuzz rules bench build clean lint
 # golangci-lint (.golangci.yml), pinned: `make lint` installs this version from the Go module proxy
 # when the one on the path (or in GOBIN) is missing or another.
 GOLANGCI_LINT_VERSION := v2.15.0
@@ -40,6 +40,11 @@ images:
 ## Prometheus rules' promtool tests
 test: vet fmt-check unit fuzz rules
 
+## test-fast: vet, formatting and every module's tests with -short: the end-to-end tests (a dev
+## stack, a process stack, a NATS cluster) and the others over about five seconds skip, each
+## saying so (shared/slowtest); no race detector, no fuzzing, no promtool. About two minutes warm.
+test-fast: vet fmt-check unit-short
+
 ## lint: golangci-lint over every module (each is linted on its own: golangci-lint runs per module)
 lint:
 	@if [ "$$($(GOLANGCI_LINT) version --short 2>/dev/null)" != "$(GOLANGCI_LINT_VERSION:v%=%)" ]; then \
@@ -67,6 +72,15 @@ unit: $(TS_DEPS)
 		echo "== go test $$race ./... in $$m"; \
 		(cd $$m && $(GO) test $$race -count=1 -timeout 8m ./...); \
 	done
+
+# One go test over the modules of go.work, so that a module's slowest packages run beside the
+# next module's; deploy is a module outside go.work and runs on its own.
+WORKSPACE_MODULES := $(filter-out deploy,$(MODULES))
+unit-short:
+	@echo "== go test -short in $(WORKSPACE_MODULES)"
+	$(GO) test -short -count=1 -timeout 8m $(WORKSPACE_MODULES:%=./%/...)
+	@echo "== go test -short in deploy"
+	cd deploy && $(GO) test -short -count=1 -timeout 8m ./...
 
 fuzz:
 	cd events && $(GO) test -run '^$$' -fuzz '^FuzzDecodeEnvelope$$' -fuzztime $(FUZZTIME) .
