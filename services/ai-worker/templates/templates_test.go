@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/worldgate/worldgate/events"
+	"github.com/worldgate/worldgate/services/ai-worker/roles"
 	"github.com/worldgate/worldgate/services/ai-worker/templates"
 	"github.com/worldgate/worldgate/shared/llm"
 	"github.com/worldgate/worldgate/shared/llm/prompt"
@@ -64,9 +65,26 @@ func TestOutputSchemasMatchTheContract(t *testing.T) {
 }
 
 func TestListAndRegistry(t *testing.T) {
+	// Every LLM role's template and the fallback table are listed, and nothing the registry
+	// lacks (a new role's template is one more, docs/extending.md).
 	list := templates.List()
-	if len(list) != 4 {
-		t.Fatalf("%d templates listed, want 3 prompts and the fallback table", len(list))
+	listed := map[string]bool{}
+	for _, info := range list {
+		listed[info.ID] = true
+	}
+	want := []string{templates.FallbackTemplate.ID}
+	for _, r := range roles.All() {
+		if r.Template != "" {
+			want = append(want, r.Template)
+		}
+	}
+	for _, id := range want {
+		if !listed[id] {
+			t.Errorf("template %s is not listed", id)
+		}
+	}
+	if n := len(templates.Registry().List()); len(list) != n {
+		t.Errorf("%d templates listed, the registry holds %d", len(list), n)
 	}
 	for _, info := range list {
 		if _, err := templates.Registry().Lookup(prompt.Ref{ID: info.ID, Version: info.Version, SHA256: info.SHA256}); err != nil {
