@@ -21,10 +21,11 @@ import (
 // So an ordered consumer resynchronises when a delivery may have been lost: after a reconnect
 // of its connection, after a consume error (missed heartbeats, a consumer leader change), and,
 // on an exclusive consumer (a partition's pinned group), after a gap in the consumer's delivery
-// sequence. It then holds what arrives, keeping it in progress, until every message the server
-// counts as pending here has arrived (the server's NumAckPending equals the messages this
-// worker holds) or an ack wait has passed (by then the lost ones were redelivered: first), and
-// hands what it held out in stream order.
+// sequence. It then holds what arrives, keeping it in progress, until an ack wait has passed
+// (by then the lost ones were redelivered: first), and hands what it held out in stream order.
+// It ends sooner when nothing can have been lost: the delivery sequence skipped no number and
+// every message the server counts as pending here has arrived (its NumAckPending equals the
+// messages this worker holds).
 type resync struct {
 	mu         sync.Mutex
 	active     bool
@@ -32,7 +33,13 @@ type resync struct {
 	lastDseq   uint64 // the consumer sequence of the last delivery
 	reconnects uint64 // the connection's reconnects at the last delivery
 	suspect    bool   // a consume error since the last delivery
-	count      int    // resynchronisations (tests)
+	// skipped: the delivery sequence skipped a number since the resynchronisation began (or
+	// just before it): a delivery went elsewhere, lost on the way or to another replica. The
+	// server's pending count alone cannot be trusted then (a NATS node that led the consumer
+	// died, and its successor's count is not this worker's), so the resynchronisation lasts
+	// its ack wait.
+	skipped bool
+	count   int // resynchronisations (tests)
 }
 
 // markSuspect records that a delivery may have been lost (a consume error).
@@ -65,17 +72,20 @@ func (s *subscriber) intake(jm jetstream.Msg) {
 	}
 	rc := s.reconnects()
 	s.rs.mu.Lock()
+	dseq := meta.Sequence.Consumer
+	skipped := s.rs.lastDseq != 0 && dseq != s.rs.lastDseq+1
 	if s.rs.active {
+		s.rs.skipped = s.rs.skipped || skipped
+		s.rs.lastDseq = dseq
 		s.hold(jm)
 		s.rs.buf = append(s.rs.buf, jm)
 		s.rs.mu.Unlock()
 		return
 	}
-	dseq := meta.Sequence.Consumer
-	gap := s.spec.group != "" && s.rs.lastDseq != 0 && dseq > s.rs.lastDseq+1
+	gap := s.spec.group != "" && skipped
 	reconnected, suspect := rc != s.rs.reconnects, s.rs.suspect
 	lost := suspect || reconnected || gap
-	s.rs.lastDseq, s.rs.reconnects, s.rs.suspect = dseq, rc, false
+	s.rs.lastDseq, s.rs.reconnects, s.rs.suspect, s.rs.skipped = dseq, rc, false, skipped
 	if !lost {
 		s.rs.mu.Unlock()
 		s.dispatch(jm)
@@ -107,7 +117,10 @@ wait:
 		case <-s.closing:
 			break wait // handed back in stream order below
 		case <-poll.C:
-			if s.nothingMissing() {
+			s.rs.mu.Lock()
+			skipped := s.rs.skipped
+			s.rs.mu.Unlock()
+			if !skipped && s.nothingMissing() {
 				break wait
 			}
 		}
