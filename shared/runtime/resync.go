@@ -109,6 +109,7 @@ func (s *subscriber) settleResync(since time.Time) {
 	defer deadline.Stop()
 	poll := time.NewTicker(100 * time.Millisecond)
 	defer poll.Stop()
+	early := false
 wait:
 	for {
 		select {
@@ -121,6 +122,7 @@ wait:
 			skipped := s.rs.skipped
 			s.rs.mu.Unlock()
 			if !skipped && s.nothingMissing() {
+				early = true
 				break wait
 			}
 		}
@@ -146,6 +148,8 @@ wait:
 	}
 	s.rs.buf = s.rs.buf[:0]
 	s.rs.active = false
+	s.log.Info("resynchronised: the held messages go on in stream order", "consumer", s.spec.Durable,
+		"messages", len(held), "waited", time.Since(since).Round(time.Millisecond), "nothingMissing", early)
 }
 
 // nothingMissing reports whether every message the server counts as delivered and not yet
