@@ -10,6 +10,7 @@ import (
 	"strings"
 	"text/template"
 
+	"github.com/worldgate/worldgate/services/gate/gates"
 	"github.com/worldgate/worldgate/services/worldgate/programs"
 )
 
@@ -30,15 +31,33 @@ func runDeployManifests(_ context.Context, args []string, stdout, stderr io.Writ
 	in := fs.String("compose-template", "deploy/compose/compose.in.yaml", "the hand-written compose file the services are generated into")
 	composeOut := fs.String("compose", "deploy/compose/compose.yaml", "the compose file written")
 	k8sOut := fs.String("k8s", "deploy/kubernetes/base/services", "directory of the generated Kubernetes manifests")
+	envFile := fs.String("env", "", "compose's .env: rewrite its NATS users' development passwords (between its @begin and @end lines)")
+	devDir := fs.String("dev-overlay", "", "the dev overlay's directory: rewrite its generated Secrets (kustomization.yaml, between its @begin and @end lines) and give each gate without one a development key pair")
+	pdbOut := fs.String("pdb", "", "the prod overlay's PodDisruptionBudgets written, one per gate and deployed service")
+	approvers := fs.String("approvers", "", "the approvers of the NATS configuration (nats-config -approvers): their users' passwords")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	var names []string
+	for _, a := range strings.Split(*approvers, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			names = append(names, a)
+		}
+	}
+	users, err := natsUsers(names)
+	if err != nil {
+		return fmt.Errorf("-approvers: %w", err)
+	}
+	specs := gates.Builtin().Specs()
 	tmpl, err := os.ReadFile(*in)
 	if err != nil {
 		return err
 	}
 	compose, err := composeFile(string(tmpl), filepath.Base(*in), programs.All)
 	if err != nil {
+		return err
+	}
+	if compose, err = composeNATSPasswords(compose, filepath.Base(*in), users); err != nil {
 		return err
 	}
 	files, err := serviceManifests(programs.All)
@@ -59,7 +78,49 @@ func runDeployManifests(_ context.Context, args []string, stdout, stderr io.Writ
 		}
 		fmt.Fprintln(stdout, "wrote", path)
 	}
+	if *pdbOut != "" {
+		if err := os.WriteFile(*pdbOut, []byte(prodPDBs(specs, programs.All)), 0o644); err != nil {
+			return err
+		}
+		fmt.Fprintln(stdout, "wrote", *pdbOut)
+	}
+	if *envFile != "" {
+		if err := rewrite(*envFile, func(s string) (string, error) { return dotEnv(s, *envFile, users) }); err != nil {
+			return err
+		}
+		fmt.Fprintln(stdout, "wrote", *envFile)
+	}
+	if *devDir != "" {
+		kust := filepath.Join(*devDir, "kustomization.yaml")
+		err := rewrite(kust, func(s string) (string, error) {
+			return devOverlay(s, kust, k8sNATSUsers(users, specs, programs.All), specs)
+		})
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(stdout, "wrote", kust)
+		wrote, err := devGateKeys(*devDir, specs)
+		if err != nil {
+			return err
+		}
+		for _, f := range wrote {
+			fmt.Fprintln(stdout, "wrote", f)
+		}
+	}
 	return nil
+}
+
+// rewrite replaces file's content with f's rendering of it.
+func rewrite(file string, f func(string) (string, error)) error {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return err
+	}
+	s, err := f(string(b))
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(file, []byte(s), 0o644)
 }
 
 // composeFile fills the template's marker with the deployed programs' services.

@@ -5,7 +5,7 @@
 //
 //go:generate go run .. nats-config -out ../../../deploy/nats -doc ../../../docs/nats-permissions.md -approvers ops
 //go:generate go run .. k8s-gates -out ../../../deploy/kubernetes/base/gates
-//go:generate go run .. deploy-manifests -compose-template ../../../deploy/compose/compose.in.yaml -compose ../../../deploy/compose/compose.yaml -k8s ../../../deploy/kubernetes/base/services
+//go:generate go run .. deploy-manifests -compose-template ../../../deploy/compose/compose.in.yaml -compose ../../../deploy/compose/compose.yaml -k8s ../../../deploy/kubernetes/base/services -pdb ../../../deploy/kubernetes/overlays/prod/pdb.yaml -env ../../../deploy/compose/.env -dev-overlay ../../../deploy/kubernetes/overlays/dev -approvers ops
 package policy
 
 import (
