@@ -289,11 +289,14 @@ func chaos(ctx context.Context, o options, stderr io.Writer) (*Result, error) {
 		case <-time.After(time.Second):
 		}
 	}
-	for attempt := 1; ; attempt++ {
+	// The audit reads every stream through the JetStream API, which answers only once the
+	// cluster's meta layer has a leader again: on a loaded machine, after the last kill, that
+	// took over 80 s once (the API answered "no responders" meanwhile). Five minutes of tries.
+	for attempt, giveUp := 1, time.Now().Add(5*time.Minute); ; attempt++ {
 		actx, cancel := context.WithTimeout(ctx, time.Minute)
 		res.Audit, err = harness.AuditRun(actx, ps.JS, graph, gen, n)
 		cancel()
-		if err == nil || attempt == 10 || ctx.Err() != nil {
+		if err == nil || time.Now().After(giveUp) || ctx.Err() != nil {
 			break
 		}
 		prog.Update("audit attempt %d: %v; again in 5 s", attempt, err)
