@@ -535,6 +535,7 @@ func TestKubernetesOverlays(t *testing.T) {
 	}
 	for ref := range secretRefs(prod) {
 		ref = strings.TrimSuffix(ref, "/*") // a whole Secret mounted as files: its name
+		ref = gateSecretRef(ref, prod)
 		if !strings.Contains(string(doc), "`"+ref+"`") {
 			t.Errorf("docs/deploy.md does not list Secret key `%s`, which prod refers to", ref)
 		}
@@ -562,6 +563,26 @@ func TestKubernetesOverlays(t *testing.T) {
 	for key, scopes := range map[string][]string{"ai-worker-token": {"world:read", "lore:read", "classify:read"}, "gate-safety-token": {"classify:read"}} {
 		checkJWT(t, secretValue(t, mcp, key), secret, scopes)
 	}
+}
+
+// gateSecretRef is a gate's Secret key as docs/deploy.md lists it, once for every gate:
+// worldgate-nats/gate-schema is worldgate-nats/gate-<gate>, worldgate-gate-schema-key/schema.key
+// is worldgate-gate-<gate>-key/<gate>.key. A gate is a Deployment of component gate; any other
+// key is ref itself.
+func gateSecretRef(ref string, r rendered) string {
+	for name, d := range r.deployments {
+		g, ok := strings.CutPrefix(name, "gate-")
+		if !ok || d.Labels["app.kubernetes.io/component"] != "gate" {
+			continue
+		}
+		switch ref {
+		case "worldgate-nats/" + name:
+			return "worldgate-nats/gate-<gate>"
+		case "worldgate-gate-" + g + "-key/" + g + ".key":
+			return "worldgate-gate-<gate>-key/<gate>.key"
+		}
+	}
+	return ref
 }
 
 func mapKeys[V any](m map[string]V) []string {
