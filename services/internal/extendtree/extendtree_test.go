@@ -238,30 +238,9 @@ func (nightCurfew) Check(_ context.Context, p *events.Proposal) (Decision, error
 	replace(t, tree, "services/gate/gates/registry.go", "approvalGate, auditGate}", "approvalGate, nightCurfewGate, auditGate}")
 	// 3. Its place in routes.yaml.
 	replace(t, tree, "events/route/routes.yaml", "  player_moved:    [schema, invariant, rate, audit]", "  player_moved:    [schema, invariant, night-curfew, rate, audit]")
-
-	// By hand in the deployment: the gate's NATS password and signing key in the dev overlay
-	// (keys from `worldgate keys -gate <name>`), its PodDisruptionBudget in prod, its NATS
-	// password in compose, and its two Secret keys in docs/deploy.md.
-	dev := "deploy/kubernetes/overlays/dev/"
-	insertAfter(t, tree, dev+"kustomization.yaml", "      - gate-audit=gate-audit-dev-password\n",
-		"      - gate-night-curfew=gate-night-curfew-dev-password\n")
-	insertAfter(t, tree, dev+"kustomization.yaml", "  - name: worldgate-gate-audit-key\n    files:\n      - keys/audit.key\n",
-		"  - name: worldgate-gate-night-curfew-key\n    files:\n      - keys/night-curfew.key\n")
-	insertAfter(t, tree, dev+"kustomization.yaml", "      - attest-keys/audit.pub\n", "      - attest-keys/night-curfew.pub\n")
-	keys := t.TempDir()
-	run(t, filepath.Join(tree, "services"), "go", "run", "./worldgate", "keys", "-gate", NightCurfew, "-dir", keys)
-	writeFile(t, tree, dev+"keys/night-curfew.key", string(readFile(t, keys, "night-curfew.key")))
-	writeFile(t, tree, dev+"attest-keys/night-curfew.pub", string(readFile(t, keys, "night-curfew.pub")))
-	insertAfter(t, tree, "deploy/kubernetes/overlays/prod/pdb.yaml", "      app.kubernetes.io/name: gate-audit\n---\n",
-		"apiVersion: policy/v1\nkind: PodDisruptionBudget\nmetadata:\n  name: gate-night-curfew\nspec:\n  maxUnavailable: 1\n"+
-			"  selector:\n    matchLabels:\n      app.kubernetes.io/name: gate-night-curfew\n---\n")
-	// Compose: the NATS servers read every user's password (.env sets the development ones).
-	insertAfter(t, tree, "deploy/compose/.env", "WORLDGATE_NATS_GATE_AUDIT_PASSWORD=gate-audit-dev-password\n",
-		"WORLDGATE_NATS_GATE_NIGHT_CURFEW_PASSWORD=gate-night-curfew-dev-password\n")
-	insertAfter(t, tree, "deploy/compose/compose.in.yaml", "    WORLDGATE_NATS_GATE_AUDIT_PASSWORD: ${WORLDGATE_NATS_GATE_AUDIT_PASSWORD}\n",
-		"    WORLDGATE_NATS_GATE_NIGHT_CURFEW_PASSWORD: ${WORLDGATE_NATS_GATE_NIGHT_CURFEW_PASSWORD}\n")
-	replace(t, tree, "docs/deploy.md", "`worldgate-nats/gate-audit` |", "`worldgate-nats/gate-audit`, `worldgate-nats/gate-night-curfew` |")
-	replace(t, tree, "docs/deploy.md", "`worldgate-gate-audit-key/audit.key` |", "`worldgate-gate-audit-key/audit.key`, `worldgate-gate-night-curfew-key/night-curfew.key` |")
+	// Nothing by hand in the deployment: the generators write its NATS user, its Kubernetes
+	// manifests, its PodDisruptionBudget, its NATS password in compose and its development
+	// Secrets and key pair in the dev overlay.
 }
 
 // NightCurfew is the generated gate's name: dashed, as a gate's name may be.
