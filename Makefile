@@ -42,7 +42,8 @@ test: vet fmt-check unit fuzz rules
 
 ## test-fast: vet, formatting and every module's tests with -short: the end-to-end tests (a dev
 ## stack, a process stack, a NATS cluster) and the others over about five seconds skip, each
-## saying so (shared/slowtest); no race detector, no fuzzing, no promtool. About two minutes warm.
+## saying so (shared/slowtest); no race detector, no fuzzing, no promtool. A third of `make test`'s
+## time warm (3.7 against 10.9 minutes on two busy cores).
 test-fast: vet fmt-check unit-short
 
 ## lint: golangci-lint over every module (each is linted on its own: golangci-lint runs per module)
