@@ -328,10 +328,14 @@ func (s *subscriber) awaitHeld(ctx context.Context, cons jetstream.Consumer) (in
 	wait := s.spec.AckWait + 100*time.Millisecond // past the server's redelivery check
 	s.log.Info("messages of this consumer are held elsewhere: taking none until they settle or can be redelivered first",
 		"consumer", s.spec.Durable, "held", held, "wait", wait)
+	start := time.Now()
+	due := start.Add(wait)
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
 	// A live holder (a replica that gave this partition up) settles them well before: then
-	// there is nothing to wait for.
+	// there is nothing to wait for. A message delivered elsewhere meanwhile (a replica that held
+	// the partition for a moment, and died or lost it on the way) comes back an ack wait after
+	// that delivery: the wait lasts until then too, up to MaxHold in all.
 	poll := time.NewTicker(100 * time.Millisecond)
 	defer poll.Stop()
 	for {
@@ -342,6 +346,13 @@ func (s *subscriber) awaitHeld(ctx context.Context, cons jetstream.Consumer) (in
 			if i, err := cons.Info(ctx); err == nil {
 				if held = i.NumAckPending; held == 0 {
 					return 0, nil
+				}
+				if last := i.Delivered.Last; last != nil && last.Add(wait).After(due) && last.After(start) {
+					due = last.Add(wait)
+					if limit := start.Add(s.spec.MaxHold); due.After(limit) {
+						due = limit
+					}
+					deadline.Reset(time.Until(due))
 				}
 			}
 		case <-ctx.Done():

@@ -367,3 +367,32 @@ func TestAMessageWaitingForItsTurnIsNotRedelivered(t *testing.T) {
 		}
 	}
 }
+
+// A worker that starts while another holds messages waits an ack wait for them; a message
+// delivered to someone else during that wait (a replica that took the partition for a moment and
+// died holding it) comes back only an ack wait after that delivery, so the wait lasts until then
+// too. (Chaos: a player's move, delivered to a replica as it gave a partition up, came back 1 s
+// after the next owner had taken the held ones and the player's later move.)
+func TestOrderKeyWaitsForAMessageDeliveredElsewhereDuringTheWait(t *testing.T) {
+	e := natstest.Start(t)
+	spec := runtime.Consumer{
+		Stream: events.StreamProposals, Durable: "ordered", Subjects: []string{"proposals.gate.ordered"}, MaxAckPending: 64,
+		AckWait:  2 * time.Second,
+		OrderKey: func(_ string, data []byte) string { k, _, _ := strings.Cut(string(data), "/"); return k },
+	}
+	publish(t, e, "proposals.gate.ordered", "w-0", "k/0")
+	if held := natstest.DieHolding(t, e.JS, spec.Stream, spec.ServerConfig()); string(held) != "k/0" {
+		t.Fatalf("the first dying instance fetched %q, want k/0", held)
+	}
+	done := make(chan []string, 1)
+	go func() { done <- handleAll(t, e, spec, 3) }()
+	time.Sleep(time.Second) // the worker waits for k/0
+	publish(t, e, "proposals.gate.ordered", "w-1", "k/1")
+	if held := natstest.DieHolding(t, e.JS, spec.Stream, spec.ServerConfig()); string(held) != "k/1" {
+		t.Fatalf("the second dying instance fetched %q, want k/1", held)
+	}
+	publish(t, e, "proposals.gate.ordered", "w-2", "k/2")
+	if seen := <-done; !slices.Equal(seen, []string{"k/0", "k/1", "k/2"}) {
+		t.Fatalf("handled %v, want k/0 k/1 k/2: k/2 overtook k/1, delivered elsewhere while the worker waited", seen)
+	}
+}
