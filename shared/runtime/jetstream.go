@@ -65,7 +65,7 @@ type Consumer struct {
 	// message whose key is "" is not ordered.
 	// A message handed back for redelivery (a transient failure) keeps the next ones of its key
 	// waiting until it comes back and settles: the worker keeps it in progress through its
-	// backoff and then hands it back for redelivery at once, and the key waits up to an AckWait
+	// backoff and then hands it back for redelivery at once, and the key waits up to two AckWaits
 	// more for it (if its redelivery goes to another replica, the key goes on without it).
 	//
 	// The order holds across a crash too: a replica that starts while messages of the consumer
@@ -455,10 +455,14 @@ func (s *subscriber) dispatch(jm jetstream.Msg) {
 			s.tailMu.Lock()
 			close(mine.left)
 			if redelivery > 0 {
-				// The key waits for the redelivery, for as long as its delay and an ack wait
-				// (after that, it went to another replica or the consumer is gone).
+				// The key waits for the redelivery, for as long as its delay and two ack waits
+				// (after that, it went to another replica or the consumer is gone). One was not
+				// enough: a hand-back lost with a dying NATS node is redelivered an ack wait after
+				// the last in-progress, and after a reconnect the pull requests take a moment to
+				// come back; chaos saw a redelivery 0.2 s after the key had gone on, and the
+				// player's next move pass the invariant gate first.
 				w := &handedBack{link: mine}
-				w.timer = time.AfterFunc(redelivery+s.spec.AckWait, func() {
+				w.timer = time.AfterFunc(redelivery+2*s.spec.AckWait, func() {
 					s.tailMu.Lock()
 					if s.awaiting[seq] != w {
 						s.tailMu.Unlock()
@@ -609,7 +613,7 @@ func (s *subscriber) handBack(jm jetstream.Msg, backoff time.Duration, ordered b
 	if err := jm.Nak(); err != nil {
 		return s.spec.AckWait
 	}
-	return time.Millisecond // at once: the key waits for it an ack wait more
+	return time.Millisecond // at once: the key waits for it two ack waits more
 }
 
 func toMessage(jm jetstream.Msg, meta *jetstream.MsgMetadata, maxDeliver int) *message.Message {
