@@ -39,7 +39,6 @@ type resync struct {
 	// died, and its successor's count is not this worker's), so the resynchronisation lasts
 	// its ack wait.
 	skipped bool
-	count   int // resynchronisations (tests)
 }
 
 // markSuspect records that a delivery may have been lost (a consume error).
@@ -78,6 +77,7 @@ func (s *subscriber) intake(jm jetstream.Msg) {
 		s.rs.skipped = s.rs.skipped || skipped
 		s.rs.lastDseq = dseq
 		s.hold(jm)
+		s.inflight.Add(1) // held here: a Close waits for it to be handed out (and back)
 		s.rs.buf = append(s.rs.buf, jm)
 		s.rs.mu.Unlock()
 		return
@@ -92,8 +92,8 @@ func (s *subscriber) intake(jm jetstream.Msg) {
 		return
 	}
 	s.rs.active = true
-	s.rs.count++
 	s.hold(jm)
+	s.inflight.Add(1)
 	s.rs.buf = append(s.rs.buf[:0], jm)
 	s.rs.mu.Unlock()
 	s.log.Info("a delivery may have been lost on the way: holding this consumer's messages until the server's pending ones arrived or can be redelivered",
@@ -144,7 +144,8 @@ wait:
 	slices.SortStableFunc(held, func(a, b taken) int { return cmp.Compare(a.seq, b.seq) })
 	// Dispatched under the lock, so that a delivery arriving meanwhile comes after them.
 	for _, t := range held {
-		s.dispatch(t.jm)
+		s.dispatch(t.jm) // in flight on its own now
+		s.inflight.Done()
 	}
 	s.rs.buf = s.rs.buf[:0]
 	s.rs.active = false
