@@ -11,8 +11,11 @@
 # in the device call's carry.
 #
 # run unpacks them, prints the machine, and runs `bench -n $BENCH_N -players $BENCH_PLAYERS
-# -processors N -idle 0` once per N (each stopped after $BENCH_TIMEOUT s, default 180) (default: 1 4 1 4 2 8, so the pair that matters is measured
-# twice), writing the runs' text and JSON to $OUT (or ./device-out) and their main lines last.
+# -processors N -idle 0` once per N (default: 1 4 1 4 2 8, so the pair that matters is measured
+# twice; each run stopped after $BENCH_TIMEOUT s, default 180), appending the runs' text and JSON
+# to $OUT (or ./device-out) and printing their main lines last. Every process inherits the
+# environment: `GOMAXPROCS=4 scripts/device-bench.sh run 1 4` gives each process four threads
+# running Go code, as a Kubernetes CPU limit of 4 would (Go reads the limit since 1.25).
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -36,17 +39,17 @@ run)
 	[ ${#counts[@]} -gt 0 ] || counts=(1 4 1 4 2 8)
 	out=${OUT:-$root/device-out}
 	mkdir -p "$out"
-	bin=$(mktemp -d)
-	xz -dc "$pack" | tar -C "$bin" -xf -
+	bin=${TMPDIR:-/tmp}/device-bench-bin
+	[ -x "$bin/bench" ] || { mkdir -p "$bin" && xz -dc "$pack" | tar -C "$bin" -xf -; }
 	{
 		echo "machine: $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-), $(free -g | awk '/Mem:/{print $2}') GiB, load $(cut -d' ' -f1-3 /proc/loadavg)"
-		echo "commit: $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
-	} | tee "$out/summary.txt"
+		echo "commit: $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown), GOMAXPROCS=${GOMAXPROCS:-unset} (every process inherits it)"
+	} | tee -a "$out/summary.txt"
 	# At most a few files come back from the device machine: every run goes into the same four.
 	i=0
 	for n in "${counts[@]}"; do
 		i=$((i + 1))
-		echo "== run $i: -processors $n, $(date -u +%H:%M:%S)" | tee -a "$out/runs.txt" "$out/runs.err"
+		echo "== run $i: -processors $n, GOMAXPROCS=${GOMAXPROCS:-unset}, $(date -u +%H:%M:%S)" | tee -a "$out/runs.txt" "$out/runs.err"
 		if ! timeout "${BENCH_TIMEOUT:-180}" "$bin/bench" -drain-timeout 60s -bin-dir "$bin" -build=false -n "${BENCH_N:-12000}" -players "${BENCH_PLAYERS:-8000}" \
 			-processors "$n" -idle 0 -json "$bin/run.json" >"$bin/run.txt" 2>>"$out/runs.err"; then
 			echo "run $i failed:"
@@ -54,14 +57,14 @@ run)
 			continue
 		fi
 		cat "$bin/run.txt" >>"$out/runs.txt"
-		{ echo "// run $i: -processors $n"; cat "$bin/run.json"; } >>"$out/runs.json"
+		{ echo "// run $i: -processors $n, GOMAXPROCS=${GOMAXPROCS:-unset}"; cat "$bin/run.json"; } >>"$out/runs.json"
 		{
-			echo "-- run $i: -processors $n"
+			echo "-- run $i: -processors $n, GOMAXPROCS=${GOMAXPROCS:-unset}"
 			grep -E '^(JetStream|saturation|half rate|processes|carries over)' "$bin/run.txt"
 			grep -E '^ +(event→commit|time per stage)' "$bin/run.txt"
 		} >>"$out/summary.txt"
 	done
-	tail -n +3 "$out/summary.txt"
+	cat "$out/summary.txt"
 	;;
 *)
 	echo "usage: $0 pack | run [replicas ...]" >&2
