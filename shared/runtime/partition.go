@@ -26,8 +26,8 @@ import (
 // Two mechanisms, one for balance and one for safety:
 //   - Membership (balance): every replica puts a key in the natsx.BucketMembers bucket each
 //     second (<Durable>.<member id>); the keys of the members that stopped vanish after
-//     natsx.MembersTTL. Each replica reads the members, sorts them, and consumes the partitions p
-//     with p mod members = its place. A replica that no longer owns a partition pauses its
+//     natsx.MembersTTL. Each replica watches the members' keys (memberView), sorts them, and
+//     consumes the partitions p with p mod members = its place. A replica that no longer owns a partition pauses its
 //     consumer (no deliveries to anyone), stops taking its messages, lets those it holds settle
 //     however long a handler takes (a key's queued messages are handed back in stream order),
 //     unpins the consumer and resumes it, so that the next owner starts with them, never before.
@@ -70,7 +70,8 @@ type partitionGroup struct {
 
 	member  string // this replica's key in the members bucket
 	kv      jetstream.KeyValue
-	units   int // partitions, plus one for the legacy subjects
+	view    *memberView // the members, from a watch of their keys
+	units   int         // partitions, plus one for the legacy subjects
 	closing chan struct{}
 	ctx     context.Context // cancelled on closing
 	cancel  context.CancelFunc
@@ -136,7 +137,9 @@ func (g *partitionGroup) start(ctx context.Context, handle func(*message.Message
 		g.loops.Add(1)
 		go g.unit(u)
 	}
-	g.loops.Add(1)
+	g.view = newMemberView()
+	g.loops.Add(2)
+	go g.watchMembers()
 	go g.membership()
 	g.log.Info("consuming partitions", "consumer", g.spec.Durable, "partitions", n, "member", g.member)
 	return nil
@@ -149,23 +152,41 @@ func (g *partitionGroup) beat(ctx context.Context) error {
 	return err
 }
 
-// members are the live members' keys, sorted.
-func (g *partitionGroup) members(ctx context.Context) ([]string, error) {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	lister, err := g.kv.ListKeysFiltered(ctx, g.spec.Durable+".*")
-	if err != nil {
-		return nil, err
+// watchMembers keeps g.view from a watch of the members' keys (see memberView), watching again
+// when a watch ends or cannot start.
+func (g *partitionGroup) watchMembers() {
+	defer g.loops.Done()
+	for {
+		w, err := g.kv.WatchFiltered(g.ctx, []string{g.spec.Durable + ".*"}, jetstream.MetaOnly())
+		switch {
+		case err == nil:
+			g.follow(w)
+			_ = w.Stop()
+			g.view.restart()
+		case g.ctx.Err() == nil:
+			g.log.Warn("could not watch the members; partitions unchanged until it can", "consumer", g.spec.Durable, "err", err)
+		}
+		select {
+		case <-g.closing:
+			return
+		case <-time.After(heartbeatEvery):
+		}
 	}
-	var out []string
-	for k := range lister.Keys() {
-		out = append(out, k)
+}
+
+// follow applies w's updates to g.view until w ends or the group closes.
+func (g *partitionGroup) follow(w jetstream.KeyWatcher) {
+	for {
+		select {
+		case <-g.closing:
+			return
+		case e, ok := <-w.Updates():
+			if !ok {
+				return
+			}
+			g.view.apply(e)
+		}
 	}
-	if !slices.Contains(out, g.member) {
-		return nil, errors.New("this replica's own key is missing")
-	}
-	slices.Sort(out)
-	return out, nil
 }
 
 // membership renews this replica's key and shares the units among the members, every second.
@@ -174,12 +195,15 @@ func (g *partitionGroup) membership() {
 	t := time.NewTicker(heartbeatEvery)
 	defer t.Stop()
 	var last []string
+	g.view.awaitReady(g.closing, heartbeatEvery) // the first sharing waits for the watch's first reading
 	for {
 		if err := g.beat(g.ctx); err != nil && g.ctx.Err() == nil {
 			g.log.Warn("could not renew this replica's membership", "consumer", g.spec.Durable, "err", err)
 		}
-		ms, err := g.members(g.ctx)
+		ms, err := g.view.live(g.member, natsx.MembersTTL)
 		switch {
+		case errors.Is(err, errMembersPending):
+			// A watch (re)starting: the partitions stay as they are until it has read the members.
 		case err != nil && g.ctx.Err() == nil:
 			// The partitions stay as they are: pinning keeps them exclusive meanwhile.
 			g.log.Warn("could not read the members; partitions unchanged", "consumer", g.spec.Durable, "err", err)

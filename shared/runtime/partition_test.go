@@ -3,6 +3,7 @@ package runtime_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -359,4 +360,64 @@ func TestAnOutputAfterOthersWaitsForThem(t *testing.T) {
 	natstest.WaitFor(t, 5*time.Second, "the unmarked message stored", func() bool {
 		return natstest.StreamMsgs(t, e.JS, events.StreamProposals, "proposals.gate.after") == 1
 	})
+}
+
+// The replicas' view of the members stays whole while keys are being renewed: other members
+// heartbeating at the moment a replica reads the members must not make them vanish from its
+// view (jetstream's key listing could end before every key arrived, and each short list moved
+// partitions between replicas that were all alive, each move costing the partition's messages
+// a resynchronisation). Here eight other members renew their keys as fast as they can; each
+// replica's share of the partitions must not change once they are shared.
+func TestMembersStayWhileTheirKeysAreRenewed(t *testing.T) {
+	e := natstest.Start(t)
+	l := newLedger()
+	var regs []*prometheus.Registry
+	for _, name := range []string{"a", "b", "c"} {
+		_, reg := replica(t, e, partitioned(), name, l)
+		regs = append(regs, reg)
+	}
+	kv, err := e.JS.KeyValue(context.Background(), natsx.BucketMembers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	var busy sync.WaitGroup
+	for i := range 8 {
+		busy.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				_, _ = kv.PutString(context.Background(), fmt.Sprintf("ordered.other%d", i), time.Now().String())
+			}
+		})
+	}
+	defer func() { close(stop); busy.Wait() }()
+	shares := func() []int {
+		var out []int
+		for _, r := range regs {
+			out = append(out, owned(r))
+		}
+		return out
+	}
+	// Eleven members: the three replicas own their places' partitions, fewer than all 16.
+	natstest.WaitFor(t, 20*time.Second, "the partitions shared among the members", func() bool {
+		s := shares()
+		return s[0] > 0 && s[1] > 0 && s[2] > 0 && s[0]+s[1]+s[2] < natsx.DefaultPartitions
+	})
+	time.Sleep(1500 * time.Millisecond)
+	want := shares()
+	changes := 0
+	for deadline := time.Now().Add(6 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if got := shares(); !slices.Equal(got, want) {
+			changes++
+			t.Logf("partitions owned by a, b, c: %v, then %v", want, got)
+			want = got
+		}
+	}
+	if changes > 0 {
+		t.Errorf("the replicas' shares changed %d times while no member joined or left", changes)
+	}
 }
