@@ -17,6 +17,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -108,7 +109,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the measured phases (-stack embedded)")
 	fs.StringVar(&o.mutexProfile, "mutexprofile", "", "write a mutex contention profile (-stack embedded)")
 	fs.StringVar(&o.blockProfile, "blockprofile", "", "write a blocking profile (-stack embedded)")
-	fs.StringVar(&o.logLevel, "log-level", "error", "log level of the embedded services (logs go to stderr)")
+	fs.StringVar(&o.logLevel, "log-level", "", "log level of the services: -stack embedded logs to stderr (default error), -stack processes to processes.log in the data directory (default warn; keep it with -data-dir)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "Usage: bench [flags]\n\nDrives the pipeline with world events and prints the one-hop JetStream ceiling, committed/s and\nits ratio to the ceiling, CPU per event of the pipeline alone, hops per event, event-to-commit\nlatency at saturation and at half rate, and peak RSS.\n\nFlags:")
 		fs.PrintDefaults()
@@ -477,7 +478,7 @@ func startStack(ctx context.Context, o options, dir string, gateFlags []string, 
 		return &stack{name: "external (" + o.natsURL + ")", js: js, stop: nc.Close}, nil
 	case o.stack == StackEmbedded:
 		prog.Update("starting the embedded stack in %s", dir)
-		log := logx.New(stderr, "bench", o.logLevel)
+		log := logx.New(stderr, "bench", cmp.Or(o.logLevel, "error"))
 		st, err := harness.StartEmbedded(ctx, harness.EmbeddedOptions{DataDir: dir, ProcessorInFlight: o.inFlight, Logger: log})
 		if err != nil {
 			return nil, err
@@ -489,7 +490,7 @@ func startStack(ctx context.Context, o options, dir string, gateFlags []string, 
 	}
 	prog.Update("starting the stack as processes in %s", dir)
 	ps, err := harness.StartProcs(ctx, harness.ProcsOptions{BinDir: o.binDir, DataDir: dir, NATSNodes: 1, Processors: o.processors, GateFlags: gateFlags,
-		MemoryWriter: true, Logger: logx.New(stderr, "bench", "warn")})
+		MemoryWriter: true, LogLevel: o.logLevel, Logger: logx.New(stderr, "bench", "warn")})
 	if err != nil {
 		return nil, err
 	}
