@@ -3,6 +3,7 @@ package runtime_test
 import (
 	"context"
 	"fmt"
+	"hash/fnv"
 	"slices"
 	"strings"
 	"sync"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/worldgate/worldgate/events"
@@ -419,5 +421,68 @@ func TestMembersStayWhileTheirKeysAreRenewed(t *testing.T) {
 	}
 	if changes > 0 {
 		t.Errorf("the replicas' shares changed %d times while no member joined or left", changes)
+	}
+}
+
+// A replica that takes a partition finds nothing held elsewhere, and only then does the
+// partition's previous owner receive a message, lose it on the way and unpin (it gave the
+// partition up). The new owner's first delivery is the key's next message; it must wait for the
+// lost one's redelivery and handle it first. (chaos -processors 3: a player's move delivered to
+// the replica giving its partition up was refused at the commit 10 s later, after the player's
+// next move had committed on the new owner.)
+func TestAPartitionsFirstDeliveryWaitsForOneLostByThePreviousOwner(t *testing.T) {
+	e := natstest.Start(t)
+	spec := partitioned()
+	key := "k0"
+	h := fnv.New32a()
+	h.Write([]byte(events.OrderToken(key)))
+	p := int(h.Sum32() % uint32(natsx.DefaultPartitions))
+	cfg := runtime.PartitionConfig(spec, p)
+	ctx := context.Background()
+	// The previous owner, still asking for the partition's messages when the new one starts.
+	cons, err := e.JS.CreateOrUpdateConsumer(ctx, spec.Stream, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fetched := make(chan []byte, 1)
+	go func() {
+		batch, err := cons.Fetch(1, jetstream.FetchMaxWait(20*time.Second), jetstream.FetchPriorityGroup(cfg.PriorityGroups[0]))
+		if err != nil {
+			fetched <- nil
+			return
+		}
+		var data []byte
+		for m := range batch.Messages() {
+			data = m.Data() // never acknowledged: lost on the way
+		}
+		fetched <- data
+	}()
+	time.Sleep(300 * time.Millisecond)
+	l := newLedger()
+	_, reg := replica(t, e, spec, "b", l)
+	natstest.WaitFor(t, 20*time.Second, "the replica consuming every partition", func() bool { return owned(reg) == natsx.DefaultPartitions })
+	publish := func(data string) {
+		t.Helper()
+		if _, err := e.JS.Publish(ctx, events.ValidatedSubject(key), []byte(data)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	publish(key + "/0")
+	if got := <-fetched; string(got) != key+"/0" {
+		t.Fatalf("the previous owner fetched %q, want %s/0 (it was asking first)", got, key)
+	}
+	s, err := e.JS.Stream(ctx, spec.Stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.UnpinConsumer(ctx, cfg.Durable, cfg.PriorityGroups[0]); err != nil {
+		t.Fatal(err)
+	}
+	publish(key + "/1")
+	natstest.WaitFor(t, 20*time.Second, "both messages handled", func() bool { return l.count() == 2 })
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if got := l.seen[key]; !slices.Equal(got, []int{0, 1}) {
+		t.Fatalf("the new owner handled %s in order %v, want [0 1]: the next message overtook the one lost by the previous owner", key, got)
 	}
 }

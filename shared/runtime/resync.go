@@ -3,6 +3,7 @@ package runtime
 import (
 	"cmp"
 	"context"
+	"log/slog"
 	"slices"
 	"sync"
 	"time"
@@ -21,7 +22,8 @@ import (
 // So an ordered consumer resynchronises when a delivery may have been lost: after a reconnect
 // of its connection, after a consume error (missed heartbeats, a consumer leader change), and,
 // on an exclusive consumer (a partition's pinned group), after a gap in the consumer's delivery
-// sequence. It then holds what arrives, keeping it in progress, until an ack wait has passed
+// sequence and at its first delivery (the partition's previous owner may have lost one as it
+// gave the partition up). It then holds what arrives, keeping it in progress, until an ack wait has passed
 // (by then the lost ones were redelivered: first), and hands what it held out in stream order.
 // It ends sooner when nothing can have been lost: the delivery sequence skipped no number and
 // every message the server counts as pending here has arrived (its NumAckPending equals the
@@ -39,6 +41,8 @@ type resync struct {
 	// died, and its successor's count is not this worker's), so the resynchronisation lasts
 	// its ack wait.
 	skipped bool
+	// routine: the resynchronisation checks a first delivery, nothing suggested a loss.
+	routine bool
 }
 
 // markSuspect records that a delivery may have been lost (a consume error).
@@ -83,21 +87,29 @@ func (s *subscriber) intake(jm jetstream.Msg) {
 		return
 	}
 	gap := s.spec.group != "" && skipped
+	// The first delivery of an exclusive consumer (a partition just taken): its previous owner
+	// may have received a message after this one's start found none held, and lost it on the
+	// way as it gave the partition up (TestAPartitionsFirstDeliveryWaitsForOneLostByThePreviousOwner).
+	first := s.spec.group != "" && s.rs.lastDseq == 0
 	reconnected, suspect := rc != s.rs.reconnects, s.rs.suspect
 	lost := suspect || reconnected || gap
 	s.rs.lastDseq, s.rs.reconnects, s.rs.suspect, s.rs.skipped = dseq, rc, false, skipped
-	if !lost {
+	if !lost && !first {
 		s.rs.mu.Unlock()
 		s.dispatch(jm)
 		return
 	}
-	s.rs.active = true
+	s.rs.active, s.rs.routine = true, !lost
 	s.hold(jm)
 	s.inflight.Add(1)
 	s.rs.buf = append(s.rs.buf[:0], jm)
 	s.rs.mu.Unlock()
-	s.log.Info("a delivery may have been lost on the way: holding this consumer's messages until the server's pending ones arrived or can be redelivered",
-		"consumer", s.spec.Durable, "reconnected", reconnected, "consumeError", suspect, "deliveryGap", gap)
+	if lost {
+		s.log.Info("a delivery may have been lost on the way: holding this consumer's messages until the server's pending ones arrived or can be redelivered",
+			"consumer", s.spec.Durable, "reconnected", reconnected, "consumeError", suspect, "deliveryGap", gap)
+	} else {
+		s.log.Debug("first delivery of an exclusive consumer: holding it until no earlier message is held elsewhere", "consumer", s.spec.Durable)
+	}
 	go s.settleResync(time.Now())
 }
 
@@ -149,7 +161,11 @@ wait:
 	}
 	s.rs.buf = s.rs.buf[:0]
 	s.rs.active = false
-	s.log.Info("resynchronised: the held messages go on in stream order", "consumer", s.spec.Durable,
+	level := slog.LevelInfo
+	if s.rs.routine && early {
+		level = slog.LevelDebug // a first delivery with nothing held elsewhere: the usual case
+	}
+	s.log.Log(context.Background(), level, "resynchronised: the held messages go on in stream order", "consumer", s.spec.Durable,
 		"messages", len(held), "waited", time.Since(since).Round(time.Millisecond), "nothingMissing", early)
 }
 
