@@ -28,6 +28,8 @@ pack)
 	(cd "$root/services" && go build -trimpath -ldflags="-s -w" -o "$bin/" \
 		./event-processor ./gate ./ai-worker ./memory-writer ./mcp-world ./mcp-lore ./mcp-classify ./graphd)
 	(cd "$root/scripts" && go build -trimpath -ldflags="-s -w" -o "$bin/" ./natsd ./bench)
+	# The commit the binaries were built from (the device's copy of .git may be older).
+	echo "$(git -C "$root" rev-parse --short HEAD)$(git -C "$root" diff --quiet HEAD -- . ':!docs' || echo '+local changes')" >"$bin/COMMIT"
 	mkdir -p "$root/.devbin"
 	# One stream with a dictionary larger than any binary: xz finds what they share.
 	tar -C "$bin" -cf - . | xz -T1 -9e --lzma2=dict=192MiB >"$pack"
@@ -39,11 +41,11 @@ run)
 	[ ${#counts[@]} -gt 0 ] || counts=(1 4 1 4 2 8)
 	out=${OUT:-$root/device-out}
 	mkdir -p "$out"
-	bin=${TMPDIR:-/tmp}/device-bench-bin
+	bin=${TMPDIR:-/tmp}/device-bench-bin-$(sha256sum "$pack" | cut -c1-12) # one per archive
 	[ -x "$bin/bench" ] || { mkdir -p "$bin" && xz -dc "$pack" | tar -C "$bin" -xf -; }
 	{
 		echo "machine: $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-), $(free -g | awk '/Mem:/{print $2}') GiB, load $(cut -d' ' -f1-3 /proc/loadavg)"
-		echo "commit: $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown), GOMAXPROCS=${GOMAXPROCS:-unset} (every process inherits it)"
+		echo "binaries built from: $(cat "$bin/COMMIT" 2>/dev/null || echo unknown), GOMAXPROCS=${GOMAXPROCS:-unset} (every process inherits it)"
 	} | tee -a "$out/summary.txt"
 	# At most a few files come back from the device machine: every run goes into the same four.
 	i=0
