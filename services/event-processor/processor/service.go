@@ -13,6 +13,7 @@ import (
 	"github.com/worldgate/worldgate/events/route"
 	"github.com/worldgate/worldgate/services/internal/service"
 	"github.com/worldgate/worldgate/shared/attest"
+	"github.com/worldgate/worldgate/shared/gctune"
 	"github.com/worldgate/worldgate/shared/graphx"
 	"github.com/worldgate/worldgate/shared/natsx"
 	"github.com/worldgate/worldgate/shared/runtime"
@@ -21,7 +22,7 @@ import (
 // Program is the event-processor's process: the graph's writer, on NATS as event-processor.
 var Program = service.Program{Name: Name, NATSUser: Name, Admin: "127.0.0.1:9105",
 	Graph: &graphx.Settings{URL: "ws://127.0.0.1:8182/gremlin", Username: "worldgate"},
-	Lag:   []string{events.StreamProposals}}
+	Lag:   []string{events.StreamProposals}, GC: gctune.ShortLived}
 
 // Config is the event-processor's configuration: its flags (RegisterFlags), its process's
 // argv (Args) and environment (Env).
