@@ -369,25 +369,25 @@ func command(dir, name string, args ...string) *exec.Cmd {
 	return c
 }
 
+// run runs a step the rest depends on: its failure stops the test.
 func run(t *testing.T, dir, name string, args ...string) {
 	t.Helper()
-	start := time.Now()
-	out, err := command(dir, name, args...).CombinedOutput()
-	t.Logf("%s: %s %s (%s)", dir, name, strings.Join(args, " "), time.Since(start).Round(time.Second))
-	if err != nil {
-		t.Fatalf("%s: %s %s: %v\n%s", dir, name, strings.Join(args, " "), err, out)
+	if !check(t, dir, name, args...) {
+		t.FailNow()
 	}
 }
 
-// check is run for a check: its failure fails the test, and the other checks still run.
-func check(t *testing.T, dir, name string, args ...string) {
+// check runs a check: its failure fails the test, and the other checks still run.
+func check(t *testing.T, dir, name string, args ...string) bool {
 	t.Helper()
 	start := time.Now()
 	out, err := command(dir, name, args...).CombinedOutput()
 	t.Logf("%s: %s %s (%s)", dir, name, strings.Join(args, " "), time.Since(start).Round(time.Second))
 	if err != nil {
 		t.Errorf("%s: %s %s: %v\n%s", dir, name, strings.Join(args, " "), err, out)
+		return false
 	}
+	return true
 }
 
 func output(t *testing.T, dir, name string, args ...string) []byte {
