@@ -26,7 +26,8 @@ const attemptTimeout = 5 * time.Second
 // Await runs op until it succeeds, fails for good, or StartupWait (or ctx) runs out. Each
 // attempt gets a context of its own of at most 5 s. An error is for good when waiting cannot
 // change it: a missing stream, bucket or consumer (the topology is not provisioned), a request
-// the server refuses as invalid or forbidden, a closed connection. Timeouts, "no responders", a
+// the server refuses as invalid or forbidden, a stream or bucket it has no store for, a closed
+// connection. Timeouts, "no responders", a
 // JetStream that is not (yet) available, peers offline and lost connections are retried with
 // backoff, and every retry is logged with what it waits for.
 func Await(ctx context.Context, what string, log *slog.Logger, op func(ctx context.Context) error) error {
@@ -86,7 +87,8 @@ func Permanent(err error) bool {
 	case errors.Is(err, jetstream.ErrBucketNotFound), errors.Is(err, jetstream.ErrStreamNotFound),
 		errors.Is(err, jetstream.ErrConsumerNotFound), errors.Is(err, jetstream.ErrInvalidBucketName),
 		errors.Is(err, nats.ErrConnectionClosed), errors.Is(err, nats.ErrBadSubject),
-		errors.Is(err, nats.ErrPermissionViolation), errors.Is(err, nats.ErrAuthorization):
+		errors.Is(err, nats.ErrPermissionViolation), errors.Is(err, nats.ErrAuthorization),
+		insufficientStorage(err):
 		return true
 	}
 	var api *jetstream.APIError

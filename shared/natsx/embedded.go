@@ -23,6 +23,12 @@ type EmbeddedConfig struct {
 	// Users, when set, are the only ones who may connect, each with its permissions
 	// (shared/natsx/natsauth computes Worldgate's). None: no authentication.
 	Users []User
+	// MaxStore is how many bytes JetStream may reserve for streams and buckets in StoreDir. 0: the
+	// larger of the NATS default (three quarters of the disk free at start) and what the default
+	// topology reserves (DefaultTopology(...).StoreBytes()), so that a machine short of free disk
+	// still provisions: JetStream reserves every stream's MaxBytes when it is created, though
+	// little of it is written in development and tests. A warning says when the disk is smaller.
+	MaxStore int64
 	// Configure adjusts the server options last (tests).
 	Configure func(*server.Options)
 	Logger    *slog.Logger
@@ -59,6 +65,16 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 		NoSigs:     true,
 		SyncAlways: cfg.SyncAlways,
 		MaxPayload: ServerMaxPayload,
+	}
+	need := DefaultTopology(TopologyOptions{}).StoreBytes()
+	if cfg.MaxStore > 0 {
+		opts.JetStreamMaxStore = cfg.MaxStore
+	} else if free := freeDisk(cfg.StoreDir); free >= 0 && free < need {
+		opts.JetStreamMaxStore = need
+		if cfg.Logger != nil {
+			cfg.Logger.Warn("the disk has less free space than the JetStream topology may hold: it is provisioned anyway, and writes fail once the disk is full",
+				"store_dir", cfg.StoreDir, "three_quarters_of_free", gib(free), "topology_holds_at_most", gib(need))
+		}
 	}
 	for _, u := range cfg.Users {
 		if !validUserName(u.Name) || u.Password == "" {

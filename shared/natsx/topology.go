@@ -81,20 +81,21 @@ type Limits struct {
 }
 
 const (
-	gib = int64(1) << 30
-	mib = int64(1) << 20
+	gibByte = int64(1) << 30
+	mib     = int64(1) << 20
 )
 
 // DefaultLimits are the retention defaults (docs/retention.md explains them): every stream and
 // bucket is bounded in age and in size. JetStream reserves every stream's MaxBytes (times its
 // replicas) against the server's file store when the stream is created, so the defaults add up
-// to about 7.4 GiB: enough for a laptop and a test machine; size production's with -retention.
+// to about 7.4 GiB (the embedded server makes room for them on a disk with less free space, see
+// EmbeddedConfig.MaxStore); size production's with -retention.
 var DefaultLimits = map[string]Limits{
-	events.StreamWorld:     {24 * time.Hour, 1 * gib},
-	events.StreamProposals: {24 * time.Hour, 2 * gib},
+	events.StreamWorld:     {24 * time.Hour, 1 * gibByte},
+	events.StreamProposals: {24 * time.Hour, 2 * gibByte},
 	events.StreamOutcomes:  {24 * time.Hour, 512 * mib},
-	events.StreamCommitted: {30 * 24 * time.Hour, 2 * gib},
-	events.StreamAudit:     {30 * 24 * time.Hour, 1 * gib},
+	events.StreamCommitted: {30 * 24 * time.Hour, 2 * gibByte},
+	events.StreamAudit:     {30 * 24 * time.Hour, 1 * gibByte},
 	events.StreamDLQ:       {14 * 24 * time.Hour, 256 * mib},
 	BucketAICache:          {24 * time.Hour, 256 * mib},
 	BucketDedup:            {time.Hour, 64 * mib},
@@ -176,6 +177,24 @@ func DefaultTopology(opts TopologyOptions) Topology {
 	}
 }
 
+// StoreBytes is what t reserves on each server that holds a replica of everything: the sum of
+// its streams' and buckets' MaxBytes. JetStream refuses to create a stream whose MaxBytes does
+// not fit in what the server's store limit (max_file_store; by default three quarters of the
+// disk free when it started) has left.
+func (t Topology) StoreBytes() int64 {
+	var n int64
+	for _, s := range t.Streams {
+		n += max(s.MaxBytes, 0)
+	}
+	for _, b := range t.Buckets {
+		n += max(b.MaxBytes, 0)
+	}
+	return n
+}
+
+// gib is n bytes in GiB, for messages.
+func gib(n int64) string { return fmt.Sprintf("%.1f GiB", float64(n)/float64(gibByte)) }
+
 // PartitionTransform is the PROPOSALS stream's subject transform: a validated proposal published
 // to proposals.validated.<token> is stored as proposals.validated.<partition>.<token>, the
 // partition a hash of the token (the server's partition() mapping), so that every proposal of
@@ -246,16 +265,41 @@ func Provision(ctx context.Context, js jetstream.JetStream, t Topology, log *slo
 	}
 	for _, want := range t.Streams {
 		if err := provisionStream(ctx, js, want, log); err != nil {
-			return explainDenied(js, err)
+			return explainStorage(t, explainDenied(js, err))
 		}
 	}
 	for _, want := range t.Buckets {
 		if err := provisionBucket(ctx, js, want, log); err != nil {
-			return explainDenied(js, err)
+			return explainStorage(t, explainDenied(js, err))
 		}
 	}
 	return nil
 }
+
+// explainStorage says what to do when the server refused a stream or bucket for want of store:
+// JetStream reserves each one's MaxBytes when it is created.
+func explainStorage(t Topology, err error) error {
+	if !insufficientStorage(err) {
+		return err
+	}
+	return fmt.Errorf("%w: JetStream reserves every stream's and bucket's size limit when it creates it, and the topology's add up to %s per server: "+
+		"raise the servers' store limit (max_file_store; by default three quarters of the disk free when the server started) or lower the limits (-retention, docs/retention.md)",
+		err, gib(t.StoreBytes()))
+}
+
+// insufficientStorage reports whether err is the server's refusal of a stream or bucket whose
+// size limit does not fit in its store limit (or memory limit).
+func insufficientStorage(err error) bool {
+	var api *jetstream.APIError
+	return errors.As(err, &api) && (api.ErrorCode == jsStorageResourcesExceeded || api.ErrorCode == jsMemoryResourcesExceeded)
+}
+
+// The server's "insufficient storage resources" (JSStorageResourcesExceededErr) and
+// "insufficient memory resources" (JSMemoryResourcesExceededErr): 500s that waiting does not cure.
+const (
+	jsStorageResourcesExceeded jetstream.ErrorCode = 10047
+	jsMemoryResourcesExceeded  jetstream.ErrorCode = 10028
+)
 
 // explainDenied names the cause when the server refused a JetStream API request for want of
 // permissions (the request itself only times out): a worker's user may read the topology but
