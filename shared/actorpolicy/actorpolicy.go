@@ -22,6 +22,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/worldgate/worldgate/shared/natsx"
 )
 
 // prefix is the control-bucket key prefix of actor policies.
@@ -127,12 +129,12 @@ func Get(ctx context.Context, control jetstream.KeyValue, actor string) (*Policy
 // List lists every actor policy in the control bucket (repeat offenders and operators'
 // per-actor changes), the most recent first; Active says whether it still changes anything.
 func List(ctx context.Context, control jetstream.KeyValue) ([]Policy, error) {
-	keys, err := control.ListKeysFiltered(ctx, Keys)
+	keys, err := natsx.ListKeys(ctx, control, Keys)
 	if err != nil {
 		return nil, err
 	}
 	var out []Policy
-	for k := range keys.Keys() {
+	for _, k := range keys {
 		e, err := control.Get(ctx, k)
 		if err != nil {
 			continue

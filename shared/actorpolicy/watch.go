@@ -9,6 +9,8 @@ import (
 	"sync"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/worldgate/worldgate/shared/natsx"
 )
 
 // Watch is every actor policy of the control bucket, kept in memory by a watch of the
@@ -28,17 +30,20 @@ func StartWatch(ctx context.Context, control jetstream.KeyValue, log *slog.Logge
 		return nil, fmt.Errorf("watch actor policies: %w", err)
 	}
 	ps := &Watch{byKey: map[string]*Policy{}}
+	var in natsx.Initial
 	for {
 		select {
 		case e, ok := <-w.Updates():
-			switch {
-			case !ok:
+			if !ok {
 				return nil, errors.New("watch actor policies: the watch ended before the stored policies were read")
-			case e == nil: // the stored policies are in
+			}
+			if e != nil {
+				ps.apply(e, log)
+			}
+			if in.Done(e) { // the stored policies are in (natsx.Initial: the nil marker can come early)
 				go ps.follow(w, log)
 				return ps, nil
 			}
-			ps.apply(e, log)
 		case <-ctx.Done():
 			_ = w.Stop()
 			return nil, fmt.Errorf("watch actor policies: %w", ctx.Err())

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/worldgate/worldgate/shared/natsx"
 )
 
 // memberView is one replica's view of the members of a partitioned consumer, kept from a watch
@@ -27,16 +29,19 @@ type memberView struct {
 	mu    sync.Mutex
 	last  map[string]time.Time // member key → when its last put was stored
 	ready bool                 // the watch has delivered the keys present when it started
+	in    natsx.Initial        // tells when that is (the nil marker alone can come early)
 }
 
 func newMemberView() *memberView { return &memberView{last: map[string]time.Time{}} }
 
-// apply takes one update of the watch: nil is the end of the initial values.
+// apply takes one update of the watch, nil for its marker.
 func (v *memberView) apply(e jetstream.KeyValueEntry) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if e == nil {
+	if v.in.Done(e) {
 		v.ready = true
+	}
+	if e == nil {
 		return
 	}
 	switch e.Operation() {
@@ -75,7 +80,7 @@ func (v *memberView) awaitReady(closing <-chan struct{}, limit time.Duration) {
 // before, until the new watch renews or deletes it.
 func (v *memberView) restart() {
 	v.mu.Lock()
-	v.ready = false
+	v.ready, v.in = false, natsx.Initial{}
 	v.mu.Unlock()
 }
 

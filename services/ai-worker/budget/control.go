@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/worldgate/worldgate/shared/actorpolicy"
+	"github.com/worldgate/worldgate/shared/natsx"
 )
 
 // Control keys of the control bucket (the actor policies' are package shared/actorpolicy's).
@@ -172,12 +173,12 @@ type Report struct {
 // Reports reads every budget's definition, override and current window. subject (an
 // actor, location or region id) selects that subject's windows of the per-subject budgets.
 func Reports(ctx context.Context, b Buckets, now time.Time, subject string) ([]Report, error) {
-	lister, err := b.Control.ListKeysFiltered(ctx, defPrefix+">")
+	keys, err := natsx.ListKeys(ctx, b.Control, defPrefix+">")
 	if err != nil {
 		return nil, err
 	}
 	var defs []Budget
-	for k := range lister.Keys() {
+	for _, k := range keys {
 		e, err := b.Control.Get(ctx, k)
 		if err != nil {
 			continue
@@ -221,11 +222,11 @@ func Reports(ctx context.Context, b Buckets, now time.Time, subject string) ([]R
 			r.Used = w.Usage
 		default:
 			prefix := windowKey(d, r.Window, "") + "."
-			keys, err := kv.ListKeysFiltered(ctx, prefix+"*")
+			keys, err := natsx.ListKeys(ctx, kv, prefix+"*")
 			if err != nil {
 				return nil, err
 			}
-			for k := range keys.Keys() {
+			for _, k := range keys {
 				w, _, err := read(ctx, kv, k)
 				if err != nil {
 					continue

@@ -126,23 +126,24 @@ func OpenLedger(ctx context.Context, b Buckets, o Options) (*Ledger, error) {
 	if b.Control == nil {
 		return nil, errors.New("budget: the ledger needs its three KV buckets")
 	}
-	lister, err := b.Control.ListKeysFiltered(ctx, defPrefix+">")
-	if err != nil && !errors.Is(err, jetstream.ErrNoKeysFound) {
+	keys, err := natsx.ListKeys(ctx, b.Control, defPrefix+">")
+	if err != nil {
 		return nil, fmt.Errorf("budget: list the published budgets: %w", err)
 	}
 	cfg := &Config{}
-	if err == nil {
-		for k := range lister.Keys() {
-			e, err := b.Control.Get(ctx, k)
-			if err != nil {
-				return nil, fmt.Errorf("budget: read %s: %w", k, err)
-			}
-			var d Budget
-			if err := json.Unmarshal(e.Value(), &d); err != nil {
-				return nil, fmt.Errorf("budget: the published definition %s is unreadable: %w", k, err)
-			}
-			cfg.Budgets = append(cfg.Budgets, d)
+	for _, k := range keys {
+		e, err := b.Control.Get(ctx, k)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			continue // deleted since it was listed
 		}
+		if err != nil {
+			return nil, fmt.Errorf("budget: read %s: %w", k, err)
+		}
+		var d Budget
+		if err := json.Unmarshal(e.Value(), &d); err != nil {
+			return nil, fmt.Errorf("budget: the published definition %s is unreadable: %w", k, err)
+		}
+		cfg.Budgets = append(cfg.Budgets, d)
 	}
 	l, err := NewLedger(ctx, b, &Config{}, o)
 	if err != nil {
@@ -170,6 +171,7 @@ func (l *Ledger) Start(ctx context.Context) error {
 	go func() {
 		defer func() { _ = w.Stop() }()
 		loaded := false
+		var in natsx.Initial // the nil marker alone can come before every stored key
 		for {
 			select {
 			case <-ctx.Done():
@@ -178,14 +180,13 @@ func (l *Ledger) Start(ctx context.Context) error {
 				if !ok {
 					return
 				}
-				if e == nil {
-					if !loaded {
-						loaded = true
-						close(ready)
-					}
-					continue
+				if e != nil {
+					l.apply(e)
 				}
-				l.apply(e)
+				if !loaded && in.Done(e) {
+					loaded = true
+					close(ready)
+				}
 			}
 		}
 	}()

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/worldgate/worldgate/shared/actorpolicy"
+	"github.com/worldgate/worldgate/shared/natsx"
 )
 
 // SubjectUsage is one subject's (actor's, location's or region's) current window of a
@@ -27,12 +28,12 @@ func Subjects(ctx context.Context, b Buckets, r Report, now time.Time, n int) ([
 		return nil, nil
 	}
 	kv := b.window(r.Budget.Window)
-	keys, err := kv.ListKeysFiltered(ctx, windowKey(r.Budget, r.Window, "")+".*")
+	keys, err := natsx.ListKeys(ctx, kv, windowKey(r.Budget, r.Window, "")+".*")
 	if err != nil {
 		return nil, err
 	}
 	var out []SubjectUsage
-	for k := range keys.Keys() {
+	for _, k := range keys {
 		w, _, err := read(ctx, kv, k)
 		if err != nil || w.Subject == "" {
 			continue

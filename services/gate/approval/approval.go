@@ -203,13 +203,9 @@ func (s *Store) List(ctx context.Context, statuses ...Status) ([]Record, error) 
 // Scan is List with the entries that could not be read as records, each with its sequence and
 // why.
 func (s *Store) Scan(ctx context.Context, statuses ...Status) (Listing, error) {
-	lister, err := s.kv.ListKeys(ctx)
+	keys, err := natsx.ListKeys(ctx, s.kv)
 	if err != nil {
 		return Listing{}, fmt.Errorf("list %s: %w", natsx.BucketApprovals, err)
-	}
-	var keys []string
-	for k := range lister.Keys() {
-		keys = append(keys, k)
 	}
 	out := Listing{Records: []Record{}}
 	for _, k := range keys {

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/worldgate/worldgate/services/gate/gates"
+	"github.com/worldgate/worldgate/shared/natsx"
 )
 
 // Options tune Run.
@@ -117,13 +118,9 @@ func Run(ctx context.Context, s *Set, o Options) ([]Verdict, error) {
 }
 
 func purge(ctx context.Context, p *parts) error {
-	keys, err := p.dedupKV.ListKeys(ctx)
+	all, err := natsx.ListKeys(ctx, p.dedupKV)
 	if err != nil {
 		return err
-	}
-	var all []string
-	for k := range keys.Keys() {
-		all = append(all, k)
 	}
 	for _, k := range all {
 		if err := p.dedupKV.Purge(ctx, k); err != nil {
