@@ -63,6 +63,8 @@ type options struct {
 	half                                   bool
 	mix, natsURL, dataDir, jsonOut         string
 	cpuProfile, mutexProfile, blockProfile string
+	profileDir                             string        // -profile: each worker's CPU profile at saturation
+	profileFor                             time.Duration // -profile-for
 	drain, idle                            time.Duration
 	logLevel                               string
 	stack, binDir, src                     string
@@ -109,6 +111,8 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the measured phases (-stack embedded)")
 	fs.StringVar(&o.mutexProfile, "mutexprofile", "", "write a mutex contention profile (-stack embedded)")
 	fs.StringVar(&o.blockProfile, "blockprofile", "", "write a blocking profile (-stack embedded)")
+	fs.StringVar(&o.profileDir, "profile", "", "-stack processes: start the workers with -pprof and write a CPU profile of each (event-processors, gates, ai-worker, memory-writer) for -profile-for from the start of the saturation phase into this directory, as NAME.pprof (go tool pprof BIN-DIR/BINARY DIR/NAME.pprof)")
+	fs.DurationVar(&o.profileFor, "profile-for", 3*time.Second, "how long -profile records (keep the saturation phase longer: -n)")
 	fs.StringVar(&o.logLevel, "log-level", "", "log level of the services: -stack embedded logs to stderr (default error), -stack processes to processes.log in the data directory (default warn; keep it with -data-dir)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "Usage: bench [flags]\n\nDrives the pipeline with world events and prints the one-hop JetStream ceiling, committed/s and\nits ratio to the ceiling, CPU per event of the pipeline alone, hops per event, event-to-commit\nlatency at saturation and at half rate, and peak RSS.\n\nFlags:")
@@ -131,6 +135,10 @@ func parse(args []string, stderr io.Writer) (options, error) {
 		return o, errors.New("-compare starts the stack twice with different gate flags: it needs -stack processes and no -nats-url")
 	case (o.cpuProfile != "" || o.mutexProfile != "" || o.blockProfile != "") && (o.stack != StackEmbedded || o.natsURL != ""):
 		return o, errors.New("profiles show this process only: use them with -stack embedded, where the pipeline runs inside bench")
+	case o.profileDir != "" && (o.stack != StackProcesses || o.natsURL != "" || o.compare):
+		return o, errors.New("-profile profiles the workers bench starts as processes: it needs -stack processes, no -nats-url and no -compare (-cpuprofile profiles the embedded stack)")
+	case o.profileDir != "" && o.profileFor < time.Second:
+		return o, errors.New("-profile-for must be at least 1s")
 	case !o.build && o.src != "":
 		return o, errors.New("-src builds the binaries: it cannot go with -build=false")
 	}
@@ -163,19 +171,21 @@ func binDirFor(src string) string {
 
 // Phase is one measured run of events.
 type Phase struct {
-	Name          string  `json:"name"`
-	TargetRate    float64 `json:"targetRate"` // events/s; 0 saturation
-	Events        int     `json:"events"`
-	Decided       int     `json:"decided"`
-	Committed     int     `json:"committed"`
-	Rejected      int     `json:"rejected"`
-	Seconds       float64 `json:"seconds"`
-	CommittedPerS float64 `json:"committedPerSecond"`
-	DecidedPerS   float64 `json:"decidedPerSecond"`
-	P50ms         float64 `json:"p50Ms"`
-	P95ms         float64 `json:"p95Ms"`
-	P99ms         float64 `json:"p99Ms"`
-	MaxMs         float64 `json:"maxMs"`
+	// Profiles are the workers' CPU profiles recorded at the start of the phase (-profile).
+	Profiles      []string `json:"profiles,omitempty"`
+	Name          string   `json:"name"`
+	TargetRate    float64  `json:"targetRate"` // events/s; 0 saturation
+	Events        int      `json:"events"`
+	Decided       int      `json:"decided"`
+	Committed     int      `json:"committed"`
+	Rejected      int      `json:"rejected"`
+	Seconds       float64  `json:"seconds"`
+	CommittedPerS float64  `json:"committedPerSecond"`
+	DecidedPerS   float64  `json:"decidedPerSecond"`
+	P50ms         float64  `json:"p50Ms"`
+	P95ms         float64  `json:"p95Ms"`
+	P99ms         float64  `json:"p99Ms"`
+	MaxMs         float64  `json:"maxMs"`
 	// CPUSeconds is everything the run cost: bench's process (with the embedded stack, the
 	// pipeline too) plus, with the process stack, the pipeline's processes.
 	CPUSeconds   float64 `json:"cpuSeconds"`
@@ -490,7 +500,7 @@ func startStack(ctx context.Context, o options, dir string, gateFlags []string, 
 	}
 	prog.Update("starting the stack as processes in %s", dir)
 	ps, err := harness.StartProcs(ctx, harness.ProcsOptions{BinDir: o.binDir, DataDir: dir, NATSNodes: 1, Processors: o.processors, GateFlags: gateFlags,
-		MemoryWriter: true, LogLevel: o.logLevel, Logger: logx.New(stderr, "bench", "warn")})
+		MemoryWriter: true, LogLevel: o.logLevel, Pprof: o.profileDir != "", Logger: logx.New(stderr, "bench", "warn")})
 	if err != nil {
 		return nil, err
 	}
@@ -719,6 +729,14 @@ func runPhase(ctx context.Context, o options, st *stack, gen *harness.Generator,
 	in0, out0, msgs0 := st.natsMessages()
 	u0 := st.usage()
 	pub := &harness.Publisher{JS: st.js, Gen: gen, Rate: rate, Tracker: t}
+	var profiled chan profiles
+	if o.profileDir != "" && name == phaseName(0) && st.procs != nil {
+		profiled = make(chan profiles, 1)
+		go func() {
+			files, err := st.procs.Profile(ctx, o.profileDir, o.profileFor)
+			profiled <- profiles{files, err}
+		}()
+	}
 	start := time.Now()
 	pubErr := make(chan error, 1)
 	go func() { pubErr <- pub.Run(ctx, from, from+n) }()
@@ -841,7 +859,20 @@ func runPhase(ctx context.Context, o options, st *stack, gen *harness.Generator,
 	if spend1 := aiSpend(st.aiAdmin); spend0 != nil && spend1 != nil {
 		p.AISpend = spend1.since(spend0, p.Answers.Answered)
 	}
+	if profiled != nil {
+		got := <-profiled
+		if got.err != nil {
+			slog.Warn("not every worker was profiled", "err", got.err)
+		}
+		p.Profiles = got.files
+	}
 	return p, nil
+}
+
+// profiles are the CPU profiles harness.Procs.Profile wrote.
+type profiles struct {
+	files []string
+	err   error
 }
 
 func writeProfile(name, path string) {
@@ -924,6 +955,9 @@ func printRun(w io.Writer, f *Figures) {
 				parts[i] = fmt.Sprintf("%s %.1f/%.1f", s.Name, s.P50ms, s.P99ms)
 			}
 			fmt.Fprintf(w, "                time per stage, p50/p99 ms: %s\n", strings.Join(parts, " · "))
+		}
+		if len(p.Profiles) > 0 {
+			fmt.Fprintf(w, "                CPU profiles of the phase's start (go tool pprof BINARY FILE): %s\n", strings.Join(p.Profiles, " "))
 		}
 		fmt.Fprintf(w, "                hops per event %.2f measured (PROPOSALS %d + COMMITTED %d messages ÷ %d events)\n",
 			p.HopsPerEvent, p.StreamMessages[events.StreamProposals], p.StreamMessages[events.StreamCommitted], p.Events)

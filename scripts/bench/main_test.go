@@ -215,9 +215,21 @@ func checkProcessRun(t *testing.T, f *Figures, n int) {
 
 // TestAIProposals runs the AI mix on the process stack: the pipeline's CPU per AI proposal is
 // reported, and every npc dialogue and quest seed is a cache miss (the ai-worker's counters).
+// With -profile every worker's CPU profile of the saturation phase is written.
 func TestAIProposals(t *testing.T) {
 	slowtest.Skip(t, "end-to-end (the AI mix on the process stack)")
-	fig := runBench(t, 6*time.Minute, "-mix", "ai", "-n", "20", "-players", "20", "-warmup", "4", "-half=false", "-ceiling-n", "0", "-data-dir", t.TempDir())
+	profiles := t.TempDir()
+	fig := runBench(t, 6*time.Minute, "-mix", "ai", "-n", "20", "-players", "20", "-warmup", "4", "-half=false", "-ceiling-n", "0", "-data-dir", t.TempDir(),
+		"-profile", profiles, "-profile-for", "1s")
+	for _, w := range []string{"event-processor", "gate-all", "ai-worker", "memory-writer"} {
+		b, err := os.ReadFile(filepath.Join(profiles, w+".pprof"))
+		if err != nil || len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b { // a CPU profile is gzipped protobuf
+			t.Errorf("%s: no CPU profile (%d bytes, %v)", w, len(b), err)
+		}
+	}
+	if len(fig.Phases[0].Profiles) < 4 {
+		t.Errorf("the phase lists %v as its profiles", fig.Phases[0].Profiles)
+	}
 	var out bytes.Buffer
 	printFigures(&out, fig)
 	t.Logf("\n%s", out.String())
@@ -290,6 +302,9 @@ func TestParse(t *testing.T) {
 		{"-compare", "-stack", "embedded"},
 		{"-compare", "-nats-url", "nats://127.0.0.1:4222"},
 		{"-cpuprofile", "cpu.out"},
+		{"-stack", "embedded", "-profile", "p"},
+		{"-compare", "-profile", "p"},
+		{"-profile", "p", "-profile-for", "100ms"},
 		{"-src", "/tmp/x", "-build=false"},
 		{"-stack", "threads"},
 		{"-processors", "0"},

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"sort"
 	"sync"
 	"time"
@@ -61,6 +62,18 @@ func (s *Server) AddDetail(name string, d Detail) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.detail[name] = d
+}
+
+// ServeProfiles serves Go's runtime profiles under /debug/pprof/ (net/http/pprof): what `go tool
+// pprof http://ADMIN/debug/pprof/profile?seconds=10` reads. Off unless a worker is started with
+// -pprof: a profile shows the program's internals, and a CPU profile costs a few per cent while
+// it runs.
+func (s *Server) ServeProfiles() {
+	s.mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+	s.mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
+	s.mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+	s.mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+	s.mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 }
 
 // Handle adds another handler to the admin mux (e.g. a debug page).

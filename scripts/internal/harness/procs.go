@@ -264,7 +264,11 @@ type ProcsOptions struct {
 	// LogLevel is the workers' and graphd's -log-level (default warn); chaos -log-level info
 	// logs the partitions each event-processor replica takes and gives up.
 	LogLevel string
-	Logger   *slog.Logger
+	// Pprof starts the workers (event-processors, gates, ai-worker, memory-writer) with -pprof, so
+	// that their admin addresses serve Go's profiles (Profile); binaries from before the flag
+	// start without it.
+	Pprof  bool
+	Logger *slog.Logger
 }
 
 // Procs is the pipeline as one OS process per component: natsd (one node or three), graphd, the
@@ -513,6 +517,7 @@ func StartProcs(ctx context.Context, o ProcsOptions) (ps *Procs, err error) {
 		return natsx.ConnConfig{URL: ps.NATSURL, User: user, Password: passwords[user]}
 	}
 	level := cmp.Or(o.LogLevel, "warn")
+	pprof := o.Pprof && takes(filepath.Join(o.BinDir, "event-processor"), "-pprof")
 	graphURL := "ws://" + port("graphd") + "/gremlin"
 	ps.graph = graphURL
 	_, graphPort, _ := net.SplitHostPort(port("graphd"))
@@ -572,6 +577,7 @@ func StartProcs(ctx context.Context, o ProcsOptions) (ps *Procs, err error) {
 		ep.Provisioning.Provision = false
 		ep.Graph.URL, ep.Graph.Password = graphURL, GraphWriterPassword
 		ep.Admin, ep.LogLevel, ep.AttestKeys = port(name+"-admin"), level, keysDir
+		ep.Pprof = pprof
 		if o.MarkerHorizon > 0 {
 			ep.Prune.Horizon = o.MarkerHorizon
 		}
@@ -598,13 +604,14 @@ func StartProcs(ctx context.Context, o ProcsOptions) (ps *Procs, err error) {
 		gc.Gates, gc.Fuse = strings.Join(proc.Gates, ","), !o.NoFusion // -fuse only when unfused, so binaries from before fusion start too
 		gc.ClassifyURL, gc.ClassifyToken, gc.Templates = "http://"+port("mcp-classify")+"/mcp", token, tmplFile
 		gc.Admin, gc.LogLevel, gc.SigningKeys = port(name+"-admin"), level, keysDir
+		gc.Pprof = pprof
 		gc.SetChain(GateConfig()) // the embedded stack's: budgets a load test does not hit, a 15 s reference wait
 		add(name, "worker", "gate", slices.Concat(gc.Args(), o.GateFlags)...)
 	}
 	ai := aiworker.DefaultServiceConfig()
 	ai.NATS = natsAs(natsauth.AIWorker)
 	ai.Provisioning.Provision = false
-	ai.Admin, ai.LogLevel = port("ai-worker-admin"), level
+	ai.Admin, ai.LogLevel, ai.Pprof = port("ai-worker-admin"), level, pprof
 	ai.WorldURL, ai.LoreURL, ai.ClassifyURL = "http://"+port("mcp-world")+"/mcp", "http://"+port("mcp-lore")+"/mcp", "http://"+port("mcp-classify")+"/mcp"
 	ai.MCPToken = token
 	if takes(filepath.Join(o.BinDir, "ai-worker"), "-attest-keys") { // binaries from before it start too
@@ -615,7 +622,7 @@ func StartProcs(ctx context.Context, o ProcsOptions) (ps *Procs, err error) {
 		mw := memory.DefaultConfig()
 		mw.NATS = natsAs(natsauth.MemoryWriter)
 		mw.Provisioning.Provision = false
-		mw.Admin, mw.LogLevel = port("memory-writer-admin"), level
+		mw.Admin, mw.LogLevel, mw.Pprof = port("memory-writer-admin"), level, pprof
 		add("memory-writer", "worker", "memory-writer", mw.Args()...)
 	}
 	if err != nil {

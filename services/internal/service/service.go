@@ -86,6 +86,7 @@ type Process struct {
 	NATS         natsx.ConnConfig
 	Graph        graphx.Settings
 	Admin        string
+	Pprof        bool
 	LogLevel     string
 	Provisioning natsx.Provisioning
 	Tracing      tracing.Config
@@ -100,6 +101,7 @@ func (prog Program) RegisterFlags(fs *flag.FlagSet, p *Process) {
 		p.Graph.RegisterFlags(fs, "graph-")
 	}
 	fs.StringVar(&p.Admin, "admin", prog.Admin, "admin address for /metrics, /healthz, /readyz")
+	fs.BoolVar(&p.Pprof, "pprof", false, "also serve Go's runtime profiles on the admin address (/debug/pprof/: CPU, heap, goroutines, mutexes); for diagnosis, never on a public address")
 	fs.StringVar(&p.LogLevel, "log-level", "info", "debug, info, warn or error")
 	p.Provisioning = natsx.Provisioning{}
 	if !prog.NoProvisioning {
@@ -167,6 +169,9 @@ func run(prog Program, cfg Config, start func(ctx context.Context, in Infra) (Ru
 	}
 	reg := metrics.NewRegistry()
 	adm := admin.New(reg, log)
+	if p.Pprof {
+		adm.ServeProfiles()
+	}
 	in := Infra{Conn: conn, JetStream: js, Registerer: reg, Logger: log, Admin: adm}
 	if prog.Graph != nil {
 		if in.Graph, err = graphx.Open(p.Graph); err != nil {
