@@ -305,7 +305,7 @@ func showBudgets(ctx context.Context, b budget.Buckets, now time.Time, actor str
 		if v.Policy, err = actorpolicy.Get(ctx, b.Control, actor); err != nil {
 			return err
 		}
-	} else if v.Actors, err = actorpolicy.List(ctx, b.Control); err != nil {
+	} else if v.Actors, err = actorpolicy.List(ctx, b.JS, b.Control); err != nil {
 		return err
 	}
 	if asJSON {

@@ -127,9 +127,10 @@ func Get(ctx context.Context, control jetstream.KeyValue, actor string) (*Policy
 }
 
 // List lists every actor policy in the control bucket (repeat offenders and operators'
-// per-actor changes), the most recent first; Active says whether it still changes anything.
-func List(ctx context.Context, control jetstream.KeyValue) ([]Policy, error) {
-	keys, err := natsx.ListKeys(ctx, control, Keys)
+// per-actor changes), the most recent first; Active says whether it still changes anything. js
+// lists the keys (natsx.ListKeys).
+func List(ctx context.Context, js jetstream.JetStream, control jetstream.KeyValue) ([]Policy, error) {
+	keys, err := natsx.ListKeys(ctx, js, control.Bucket(), Keys)
 	if err != nil {
 		return nil, err
 	}

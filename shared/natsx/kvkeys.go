@@ -5,34 +5,31 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// Initial tells when a key-value watch has delivered every value stored when it started.
+// Initial tells when a key-value watch that follows a bucket has delivered the values stored
+// when it started: at an update after which nothing was pending (Delta 0), or at the nil marker
+// of a watch that found nothing stored.
 //
-// Why not the watch's nil marker alone: nats.go (v1.55) sends it once it has received as many
-// updates as there were keys when the watch started, and an update of a key already delivered
-// counts towards that number, so while keys are being put the marker can come before every
-// stored key did: six keys put in a loop, and 27 of 300 of jetstream's listings (ListKeys, which
-// ends at the marker) came back short (2026-11-27). Each update carries how many messages the
-// watch had still to deliver (Delta); at 0 it has caught up with the bucket.
-//
-// That is exact for a watch of every revision (jetstream.IncludeHistory: the server delivers the
-// stream in order). A watch of the last revision per key (the default) can still miss a key that
-// is put again while the watch starts: the server skips the revision it meant to deliver, which
-// is no longer the last, and counts nothing for the newer one (13 to 41 listings of 300 short
-// with Delta alone, nats-server v2.15.2). ListKeys therefore reads every revision; a watch that
-// follows a bucket for its life (memberView, actorpolicy.Watch, the budget ledger) gets the
-// newer revision a moment later anyway.
+// Why not the nil marker alone: nats.go (v1.55) sends it once it has received as many updates
+// as there were keys when the watch started, and an update of a key already delivered counts
+// towards that number, so while keys are being put the marker can come before every stored key
+// did: six keys put in a loop, and 27 of 300 of jetstream's listings (ListKeys, which ends at the
+// marker) came back short (2026-11-27). Delta is the server's count and is not exact either
+// while keys are put (one listing of 300 ended at the first of 30 messages under the race
+// detector, nats-server v2.15.2): good enough for a watch that follows the bucket for its life
+// (memberView, actorpolicy.Watch, the budget ledger: a late key arrives a moment later), not
+// for a listing. ListKeys reads the server's index of subjects instead.
 type Initial struct {
 	received int
 	done     bool
 }
 
 // Done takes the watch's next update, nil for its marker, and reports whether the initial
-// values are in: at an update after which nothing was pending, or at the marker of a watch
-// that found nothing stored. Once true it stays true.
+// values are in. Once true it stays true.
 func (in *Initial) Done(e jetstream.KeyValueEntry) bool {
 	switch {
 	case in.done:
@@ -45,45 +42,54 @@ func (in *Initial) Done(e jetstream.KeyValueEntry) bool {
 	return in.done
 }
 
-// ListKeys lists the keys of kv that match filters (every key when there are none), sorted:
-// every key stored when the listing started and not deleted since, even while keys are being
-// put (jetstream's ListKeys and ListKeysFiltered can come back short then: see Initial). It
-// reads the headers of every revision the bucket keeps (its history), not only the last. A
-// bucket with no matching key gives an empty list, not an error.
-func ListKeys(ctx context.Context, kv jetstream.KeyValue, filters ...string) ([]string, error) {
+// ListKeys lists the keys of bucket that match filters (NATS subject patterns over keys: "a.*",
+// "def.>"; every key when there are none), sorted: the keys the bucket's stream holds messages of
+// at one moment (the server's index of subjects, as stream info reports it), less those whose
+// last revision is a delete or purge when each is read just after. Unlike jetstream's ListKeys
+// and ListKeysFiltered, which read the keys through a watch and can end early while keys are
+// being put (see Initial), it holds no race with writers. A bucket without matching keys gives
+// an empty list. A bucket of more than about 100,000 keys is read in pages, and a key put or
+// removed between two pages may be missed or listed.
+func ListKeys(ctx context.Context, js jetstream.JetStream, bucket string, filters ...string) ([]string, error) {
+	fail := func(err error) ([]string, error) { return nil, fmt.Errorf("list the keys of %s: %w", bucket, err) }
 	if len(filters) == 0 {
 		filters = []string{">"}
 	}
-	w, err := kv.WatchFiltered(ctx, filters, jetstream.MetaOnly(), jetstream.IncludeHistory())
+	kv, err := js.KeyValue(ctx, bucket)
 	if err != nil {
-		return nil, fmt.Errorf("list the keys of %s: %w", kv.Bucket(), err)
+		return fail(err)
 	}
-	defer func() { _ = w.Stop() }()
-	keys := map[string]bool{}
-	var in Initial
-	for {
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("list the keys of %s: %w", kv.Bucket(), ctx.Err())
-		case e, ok := <-w.Updates():
-			if !ok {
-				return nil, fmt.Errorf("list the keys of %s: %w", kv.Bucket(), errors.New("the watch ended before the stored keys were read"))
+	st, err := js.Stream(ctx, "KV_"+bucket)
+	if err != nil {
+		return fail(err)
+	}
+	prefix := "$KV." + bucket + "."
+	seen := map[string]bool{}
+	var out []string
+	for _, f := range filters {
+		info, err := st.Info(ctx, jetstream.WithSubjectFilter(prefix+f))
+		if err != nil {
+			return fail(err)
+		}
+		for subj := range info.State.Subjects {
+			key, ok := strings.CutPrefix(subj, prefix)
+			if !ok || seen[key] {
+				continue
 			}
-			if e != nil {
-				if e.Operation() == jetstream.KeyValuePut {
-					keys[e.Key()] = true
-				} else {
-					delete(keys, e.Key())
-				}
-			}
-			if in.Done(e) {
-				out := make([]string, 0, len(keys))
-				for k := range keys {
-					out = append(out, k)
-				}
-				slices.Sort(out)
-				return out, nil
+			seen[key] = true
+			switch _, err := kv.Get(ctx, key); {
+			case errors.Is(err, jetstream.ErrKeyNotFound), errors.Is(err, jetstream.ErrKeyDeleted):
+				// its last revision is a delete or purge marker
+			case err != nil:
+				return fail(fmt.Errorf("read %s: %w", key, err))
+			default:
+				out = append(out, key)
 			}
 		}
 	}
+	slices.Sort(out)
+	if out == nil {
+		out = []string{}
+	}
+	return out, nil
 }

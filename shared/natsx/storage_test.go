@@ -5,12 +5,31 @@ import (
 	"context"
 	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/worldgate/worldgate/shared/logx"
 	"github.com/worldgate/worldgate/shared/natsx"
 )
+
+// logBuffer is a log destination the server's goroutines may write while the test reads it.
+type logBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
 
 // provision starts an embedded server with cfg, connects and provisions the default topology.
 func provision(t *testing.T, cfg natsx.EmbeddedConfig) (*natsx.Embedded, error) {
@@ -39,7 +58,7 @@ func TestEmbeddedProvisionsOnADiskShortOfTheTopology(t *testing.T) {
 		t.Fatalf("the default topology holds %d bytes; the test wants more than the 1 GiB it stands in as free", need)
 	}
 	natsx.SetFreeDisk(t, func(string) int64 { return 1 << 30 })
-	var logs bytes.Buffer
+	var logs logBuffer
 	srv, err := provision(t, natsx.EmbeddedConfig{StoreDir: t.TempDir(), Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	if err != nil {
 		t.Fatalf("provisioning on a disk with 1 GiB free: %v", err)
@@ -55,7 +74,7 @@ func TestEmbeddedProvisionsOnADiskShortOfTheTopology(t *testing.T) {
 // A disk with room keeps NATS's own limit, and nothing is logged about it.
 func TestEmbeddedKeepsTheDefaultStoreLimitWhenTheDiskHasRoom(t *testing.T) {
 	natsx.SetFreeDisk(t, func(string) int64 { return 1 << 50 })
-	var logs bytes.Buffer
+	var logs logBuffer
 	srv, err := provision(t, natsx.EmbeddedConfig{StoreDir: t.TempDir(), Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	if err != nil {
 		t.Fatal(err)

@@ -173,7 +173,7 @@ type Report struct {
 // Reports reads every budget's definition, override and current window. subject (an
 // actor, location or region id) selects that subject's windows of the per-subject budgets.
 func Reports(ctx context.Context, b Buckets, now time.Time, subject string) ([]Report, error) {
-	keys, err := natsx.ListKeys(ctx, b.Control, defPrefix+">")
+	keys, err := natsx.ListKeys(ctx, b.JS, b.Control.Bucket(), defPrefix+">")
 	if err != nil {
 		return nil, err
 	}
@@ -222,7 +222,7 @@ func Reports(ctx context.Context, b Buckets, now time.Time, subject string) ([]R
 			r.Used = w.Usage
 		default:
 			prefix := windowKey(d, r.Window, "") + "."
-			keys, err := natsx.ListKeys(ctx, kv, prefix+"*")
+			keys, err := natsx.ListKeys(ctx, b.JS, kv.Bucket(), prefix+"*")
 			if err != nil {
 				return nil, err
 			}

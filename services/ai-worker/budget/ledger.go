@@ -48,11 +48,12 @@ func SubjectFrom(ctx context.Context) Subject {
 // days, so that past windows disappear on their own.
 type Buckets struct {
 	Control, Short, Long jetstream.KeyValue
+	JS                   jetstream.JetStream // lists their keys (natsx.ListKeys)
 }
 
 // OpenBuckets looks the three buckets up (provisioned by natsx.Provision).
 func OpenBuckets(ctx context.Context, js jetstream.JetStream) (Buckets, error) {
-	var b Buckets
+	b := Buckets{JS: js}
 	var err error
 	for name, dst := range map[string]*jetstream.KeyValue{natsx.BucketBudget: &b.Control, natsx.BucketBudgetShort: &b.Short, natsx.BucketBudgetLong: &b.Long} {
 		if *dst, err = js.KeyValue(ctx, name); err != nil {
@@ -126,7 +127,7 @@ func OpenLedger(ctx context.Context, b Buckets, o Options) (*Ledger, error) {
 	if b.Control == nil {
 		return nil, errors.New("budget: the ledger needs its three KV buckets")
 	}
-	keys, err := natsx.ListKeys(ctx, b.Control, defPrefix+">")
+	keys, err := natsx.ListKeys(ctx, b.JS, b.Control.Bucket(), defPrefix+">")
 	if err != nil {
 		return nil, fmt.Errorf("budget: list the published budgets: %w", err)
 	}

@@ -134,7 +134,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		c.log.Warn("budget: cannot read the budgets for /metrics", "error", err)
 		return
 	}
-	if ps, err := actorpolicy.List(ctx, c.b.Control); err == nil {
+	if ps, err := actorpolicy.List(ctx, c.b.JS, c.b.Control); err == nil {
 		n := 0
 		for _, p := range ps {
 			if p.Active(now) {

@@ -28,7 +28,7 @@ func Subjects(ctx context.Context, b Buckets, r Report, now time.Time, n int) ([
 		return nil, nil
 	}
 	kv := b.window(r.Budget.Window)
-	keys, err := natsx.ListKeys(ctx, kv, windowKey(r.Budget, r.Window, "")+".*")
+	keys, err := natsx.ListKeys(ctx, b.JS, kv.Bucket(), windowKey(r.Budget, r.Window, "")+".*")
 	if err != nil {
 		return nil, err
 	}

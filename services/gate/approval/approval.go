@@ -203,7 +203,7 @@ func (s *Store) List(ctx context.Context, statuses ...Status) ([]Record, error) 
 // Scan is List with the entries that could not be read as records, each with its sequence and
 // why.
 func (s *Store) Scan(ctx context.Context, statuses ...Status) (Listing, error) {
-	keys, err := natsx.ListKeys(ctx, s.kv)
+	keys, err := natsx.ListKeys(ctx, s.js, natsx.BucketApprovals)
 	if err != nil {
 		return Listing{}, fmt.Errorf("list %s: %w", natsx.BucketApprovals, err)
 	}

@@ -118,7 +118,7 @@ func Run(ctx context.Context, s *Set, o Options) ([]Verdict, error) {
 }
 
 func purge(ctx context.Context, p *parts) error {
-	all, err := natsx.ListKeys(ctx, p.dedupKV)
+	all, err := natsx.ListKeys(ctx, p.js, natsx.BucketDedup)
 	if err != nil {
 		return err
 	}
