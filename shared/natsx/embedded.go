@@ -3,6 +3,7 @@
 package natsx
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -23,11 +24,14 @@ type EmbeddedConfig struct {
 	// Users, when set, are the only ones who may connect, each with its permissions
 	// (shared/natsx/natsauth computes Worldgate's). None: no authentication.
 	Users []User
-	// MaxStore is how many bytes JetStream may reserve for streams and buckets in StoreDir. 0: the
-	// larger of the NATS default (three quarters of the disk free at start) and what the default
-	// topology reserves (DefaultTopology(...).StoreBytes()), so that a machine short of free disk
-	// still provisions: JetStream reserves every stream's MaxBytes when it is created, though
-	// little of it is written in development and tests. A warning says when the disk is smaller.
+	// MaxStore is how many bytes JetStream may reserve for streams and buckets in StoreDir. 0:
+	// server.JetStreamMaxStoreDefault (1 TB), not NATS's default of three quarters of the disk
+	// free at start. JetStream reserves every stream's MaxBytes when it creates it, and the
+	// default topology's add up to 7.4 GiB (DefaultTopology(...).StoreBytes()), while
+	// development, tests and the scripts write little of that: on a machine with less than about
+	// 10 GiB free they could not even provision, and a stream without a size limit (bench's
+	// ceiling) finds no room once the topology's limits fill the reservation. A warning says when
+	// the disk is smaller than the topology's limits; a full disk then fails writes.
 	MaxStore int64
 	// Configure adjusts the server options last (tests).
 	Configure func(*server.Options)
@@ -66,11 +70,8 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 		SyncAlways: cfg.SyncAlways,
 		MaxPayload: ServerMaxPayload,
 	}
-	need := DefaultTopology(TopologyOptions{}).StoreBytes()
-	if cfg.MaxStore > 0 {
-		opts.JetStreamMaxStore = cfg.MaxStore
-	} else if free := freeDisk(cfg.StoreDir); free >= 0 && free < need {
-		opts.JetStreamMaxStore = need
+	opts.JetStreamMaxStore = cmp.Or(cfg.MaxStore, server.JetStreamMaxStoreDefault)
+	if need, free := DefaultTopology(TopologyOptions{}).StoreBytes(), freeDisk(cfg.StoreDir); cfg.MaxStore == 0 && free >= 0 && free < need {
 		if cfg.Logger != nil {
 			cfg.Logger.Warn("the disk has less free space than the JetStream topology may hold: it is provisioned anyway, and writes fail once the disk is full",
 				"store_dir", cfg.StoreDir, "three_quarters_of_free", gib(free), "topology_holds_at_most", gib(need))
