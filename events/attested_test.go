@@ -84,3 +84,28 @@ func FuzzAttestedProposal(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkDecodeProposal is what a gate process does first with every proposal it takes: the
+// strict decode against the JSON Schemas (Decoder.Proposal), and the event-processor's decode
+// of an attested one.
+func BenchmarkDecodeProposal(b *testing.B) {
+	raw := attestedFixture(b)
+	b.Run("strict", func(b *testing.B) {
+		b.ReportAllocs()
+		b.SetBytes(int64(len(raw)))
+		for b.Loop() {
+			if _, err := events.DecodeProposal(raw); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("attested", func(b *testing.B) {
+		b.ReportAllocs()
+		b.SetBytes(int64(len(raw)))
+		for b.Loop() {
+			if _, err := (events.Decoder{}).AttestedProposal(raw); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

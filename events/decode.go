@@ -104,7 +104,7 @@ func (d Decoder) Envelope(data []byte) (*Envelope, error) {
 		return nil, &InvalidError{What: "envelope", Problems: probs}
 	}
 	var env Envelope
-	if err := strictUnmarshal(data, &env); err != nil {
+	if err := decodeChecked(data, &env); err != nil { // parse checked data
 		return nil, &InvalidError{What: "envelope", Problems: []Problem{{ProblemMalformed, "", err.Error()}}}
 	}
 	payloadSchema, ok := c.events[env.Type]
@@ -119,7 +119,7 @@ func (d Decoder) Envelope(data []byte) (*Envelope, error) {
 	var probs []Problem
 	probs = append(probs, structRules(&env, "")...)
 	payload := payloadTypes[env.Type]()
-	if err := strictUnmarshal(env.Payload, payload); err != nil {
+	if err := decodeChecked(env.Payload, payload); err != nil { // within data, which parse checked
 		probs = append(probs, Problem{ProblemInvalidPayload, "/payload", err.Error()})
 	} else {
 		probs = append(probs, asPayload(structRules(payload, "/payload"))...)
@@ -147,7 +147,7 @@ func (d Decoder) Proposal(data []byte) (*Proposal, error) {
 		return nil, &InvalidError{What: "proposal", Problems: probs}
 	}
 	var p Proposal
-	if err := strictUnmarshal(data, &p); err != nil {
+	if err := decodeChecked(data, &p); err != nil { // parse checked data
 		return nil, &InvalidError{What: "proposal", Problems: []Problem{{ProblemMalformed, "", err.Error()}}}
 	}
 	payloadSchema, ok := c.proposals[p.Kind]
@@ -251,6 +251,13 @@ func strictUnmarshal(data []byte, v any) error {
 	if p := jsonProblem(data); p != nil {
 		return errors.New(p.String())
 	}
+	return decodeChecked(data, v)
+}
+
+// decodeChecked is strictUnmarshal for data that passed jsonProblem already, or lies within a
+// message that did (Decoder.parse checked it): each message is scanned for duplicate members and
+// invalid UTF-8 once, not once per decode of it or of its payload.
+func decodeChecked(data []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	return dec.Decode(v)

@@ -251,7 +251,7 @@ func (d Decoder) Outcome(data []byte) (*Outcome, error) {
 		return nil, err
 	}
 	var o Outcome
-	if err := strictUnmarshal(data, &o); err != nil {
+	if err := decodeChecked(data, &o); err != nil { // checkOutcome's parse checked data
 		return nil, &InvalidError{What: "outcome", Problems: []Problem{{ProblemMalformed, "", err.Error()}}}
 	}
 	return &o, nil
