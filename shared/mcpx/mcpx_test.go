@@ -1,7 +1,6 @@
 package mcpx_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -9,7 +8,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,6 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/worldgate/worldgate/shared/logx/logxtest"
 	"github.com/worldgate/worldgate/shared/mcpx"
 )
 
@@ -28,14 +27,6 @@ type echoOut struct {
 	Said          string `json:"said"`
 	CorrelationID string `json:"correlationId"`
 }
-
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
-func (s *syncBuf) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 var secret = []byte("0123456789abcdef0123456789abcdef")
 
@@ -172,7 +163,7 @@ func structured(t *testing.T, res *mcp.CallToolResult, v any) {
 
 func TestInstrumentMetricsLogsCorrelationAndRateLimit(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	var logs syncBuf
+	var logs logxtest.Buffer
 	ts := newEchoServer(t, mcpx.RateLimit{PerSecond: 0.001, Burst: 3}, reg, &logs)
 	cs, err := connect(t, ts.URL, "static-token-world-0001", map[string]string{mcpx.CorrelationHeader: "corr-from-header"})
 	if err != nil {

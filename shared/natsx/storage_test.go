@@ -1,37 +1,18 @@
 package natsx_test
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/worldgate/worldgate/shared/logx"
+	"github.com/worldgate/worldgate/shared/logx/logxtest"
 	"github.com/worldgate/worldgate/shared/natsx"
 )
-
-// logBuffer is a log destination the server's goroutines may write while the test reads it.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // provision starts an embedded server with cfg, connects and provisions the default topology.
 func provision(t *testing.T, cfg natsx.EmbeddedConfig) (jetstream.JetStream, error) {
@@ -62,7 +43,7 @@ func TestEmbeddedProvisionsOnADiskShortOfTheTopology(t *testing.T) {
 		t.Fatalf("the default topology holds %d bytes; the test wants more than the 1 GiB it stands in as free", need)
 	}
 	natsx.SetFreeDisk(t, func(string) int64 { return 1 << 30 })
-	var logs logBuffer
+	var logs logxtest.Buffer
 	js, err := provision(t, natsx.EmbeddedConfig{StoreDir: t.TempDir(), Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	if err != nil {
 		t.Fatalf("provisioning on a disk with 1 GiB free: %v", err)
@@ -78,7 +59,7 @@ func TestEmbeddedProvisionsOnADiskShortOfTheTopology(t *testing.T) {
 // A disk with room is not warned about.
 func TestEmbeddedWarnsOnlyWhenTheDiskIsShort(t *testing.T) {
 	natsx.SetFreeDisk(t, func(string) int64 { return 1 << 50 })
-	var logs logBuffer
+	var logs logxtest.Buffer
 	if _, err := provision(t, natsx.EmbeddedConfig{StoreDir: t.TempDir(), Logger: slog.New(slog.NewTextHandler(&logs, nil))}); err != nil {
 		t.Fatal(err)
 	}

@@ -1,13 +1,11 @@
 package gates_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"log/slog"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,27 +15,11 @@ import (
 	"github.com/worldgate/worldgate/services/gate/gates"
 	"github.com/worldgate/worldgate/shared/attest/attesttest"
 	"github.com/worldgate/worldgate/shared/logx"
+	"github.com/worldgate/worldgate/shared/logx/logxtest"
 	"github.com/worldgate/worldgate/shared/natsx"
 	"github.com/worldgate/worldgate/shared/natsx/natstest"
 	"github.com/worldgate/worldgate/shared/runtime"
 )
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // Outside testing (chaos, three NATS nodes) saw the gate process exit at start with "retry
 // tickets bucket ...: context deadline exceeded" when it was restarted while a NATS leader was
@@ -57,7 +39,7 @@ func TestGatesStartWhileTheClusterHasNoQuorum(t *testing.T) {
 	c.Stop(1)
 	c.Stop(2)
 
-	var logs lockedBuffer
+	var logs logxtest.Buffer
 	// The nodes come back once the gates have found the cluster without a quorum (a timer
 	// raced a slow start on a busy machine: the gates then never saw it).
 	back := make(chan struct{})

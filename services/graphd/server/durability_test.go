@@ -18,6 +18,7 @@ import (
 	gremlingo "github.com/apache/tinkerpop/gremlin-go/v3/driver"
 	"github.com/worldgate/worldgate/services/graphd/graphdtest"
 	"github.com/worldgate/worldgate/services/graphd/server"
+	"github.com/worldgate/worldgate/shared/logx/logxtest"
 )
 
 // TestConcurrentMergeV: 8 goroutines × 1,000 mergeV over overlapping ids leave
@@ -189,10 +190,10 @@ func TestCrashRecovery(t *testing.T) {
 		t.Fatalf("child acknowledged only %d writes", len(acked))
 	}
 
-	check := func(logs *strings.Builder) *server.Server {
+	check := func(logs *logxtest.Buffer) *server.Server {
 		t.Helper()
 		srv, err := server.New(server.Config{Listen: "127.0.0.1:0", DataDir: dir,
-			Logger: slog.New(slog.NewTextHandler(logWriter{logs}, nil))})
+			Logger: slog.New(slog.NewTextHandler(logs, nil))})
 		if err != nil {
 			t.Fatalf("restart: %v", err)
 		}
@@ -214,7 +215,7 @@ func TestCrashRecovery(t *testing.T) {
 		}
 		return srv
 	}
-	var logs strings.Builder
+	var logs logxtest.Buffer
 	srv := check(&logs)
 	if err := srv.Close(context.Background()); err != nil {
 		t.Fatal(err)
@@ -233,14 +234,4 @@ func TestCrashRecovery(t *testing.T) {
 		t.Errorf("torn tail not logged; logs:\n%s", logs.String())
 	}
 	t.Logf("%d acknowledged writes survived SIGKILL", len(acked))
-}
-
-type logWriter struct{ b *strings.Builder }
-
-var logMu sync.Mutex
-
-func (w logWriter) Write(p []byte) (int, error) {
-	logMu.Lock()
-	defer logMu.Unlock()
-	return w.b.Write(p)
 }
