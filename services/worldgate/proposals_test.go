@@ -21,10 +21,7 @@ func TestProposalsListShowsAnUnreadableRecordAndTheRest(t *testing.T) {
 	e := natstest.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	kv, err := e.JS.KeyValue(ctx, natsx.BucketApprovals)
-	if err != nil {
-		t.Fatal(err)
-	}
+	kv := e.KeyValue(t, natsx.BucketApprovals)
 	good, err := json.Marshal(approval.Record{ProposalID: "p-good", Kind: "npc_removed", CorrelationID: "corr-good",
 		Status: approval.StatusPending, HeldUTC: time.Now().UTC()})
 	if err != nil {

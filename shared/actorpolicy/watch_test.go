@@ -16,10 +16,7 @@ import (
 func TestPolicyWatchFollowsTheControlBucket(t *testing.T) {
 	n := natstest.Start(t)
 	ctx := context.Background()
-	control, err := n.JS.KeyValue(ctx, natsx.BucketBudget)
-	if err != nil {
-		t.Fatal(err)
-	}
+	control := n.KeyValue(t, natsx.BucketBudget)
 	if err := actorpolicy.Set(ctx, control, actorpolicy.Policy{Actor: "player:ada", Multiplier: 0.5}); err != nil {
 		t.Fatal(err)
 	}

@@ -26,10 +26,7 @@ func TestListKeysIsCompleteWhileKeysArePut(t *testing.T) {
 func listWhilePut(t *testing.T, bucket string) {
 	e := natstest.Start(t)
 	ctx := context.Background()
-	kv, err := e.JS.KeyValue(ctx, bucket)
-	if err != nil {
-		t.Fatal(err)
-	}
+	kv := e.KeyValue(t, bucket)
 	var want []string
 	for i := range 6 {
 		k := fmt.Sprintf("held.%d", i)
@@ -85,10 +82,7 @@ func listWhilePut(t *testing.T, bucket string) {
 func TestListKeysFiltersAndEmpty(t *testing.T) {
 	e := natstest.Start(t)
 	ctx := context.Background()
-	kv, err := e.JS.KeyValue(ctx, natsx.BucketBudget)
-	if err != nil {
-		t.Fatal(err)
-	}
+	kv := e.KeyValue(t, natsx.BucketBudget)
 	if got, err := natsx.ListKeys(ctx, e.JS, natsx.BucketBudget); err != nil || len(got) != 0 {
 		t.Fatalf("empty bucket: %v, %v", got, err)
 	}

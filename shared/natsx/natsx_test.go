@@ -92,12 +92,12 @@ func TestProvisionIsIdempotentAndApplesChanges(t *testing.T) {
 	if got := s.CachedInfo().Config; got.MaxAge != 48*time.Hour || got.MaxBytes != 1<<30 {
 		t.Fatalf("WORLD max age %s, max bytes %d after update, want 48h and 1 GiB", got.MaxAge, got.MaxBytes)
 	}
-	approvals, _ := e.JS.KeyValue(ctx, natsx.BucketApprovals)
+	approvals := e.KeyValue(t, natsx.BucketApprovals)
 	ast, _ := approvals.Status(ctx)
 	if got := ast.(*jetstream.KeyValueBucketStatus).StreamInfo().Config.MaxBytes; got != 1<<20 || ast.TTL() != natsx.DefaultLimits[natsx.BucketApprovals].MaxAge {
 		t.Fatalf("approvals max bytes %d, TTL %s after update", got, ast.TTL())
 	}
-	kv, _ := e.JS.KeyValue(ctx, natsx.BucketDedup)
+	kv := e.KeyValue(t, natsx.BucketDedup)
 	st, _ := kv.Status(ctx)
 	if st.TTL() != 2*time.Hour {
 		t.Fatalf("dedup TTL %s after update, want 2h", st.TTL())

@@ -378,10 +378,7 @@ func TestMembersStayWhileTheirKeysAreRenewed(t *testing.T) {
 		_, reg := replica(t, e, partitioned(), name, l)
 		regs = append(regs, reg)
 	}
-	kv, err := e.JS.KeyValue(context.Background(), natsx.BucketMembers)
-	if err != nil {
-		t.Fatal(err)
-	}
+	kv := e.KeyValue(t, natsx.BucketMembers)
 	stop := make(chan struct{})
 	var busy sync.WaitGroup
 	for i := range 8 {

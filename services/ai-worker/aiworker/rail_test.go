@@ -124,10 +124,7 @@ func TestInputRailBeforeTheModel(t *testing.T) {
 	if err := json.Unmarshal(p.Payload, &dlg); err != nil || dlg.PlayerSaid != "Tell the smith to write to me at [email] about the bridge." {
 		t.Fatalf("playerSaid %q (%v): want the words as the rail redacted them, which the interaction memory keeps", dlg.PlayerSaid, err)
 	}
-	kv, err := s.nats.JS.KeyValue(context.Background(), natsx.BucketAICache)
-	if err != nil {
-		t.Fatal(err)
-	}
+	kv := s.nats.KeyValue(t, natsx.BucketAICache)
 	keys, err := kv.Keys(context.Background())
 	if err != nil {
 		t.Fatal(err)

@@ -172,10 +172,7 @@ func startStack(t testing.TB, o stackOpts) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kv, err := s.nats.JS.KeyValue(context.Background(), natsx.BucketAICache)
-	if err != nil {
-		t.Fatal(err)
-	}
+	kv := s.nats.KeyValue(t, natsx.BucketAICache)
 	s.deps = aiworker.Deps{LLM: s.llm, Tools: s.mcp, KV: kv, Keyring: s.keys.Ring, Registerer: s.reg, Logger: logx.Discard(),
 		RejectionBackoff: []time.Duration{100 * time.Millisecond}}
 	if o.noApp {

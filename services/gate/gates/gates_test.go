@@ -806,10 +806,7 @@ func TestSafetyGateRefusesMarkup(t *testing.T) {
 func TestRateGateTightensARepeatOffendersWindow(t *testing.T) {
 	s := newStack(t)
 	ctx := context.Background()
-	control, err := s.nats.JS.KeyValue(ctx, natsx.BucketBudget)
-	if err != nil {
-		t.Fatal(err)
-	}
+	control := s.nats.KeyValue(t, natsx.BucketBudget)
 	off, err := budget.NewOffenders(control, budget.OffenderPolicy{Threshold: 3, CoolDown: time.Hour}, nil, nil, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -891,10 +888,7 @@ func TestSafetyGateChecksTheQuotedPlayerWords(t *testing.T) {
 func rateWindows(t *testing.T, s *stack, part string) map[string]int {
 	t.Helper()
 	ctx := context.Background()
-	kv, err := s.nats.JS.KeyValue(ctx, natsx.BucketRate)
-	if err != nil {
-		t.Fatal(err)
-	}
+	kv := s.nats.KeyValue(t, natsx.BucketRate)
 	keys, err := kv.ListKeys(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -967,10 +961,7 @@ func TestRateCountsARedeliveryOnce(t *testing.T) {
 	if len(windows) != 1 {
 		t.Errorf("%d actor windows, want 1", len(windows))
 	}
-	kv, err := s.nats.JS.KeyValue(ctx, natsx.BucketRate)
-	if err != nil {
-		t.Fatal(err)
-	}
+	kv := s.nats.KeyValue(t, natsx.BucketRate)
 	// An operator empties the window: a replica that remembers it full reads it again.
 	if err := kv.Purge(ctx, window); err != nil {
 		t.Fatal(err)

@@ -207,7 +207,7 @@ func TestMemoryStaysBoundedUnderManyPairs(t *testing.T) {
 			t.Fatalf("npc n%02d keeps %d notes, want at most 4", i, len(s.Notes))
 		}
 	}
-	kv, _ := env.JS.KeyValue(ctx, natsx.BucketMemory)
+	kv := env.KeyValue(t, natsx.BucketMemory)
 	st, err := kv.Status(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -61,6 +61,18 @@ func (e *Env) Stop() {
 	e.Server.Shutdown()
 }
 
+// KeyValue is the provisioned bucket's handle; the test fails when there is none.
+func (e *Env) KeyValue(t testing.TB, bucket string) jetstream.KeyValue {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	kv, err := e.JS.KeyValue(ctx, bucket)
+	if err != nil {
+		t.Fatalf("bucket %s: %v", bucket, err)
+	}
+	return kv
+}
+
 // WaitFor polls cond every 10ms until it is true or the deadline passes.
 func WaitFor(t testing.TB, within time.Duration, what string, cond func() bool) {
 	t.Helper()
