@@ -20,6 +20,21 @@
 // hop ("" otherwise). The hop carries KeyID (the first 16 hex digits of the SHA-256 of the
 // public key's PKIX encoding) and Sig (base64url, no padding).
 //
+// # One signature for a process's run (version 2)
+//
+// Gates fused in one process decide one after another on the proposal before it leaves the
+// process (a run). Where their keys are one key (a process is the unit of trust: its gates
+// could be compromised together; GenerateShared), the run is signed once, on its last hop,
+// and the hops before it in the run carry neither KeyID nor Sig. The statement of such a
+// signature names every hop it covers:
+//
+//	["worldgate.attest/v2", proposalId, digest, [[gate, outcome, round, emitter, approver], …]]
+//
+// A signature covers the hops since the previous signed hop of the trail, and is accepted
+// only with a key accepted for the gate of every hop it covers; a signature covering one hop
+// is the version 1 statement. The event-processor then verifies one signature per process a
+// proposal passed instead of one per gate.
+//
 // # Why Ed25519
 //
 // BenchmarkAttest (attest_test.go) measured, on the shared 2-core machine, signing and
@@ -55,8 +70,11 @@ import (
 	"github.com/worldgate/worldgate/events/provenance"
 )
 
-// Version is the first element of every signed statement.
+// Version is the first element of a statement signing one hop.
 const Version = "worldgate.attest/v1"
+
+// RunVersion is the first element of a statement signing several hops of one run at once.
+const RunVersion = "worldgate.attest/v2"
 
 // Digest is the SHA-256 of the canonical proposal without its route.
 func Digest(p *events.Proposal) (string, error) {
@@ -82,6 +100,42 @@ func Statement(proposalID, digest string, h *events.Hop, round int) []byte {
 	b, _ := json.Marshal([]any{Version, proposalID, digest, h.Gate, h.Outcome, round, h.Emitter, h.Approver}) // strings and an int: cannot fail
 	return b
 }
+
+// RunStatement is the exact bytes signed for hops from..to of p's trail (to included), whose
+// content has digest: Statement for one hop, the version 2 statement naming each hop for
+// several.
+func RunStatement(proposalID, digest string, trail []events.Hop, from, to int) []byte {
+	if from == to {
+		return Statement(proposalID, digest, &trail[to], Round(trail, to))
+	}
+	hops := make([]any, 0, to-from+1)
+	for i := from; i <= to; i++ {
+		h := &trail[i]
+		hops = append(hops, []any{h.Gate, h.Outcome, Round(trail, i), h.Emitter, h.Approver})
+	}
+	b, _ := json.Marshal([]any{RunVersion, proposalID, digest, hops}) // strings and ints: cannot fail
+	return b
+}
+
+// Covering is the signature that covers hop i of trail: the first signed hop at or after i
+// (to), and the first hop that signature covers (from: the hop after the previous signed one).
+// ok is false when no hop at or after i is signed.
+func Covering(trail []events.Hop, i int) (from, to int, ok bool) {
+	to = i
+	for to < len(trail) && !signed(&trail[to]) {
+		to++
+	}
+	if to == len(trail) {
+		return 0, 0, false
+	}
+	from = i
+	for from > 0 && !signed(&trail[from-1]) {
+		from--
+	}
+	return from, to, true
+}
+
+func signed(h *events.Hop) bool { return h.Sig != "" || h.KeyID != "" }
 
 // Round is how many hops of gate precede index i of trail.
 func Round(trail []events.Hop, i int) int {
@@ -149,13 +203,43 @@ func (s *Signer) SignLastWith(p *events.Proposal, digest string) error {
 	return nil
 }
 
+// SignRunWith signs the hops from..last of p's trail with one signature, on the last hop (the
+// version 2 statement; from the last hop alone, SignLastWith). The last hop must be the
+// signer's gate's; the caller vouches that the signer's key is each earlier hop's gate's key
+// too (gates of one process sharing one key): the keyring accepts the signature only then.
+// Signatures the hops from..last-1 carry are removed. After an unsigned hop before from (a
+// trail forged upstream), the signature is read as covering that hop too, and verifies for
+// nobody.
+func (s *Signer) SignRunWith(p *events.Proposal, digest string, from int) error {
+	n := len(p.Route.Trail)
+	if from < 0 || from >= n {
+		return fmt.Errorf("attest: no hop %d to sign from (the trail has %d)", from, n)
+	}
+	h := &p.Route.Trail[n-1]
+	if h.Gate != s.gate {
+		return fmt.Errorf("attest: the %s gate's key cannot sign a hop of the %s gate", s.gate, h.Gate)
+	}
+	for i := from; i < n-1; i++ {
+		p.Route.Trail[i].KeyID, p.Route.Trail[i].Sig = "", ""
+	}
+	h.KeyID = s.keyID
+	h.Sig = base64.RawURLEncoding.EncodeToString(voi.Sign(s.key, RunStatement(p.ProposalID, digest, p.Route.Trail, from, n-1)))
+	return nil
+}
+
 // Keyring holds the public keys accepted per gate: several during a rotation.
 type Keyring struct {
-	keys map[string]map[string]*voi.ExpandedPublicKey // gate → key id → key
+	keys map[string]map[string]*publicKey // gate → key id → key
+}
+
+// publicKey is an accepted key: its encoding, and the key decompressed for verification.
+type publicKey struct {
+	raw      string
+	expanded *voi.ExpandedPublicKey
 }
 
 // NewKeyring returns an empty keyring.
-func NewKeyring() *Keyring { return &Keyring{keys: map[string]map[string]*voi.ExpandedPublicKey{}} }
+func NewKeyring() *Keyring { return &Keyring{keys: map[string]map[string]*publicKey{}} }
 
 // verifyOptions give crypto/ed25519's verification semantics: a signature valid for one is
 // valid for the other.
@@ -167,13 +251,13 @@ var verifyOptions = &voi.Options{Verify: voi.VerifyOptionsStdLib}
 // the curve verifies nothing, as with crypto/ed25519.
 func (k *Keyring) Add(gate string, pub ed25519.PublicKey) {
 	if k.keys[gate] == nil {
-		k.keys[gate] = map[string]*voi.ExpandedPublicKey{}
+		k.keys[gate] = map[string]*publicKey{}
 	}
 	ek, err := voi.NewExpandedPublicKey(voi.PublicKey(pub))
 	if err != nil {
 		ek = nil
 	}
-	k.keys[gate][KeyID(pub)] = ek
+	k.keys[gate][KeyID(pub)] = &publicKey{raw: string(pub), expanded: ek}
 }
 
 // Gates lists the gates with at least one key, sorted.
@@ -196,10 +280,20 @@ func (k *Keyring) KeyIDs(gate string) []string {
 	return out
 }
 
-// CheckHop verifies the signature of trail[i] of p, whose content has digest. It returns nil
-// or a sentence saying what is wrong.
+// CheckHop verifies the signature that covers trail[i] of p (its own, or its run's: Covering),
+// whose content has digest. It returns nil or a sentence saying what is wrong.
 func (k *Keyring) CheckHop(p *events.Proposal, digest string, i int) error {
-	h := &p.Route.Trail[i]
+	from, to, ok := Covering(p.Route.Trail, i)
+	if !ok {
+		return fmt.Errorf("the %s hop is not signed", p.Route.Trail[i].Gate)
+	}
+	return k.checkRun(p, digest, from, to)
+}
+
+// checkRun verifies the signature on trail[to] over hops from..to: its key must be accepted
+// for the gate of every hop it covers.
+func (k *Keyring) checkRun(p *events.Proposal, digest string, from, to int) error {
+	h := &p.Route.Trail[to]
 	if h.Sig == "" || h.KeyID == "" {
 		return fmt.Errorf("the %s hop is not signed", h.Gate)
 	}
@@ -207,8 +301,16 @@ func (k *Keyring) CheckHop(p *events.Proposal, digest string, i int) error {
 	if !ok {
 		return fmt.Errorf("the %s hop is signed with key %s, which is not one of the %s gate's keys", h.Gate, h.KeyID, h.Gate)
 	}
+	for j := from; j < to; j++ {
+		if g := p.Route.Trail[j].Gate; k.keys[g][h.KeyID] == nil || k.keys[g][h.KeyID].raw != pub.raw {
+			return fmt.Errorf("the %s hop is covered by the %s hop's signature with key %s, which is not one of the %s gate's keys", g, h.Gate, h.KeyID, g)
+		}
+	}
 	sig, err := base64.RawURLEncoding.DecodeString(h.Sig)
-	if err != nil || !verify(pub, Statement(p.ProposalID, digest, h, Round(p.Route.Trail, i)), sig) {
+	if err != nil || !verify(pub.expanded, RunStatement(p.ProposalID, digest, p.Route.Trail, from, to), sig) {
+		if from < to {
+			return fmt.Errorf("the signature of the %s hop's run (%d hops, from the %s hop) does not match this content and these decisions: the content was changed after the gates decided, or a hop was forged, added or removed", h.Gate, to-from+1, p.Route.Trail[from].Gate)
+		}
 		return fmt.Errorf("the %s hop's signature does not match this content and decision: the content was changed after the gate decided, or the hop was forged", h.Gate)
 	}
 	return nil
@@ -241,6 +343,7 @@ func (k *Keyring) Verify(p *events.Proposal, route []string, approvalGate, schem
 	}
 	info, _ := events.LookupKind(p.Kind)
 	needsPerson := info.Destructive || p.RequiresApproval
+	checked := map[int]error{} // by the signed hop: a run's signature is verified once
 	var passed []int
 	for i, h := range p.Route.Trail {
 		if h.Outcome != events.OutcomePassed && h.Outcome != events.OutcomeApproved {
@@ -257,7 +360,16 @@ func (k *Keyring) Verify(p *events.Proposal, route []string, approvalGate, schem
 		if h.Gate != g {
 			return &Refusal{Hop: g, Reason: fmt.Sprintf("The %s gate's decision is missing: a %s proposal must pass %s, but after %s its trail has %s.", g, p.Kind, strings.Join(route, " → "), strings.Join(route[:j], " → "), h.Gate)}
 		}
-		if err := k.CheckHop(p, digest, i); err != nil {
+		from, to, ok := Covering(p.Route.Trail, i)
+		err, done := checked[to]
+		switch {
+		case !ok:
+			err = fmt.Errorf("the %s hop is not signed", g)
+		case !done:
+			err = k.checkRun(p, digest, from, to)
+			checked[to] = err
+		}
+		if err != nil {
 			return &Refusal{Hop: g, Reason: "Forged or unverifiable hop: " + err.Error() + "."}
 		}
 		switch {

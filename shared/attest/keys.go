@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -28,20 +29,41 @@ func marshalPublic(pub ed25519.PublicKey) ([]byte, error) { return x509.MarshalP
 // existing private key is kept unless replace is true; with replace, the old public key is
 // kept as <gate>.<old key id>.pub so hops it signed still verify (rotation).
 func Generate(dir, gate string, replace bool) (*Signer, error) {
+	signers, err := GenerateShared(dir, []string{gate}, replace)
+	if err != nil {
+		return nil, err
+	}
+	return signers[gate], nil
+}
+
+// GenerateShared is Generate for gates that run in one process: the gates without a key (all
+// of them with replace) get one new key pair between them, written as each one's, so that the
+// process signs a run of its gates once (RunVersion). Share a key only within a process: a
+// process holding it can sign for every gate it is the key of.
+func GenerateShared(dir string, gates []string, replace bool) (map[string]*Signer, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
-	keyPath := filepath.Join(dir, gate+privateSuffix)
-	if old, err := LoadSigner(dir, gate); err == nil {
-		if !replace {
-			return old, nil
-		}
-		oldPub := filepath.Join(dir, gate+publicSuffix)
-		if err := os.Rename(oldPub, filepath.Join(dir, gate+"."+old.KeyID()+publicSuffix)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	signers := make(map[string]*Signer, len(gates))
+	var missing []string
+	for _, gate := range gates {
+		old, err := LoadSigner(dir, gate)
+		switch {
+		case err == nil && !replace:
+			signers[gate] = old
+			continue
+		case err == nil:
+			oldPub := filepath.Join(dir, gate+publicSuffix)
+			if err := os.Rename(oldPub, filepath.Join(dir, gate+"."+old.KeyID()+publicSuffix)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return nil, err
+			}
+		case !errors.Is(err, fs.ErrNotExist):
 			return nil, err
 		}
-	} else if !errors.Is(err, fs.ErrNotExist) {
-		return nil, err
+		missing = append(missing, gate)
+	}
+	if len(missing) == 0 {
+		return signers, nil
 	}
 	pub, priv, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
@@ -55,13 +77,18 @@ func Generate(dir, gate string, replace bool) (*Signer, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := writeFile(filepath.Join(dir, gate+publicSuffix), pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pubDER}), 0o600); err != nil {
-		return nil, err
+	for _, gate := range missing {
+		if err := writeFile(filepath.Join(dir, gate+publicSuffix), pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pubDER}), 0o600); err != nil {
+			return nil, err
+		}
+		if err := writeFile(filepath.Join(dir, gate+privateSuffix), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), 0o600); err != nil {
+			return nil, err
+		}
+		if signers[gate], err = NewSigner(gate, priv); err != nil {
+			return nil, err
+		}
 	}
-	if err := writeFile(keyPath, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), 0o600); err != nil {
-		return nil, err
-	}
-	return NewSigner(gate, priv)
+	return signers, nil
 }
 
 func writeFile(path string, data []byte, mode os.FileMode) error {
@@ -151,13 +178,23 @@ func LoadKeyring(dir string) (*Keyring, error) {
 // Ensure makes sure dir holds a key pair for each of gates (generating the missing ones, as
 // `worldgate dev` and the harnesses do) and returns their signers and the keyring of dir.
 func Ensure(dir string, gates []string) (map[string]*Signer, *Keyring, error) {
-	signers := make(map[string]*Signer, len(gates))
-	for _, g := range gates {
-		s, err := Generate(dir, g, false)
+	processes := make([][]string, len(gates))
+	for i, g := range gates {
+		processes[i] = []string{g}
+	}
+	return EnsureShared(dir, processes)
+}
+
+// EnsureShared is Ensure for gates grouped by the process they run in: the missing keys of a
+// process's gates are one key (GenerateShared).
+func EnsureShared(dir string, processes [][]string) (map[string]*Signer, *Keyring, error) {
+	signers := map[string]*Signer{}
+	for _, gates := range processes {
+		ss, err := GenerateShared(dir, gates, false)
 		if err != nil {
-			return nil, nil, fmt.Errorf("signing key of the %s gate: %w", g, err)
+			return nil, nil, fmt.Errorf("signing keys of the %s gates: %w", strings.Join(gates, ", "), err)
 		}
-		signers[g] = s
+		maps.Copy(signers, ss)
 	}
 	ring, err := LoadKeyring(dir)
 	if err != nil {

@@ -40,12 +40,22 @@ func (k *Keys) WritePublic(dir string) error {
 }
 
 // New generates a key per known gate.
-func New() *Keys {
+func New() *Keys { return generate(false) }
+
+// NewShared generates one key that every known gate signs with, as the gates of one process
+// may (attest.GenerateShared): a fused run of them is signed once.
+func NewShared() *Keys { return generate(true) }
+
+func generate(shared bool) *Keys {
 	k := &Keys{Signers: map[string]*attest.Signer{}, Ring: attest.NewKeyring(), pubs: map[string]ed25519.PublicKey{}}
+	var pub ed25519.PublicKey
+	var priv ed25519.PrivateKey
 	for _, g := range route.Known() {
-		pub, priv, err := ed25519.GenerateKey(rand.Reader)
-		if err != nil {
-			panic(err) // crypto/rand does not fail
+		if pub == nil || !shared {
+			var err error
+			if pub, priv, err = ed25519.GenerateKey(rand.Reader); err != nil {
+				panic(err) // crypto/rand does not fail
+			}
 		}
 		s, err := attest.NewSigner(g, priv)
 		if err != nil {
