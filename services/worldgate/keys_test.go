@@ -62,3 +62,26 @@ func TestKeysGeneratesAndRotates(t *testing.T) {
 		}
 	}
 }
+
+// `worldgate keys -share` gives the gates of one process one key: every gate's keyring entry
+// is that key, so a fused run is signed once.
+func TestKeysShareOneKeyForAProcess(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "keys")
+	var out bytes.Buffer
+	if err := runKeys(context.Background(), []string{"-dir", dir, "-share"}, &out, &out); err != nil {
+		t.Fatal(err)
+	}
+	ring, err := attest.LoadKeyring(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := map[string]bool{}
+	for _, g := range ring.Gates() {
+		for _, id := range ring.KeyIDs(g) {
+			ids[id] = true
+		}
+	}
+	if len(ring.Gates()) != 8 || len(ids) != 1 {
+		t.Fatalf("%d gates with %d distinct keys; want 8 gates sharing one:\n%s", len(ring.Gates()), len(ids), out.String())
+	}
+}

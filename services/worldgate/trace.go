@@ -97,11 +97,14 @@ type TraceDecision struct {
 	// The hop's attestation: the gate's key id, the emitter the schema gate read from the
 	// subject, the authenticated approver; Verified is set when trace was given the gates'
 	// public keys (-attest-keys), with Problem saying why a signature does not verify.
-	KeyID    string `json:"keyId,omitempty"`
-	Emitter  string `json:"emitter,omitempty"`
-	Approver string `json:"approver,omitempty"`
-	Verified *bool  `json:"verified,omitempty"`
-	Problem  string `json:"problem,omitempty"`
+	// SignedWith is the gate of the hop whose signature covers this one, where the gates of
+	// one process signed their run once (docs/attestation.md); KeyID is then that signature's.
+	KeyID      string `json:"keyId,omitempty"`
+	SignedWith string `json:"signedWith,omitempty"`
+	Emitter    string `json:"emitter,omitempty"`
+	Approver   string `json:"approver,omitempty"`
+	Verified   *bool  `json:"verified,omitempty"`
+	Problem    string `json:"problem,omitempty"`
 }
 
 // TraceRejection is a refusal as published on proposals.rejected.<gate>.
@@ -415,10 +418,7 @@ func buildJourney(id string, msgs []found) *Journey {
 			j.CostUSD += pv.CostUSD
 		}
 		tp.proposal = p
-		for _, h := range p.Route.Trail {
-			tp.Decisions = append(tp.Decisions, TraceDecision{Gate: h.Gate, Outcome: h.Outcome, Code: h.Code, At: h.At, OffsetMs: ms(h.At), DurationMs: h.DurationMs,
-				KeyID: h.KeyID, Emitter: h.Emitter, Approver: h.Approver})
-		}
+		tp.Decisions = decisionsOf(p, ms)
 		for i := range tp.Rejections {
 			tp.Rejections[i].OffsetMs = ms(tp.Rejections[i].At)
 		}
@@ -446,6 +446,20 @@ func buildJourney(id string, msgs []found) *Journey {
 	}
 	j.Outcome = journeyOutcome(j)
 	return j
+}
+
+// decisionsOf is p's trail as trace shows it, ms giving each hop's offset.
+func decisionsOf(p *events.Proposal, ms func(time.Time) float64) []TraceDecision {
+	var out []TraceDecision
+	for i, h := range p.Route.Trail {
+		d := TraceDecision{Gate: h.Gate, Outcome: h.Outcome, Code: h.Code, At: h.At, OffsetMs: ms(h.At), DurationMs: h.DurationMs,
+			KeyID: h.KeyID, Emitter: h.Emitter, Approver: h.Approver}
+		if _, to, ok := attest.Covering(p.Route.Trail, i); ok && to != i {
+			d.KeyID, d.SignedWith = p.Route.Trail[to].KeyID, p.Route.Trail[to].Gate
+		}
+		out = append(out, d)
+	}
+	return out
 }
 
 // verifyJourney checks every hop's signature against ring (the gates' public keys).
@@ -570,15 +584,19 @@ func printJourney(w io.Writer, j *Journey) error {
 			if d.Approver != "" {
 				text += "  by " + d.Approver
 			}
+			with := ""
+			if d.SignedWith != "" {
+				with = " (with the " + d.SignedWith + " hop)"
+			}
 			switch {
 			case d.KeyID == "":
 				text += "  UNSIGNED"
 			case d.Verified == nil:
-				text += "  signed " + d.KeyID
+				text += "  signed " + d.KeyID + with
 			case *d.Verified:
-				text += "  signed " + d.KeyID + " ✓"
+				text += "  signed " + d.KeyID + with + " ✓"
 			default:
-				text += "  signed " + d.KeyID + " ✗ " + d.Problem
+				text += "  signed " + d.KeyID + with + " ✗ " + d.Problem
 			}
 			line(d.OffsetMs, "  gate", text)
 			if d.Outcome == events.OutcomeRejected && rej < len(tp.Rejections) && tp.Rejections[rej].Gate == d.Gate {

@@ -57,7 +57,8 @@ type chain struct {
 	fused map[string]Gate
 }
 
-// step is one gate's decision in a run, recorded and signed on the slip.
+// step is one gate's decision in a run, recorded and signed on the slip (or left for the
+// run's signature: chain_sign.go).
 type step struct {
 	gate Gate
 	d    Decision
@@ -81,7 +82,7 @@ func (c *chain) handler(first Gate) message.HandlerFunc {
 			return nil, err
 		}
 		for {
-			s, report, err := c.step(r.ctx, r.g, r.subject, r.raw, r.p, r.start, &r.digest)
+			s, report, err := c.step(r)
 			if err != nil {
 				return nil, err
 			}

@@ -22,6 +22,9 @@ type run struct {
 	start   time.Time // when g began
 	id      string    // the outgoing message id: the run's first gate's (slip.MsgID)
 	digest  string    // of the content, which no gate of the run changes: computed once
+	// signFrom is the first hop of the trail the next signature covers: the run's first, or
+	// the one after the last hop it signed (chain_sign.go).
+	signFrom int
 	// Each decision is counted, timed and logged once the run has its outgoing message: a run
 	// that fails part-way (an outage at a later gate) is redelivered and decided again, and
 	// must not count its earlier gates' decisions twice.
@@ -36,7 +39,7 @@ func (c *chain) begin(first Gate, m *message.Message) (*run, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &run{p: p, g: first, subject: m.Metadata.Get(runtime.MetaSubject), raw: m.Payload, start: c.now()}
+	r := &run{p: p, g: first, subject: m.Metadata.Get(runtime.MetaSubject), raw: m.Payload, start: c.now(), signFrom: len(p.Route.Trail)}
 	if strict {
 		r.raw = nil // decoded strictly already: the schema gate checks the decoded proposal
 	}

@@ -13,9 +13,15 @@ import (
 
 // record writes the decision on the routing slip, signs it with the gate's key, and has a
 // holding gate keep the proposal. It returns where the decision sends the proposal: its next
-// hop (passed), the hold notice (held) or the gate's rejection subject. digest is the content's
-// attest.Digest, computed by the run's first signature and reused by the gates after it.
-func (c *chain) record(ctx context.Context, g Gate, subject string, p *events.Proposal, d Decision, now time.Time, took time.Duration, digest *string) (string, error) {
+// hop (passed), the hold notice (held) or the gate's rejection subject.
+//
+// Gates of one process that share one key (attest.GenerateShared) sign a run of their
+// decisions once: a passing gate whose next gate continues the run in this process with the
+// same key leaves its hop unsigned, and the signature of the run's last decision covers it
+// (attest.RunVersion), so the event-processor verifies one signature per process rather than
+// one per gate. The digest of the content is computed by the run's first signature and reused.
+func (c *chain) record(ctx context.Context, r *run, d Decision, now time.Time, took time.Duration) (string, error) {
+	g, subject, p := r.g, r.subject, r.p
 	name := g.Name()
 	hop := slip.Hop{Gate: name, At: now, Took: took}
 	switch d.Outcome {
@@ -34,15 +40,19 @@ func (c *chain) record(ctx context.Context, g Gate, subject string, p *events.Pr
 	if name == Schema {
 		p.Route.Trail[len(p.Route.Trail)-1].Emitter, _ = events.EmitterOf(subject)
 	}
-	if *digest == "" {
+	if d.Outcome == Passed && c.signsWithNext(name, p) {
+		return p.Next(), nil // the run's signature covers this hop
+	}
+	if r.digest == "" {
 		var err error
-		if *digest, err = attest.Digest(p); err != nil {
+		if r.digest, err = attest.Digest(p); err != nil {
 			return "", runtime.Permanentf("gate %s: digest of %s: %v", name, p.ProposalID, err)
 		}
 	}
-	if err := c.signers[name].SignLastWith(p, *digest); err != nil {
+	if err := c.signers[name].SignRunWith(p, r.digest, r.signFrom); err != nil {
 		return "", runtime.Permanentf("gate %s: sign the decision on %s: %v", name, p.ProposalID, err)
 	}
+	r.signFrom = len(p.Route.Trail)
 	switch d.Outcome {
 	case Passed:
 		return p.Next(), nil
@@ -53,4 +63,14 @@ func (c *chain) record(ctx context.Context, g Gate, subject string, p *events.Pr
 		return events.SubjectApproval, nil
 	}
 	return events.RejectedSubject(name), nil
+}
+
+// signsWithNext reports whether the gate after name on p's route decides next in this run
+// (fusedNext after a pass) with name's key: then one signature covers both decisions.
+func (c *chain) signsWithNext(name string, p *events.Proposal) bool {
+	if c.fused == nil || len(p.Route.Pending) == 0 || c.fused[p.Route.Pending[0]] == nil {
+		return false
+	}
+	next := c.signers[p.Route.Pending[0]]
+	return next != nil && next.KeyID() == c.signers[name].KeyID()
 }

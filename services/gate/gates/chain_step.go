@@ -3,9 +3,6 @@ package gates
 import (
 	"context"
 	"fmt"
-	"time"
-
-	"github.com/worldgate/worldgate/events"
 )
 
 // step is one gate's part of a run: decide (the chain's own checks, then the gate's), keep a
@@ -13,9 +10,10 @@ import (
 // (holding the proposal when the gate holds it), then count and log it. The gate's latency is
 // observed by the caller, which knows when its outgoing message is built; the count and the log
 // line are returned (report) for the caller to make once the run has succeeded.
-func (c *chain) step(ctx context.Context, g Gate, subject string, raw []byte, p *events.Proposal, start time.Time, digest *string) (step, func(), error) {
+func (c *chain) step(r *run) (step, func(), error) {
+	g, subject, raw, p, start := r.g, r.subject, r.raw, r.p, r.start
 	name := g.Name()
-	ctx = context.WithValue(ctx, subjectKey{}, subject)
+	ctx := context.WithValue(r.ctx, subjectKey{}, subject)
 	d, err := c.decide(ctx, g, subject, raw, p)
 	if err != nil {
 		return step{}, nil, err
@@ -33,7 +31,7 @@ func (c *chain) step(ctx context.Context, g Gate, subject string, raw []byte, p 
 	}
 	now := c.now()
 	took := now.Sub(start)
-	next, err := c.record(ctx, g, subject, p, d, now, took, digest)
+	next, err := c.record(ctx, r, d, now, took)
 	if err != nil {
 		return step{}, nil, err
 	}

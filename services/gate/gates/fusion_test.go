@@ -18,6 +18,8 @@ import (
 	"github.com/worldgate/worldgate/services/gate/gates"
 	"github.com/worldgate/worldgate/services/graphd/graphdtest"
 	"github.com/worldgate/worldgate/services/graphd/server"
+	"github.com/worldgate/worldgate/shared/attest"
+	"github.com/worldgate/worldgate/shared/attest/attesttest"
 	"github.com/worldgate/worldgate/shared/metrics/metricstest"
 	"github.com/worldgate/worldgate/shared/natsx/natstest"
 )
@@ -65,6 +67,8 @@ type fusionRun struct {
 	published int
 	decisions map[string]float64 // gate_decisions_total by label set
 	latencies map[string]uint64  // gate_latency_seconds observations by gate
+	// signatures are how many hops of each proposal's trail carry a signature, by scenario name
+	signatures map[string]int
 }
 
 // runFusionScenario runs every gate in one process, fused or not, over the same proposals: a
@@ -73,8 +77,11 @@ type fusionRun struct {
 // seven gates), an NPC removal (held for approval), and a second move over the actor's budget
 // (refused transiently by the rate gate, then sent back on the rate gate's retry subject once
 // the window has passed, and validated).
-func runFusionScenario(t *testing.T, fuse bool) fusionRun {
+func runFusionScenario(t *testing.T, fuse bool, opts ...func(*stack)) fusionRun {
 	s := newStack(t)
+	for _, o := range opts {
+		o(s)
+	}
 	cfg := testConfig()
 	cfg.NoFusion = !fuse
 	cfg.Rate = gates.RateConfig{Window: time.Minute, Budgets: map[string]gates.Budget{events.KindPlayerMoved: {ActorCount: 1}}}
@@ -121,20 +128,38 @@ func runFusionScenario(t *testing.T, fuse bool) fusionRun {
 	published++
 	natstest.WaitFor(t, 15*time.Second, "the retried move to end", func() bool { return ended() == len(named)+1 })
 
-	run := fusionRun{endings: map[string]ending{}, published: published, decisions: map[string]float64{}, latencies: map[string]uint64{}}
+	run := fusionRun{endings: map[string]ending{}, published: published, decisions: map[string]float64{}, latencies: map[string]uint64{}, signatures: map[string]int{}}
+	end := func(pid, where string, p *events.Proposal) {
+		run.endings[id[pid]] = endingOf(where, p)
+		run.signatures[id[pid]] = 0
+		for _, h := range p.Route.Trail {
+			if h.Sig != "" {
+				run.signatures[id[pid]]++
+			}
+		}
+	}
 	for pid, p := range s.proposalsOn(t, events.SubjectValidatedAll) {
 		route, _ := route.Default().For(p.Kind)
 		if err := s.keys.Ring.Verify(p, route, gates.Approval, gates.Schema); err != nil {
 			t.Errorf("validated %s (%s): its trail does not prove its route: %v", pid, id[pid], err)
 		}
-		run.endings[id[pid]] = endingOf("validated", p)
+		end(pid, "validated", p)
 	}
 	for pid, p := range s.proposalsOn(t, events.SubjectApproval) {
-		run.endings[id[pid]] = endingOf("held", p)
+		end(pid, "held", p)
 	}
 	for pid, r := range s.rejections(t) {
 		if _, retried := run.endings[id[pid]]; !retried {
-			run.endings[id[pid]] = endingOf(fmt.Sprintf("rejected by %s: %s", r.Gate, r.Code), r.Proposal)
+			end(pid, fmt.Sprintf("rejected by %s: %s", r.Gate, r.Code), r.Proposal)
+		}
+	}
+	// Every decision verifies, whatever signature covers it (what worldgate trace shows).
+	for pid, p := range s.proposalsOn(t, events.SubjectApproval) {
+		digest, _ := attest.Digest(p)
+		for i := range p.Route.Trail {
+			if err := s.keys.Ring.CheckHop(p, digest, i); err != nil {
+				t.Errorf("held %s: hop %d: %v", id[pid], i, err)
+			}
 		}
 	}
 	if n := s.count(t, events.StreamDLQ, ""); n != 0 {
@@ -170,16 +195,19 @@ func runFusionScenario(t *testing.T, fuse bool) fusionRun {
 // fused and unfused: the endings, trails (gate, outcome, code, in order), signatures and gate
 // metrics are the same, and fused, each proposal that enters the process leaves it in one
 // message, where unfused every gate's decision is a message of its own.
+// fusionWant is how each proposal of runFusionScenario ends, whatever the process's layout.
+var fusionWant = map[string]ending{
+	"valid move":      {"validated", []string{"schema:passed", "invariant:passed", "rate:passed", "audit:passed"}},
+	"invalid move":    {"rejected by invariant: INVARIANT_VIOLATION", []string{"schema:passed", "invariant:rejected:INVARIANT_VIOLATION"}},
+	"flagged":         {"rejected by safety: SAFETY_FLAGGED", []string{"schema:passed", "safety:rejected:SAFETY_FLAGGED"}},
+	"valid ambience":  {"validated", []string{"schema:passed", "safety:passed", "invariant:passed", "dedup:passed", "replay:passed", "rate:passed", "audit:passed"}},
+	"removal":         {"held", []string{"schema:passed", "invariant:passed", "approval:held"}},
+	"over the budget": {"validated", []string{"schema:passed", "invariant:passed", "rate:rejected:RATE_LIMITED", "rate:passed", "audit:passed"}},
+}
+
 func TestFusedGatesDecideAsUnfused(t *testing.T) {
 	fused, unfused := runFusionScenario(t, true), runFusionScenario(t, false)
-	want := map[string]ending{
-		"valid move":      {"validated", []string{"schema:passed", "invariant:passed", "rate:passed", "audit:passed"}},
-		"invalid move":    {"rejected by invariant: INVARIANT_VIOLATION", []string{"schema:passed", "invariant:rejected:INVARIANT_VIOLATION"}},
-		"flagged":         {"rejected by safety: SAFETY_FLAGGED", []string{"schema:passed", "safety:rejected:SAFETY_FLAGGED"}},
-		"valid ambience":  {"validated", []string{"schema:passed", "safety:passed", "invariant:passed", "dedup:passed", "replay:passed", "rate:passed", "audit:passed"}},
-		"removal":         {"held", []string{"schema:passed", "invariant:passed", "approval:held"}},
-		"over the budget": {"validated", []string{"schema:passed", "invariant:passed", "rate:rejected:RATE_LIMITED", "rate:passed", "audit:passed"}},
-	}
+	want := fusionWant
 	for name, run := range map[string]fusionRun{"fused": fused, "unfused": unfused} {
 		for _, p := range slices.Sorted(maps.Keys(want)) {
 			if got := run.endings[p]; got.Where != want[p].Where || !slices.Equal(got.Trail, want[p].Trail) {
@@ -209,6 +237,38 @@ func TestFusedGatesDecideAsUnfused(t *testing.T) {
 		t.Errorf("fused: PROPOSALS stored %d messages; want %d in and one out per message in", fused.stored, fused.published)
 	}
 	t.Logf("PROPOSALS messages for the same %d proposals: fused %d, unfused %d", len(want), fused.stored, unfused.stored)
+	for name, run := range map[string]fusionRun{"fused": fused, "unfused": unfused} {
+		for p, e := range want {
+			if run.signatures[p] != len(e.Trail) {
+				t.Errorf("%s with a key per gate, %s: %d signed hops of %d; want every hop signed", name, p, run.signatures[p], len(e.Trail))
+			}
+		}
+	}
+}
+
+// TestFusedRunWithOneKeyIsSignedOnce runs the scenario in a process whose gates share one key
+// (attest.GenerateShared): the same endings, every validated trail proves its route (checked
+// in runFusionScenario), and each run of the process is signed once, where with a key per gate
+// each decision is; unfused, each decision leaves the process and is signed on its own.
+func TestFusedRunWithOneKeyIsSignedOnce(t *testing.T) {
+	shareKey := func(s *stack) { s.keys = attesttest.NewShared() }
+	fused, unfused := runFusionScenario(t, true, shareKey), runFusionScenario(t, false, shareKey)
+	for _, p := range slices.Sorted(maps.Keys(fusionWant)) {
+		want := fusionWant[p]
+		if got := fused.endings[p]; got.Where != want.Where || !slices.Equal(got.Trail, want.Trail) {
+			t.Errorf("%s: %s %v; want %s %v", p, got.Where, got.Trail, want.Where, want.Trail)
+		}
+		runs := 1
+		if p == "over the budget" {
+			runs = 2 // refused by the rate gate, then sent back to it
+		}
+		if fused.signatures[p] != runs {
+			t.Errorf("fused, %s: %d signed hops of %d; want one per run (%d)", p, fused.signatures[p], len(want.Trail), runs)
+		}
+		if unfused.signatures[p] != len(want.Trail) {
+			t.Errorf("unfused, %s: %d signed hops of %d; want every hop signed", p, unfused.signatures[p], len(want.Trail))
+		}
+	}
 }
 
 // TestFusedRunDeliveredTwicePublishesOnce delivers the same proposal twice to a process that
