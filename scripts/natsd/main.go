@@ -43,6 +43,7 @@ func run(args []string) error {
 	clusterName := fs.String("cluster-name", "worldgate", "cluster name")
 	routes := fs.String("routes", "", "comma-separated routes to the other nodes (nats-route://host:port)")
 	monitor := fs.Int("http", 0, "monitoring port (/healthz, /jsz); 0: none")
+	prof := fs.Int("prof", 0, "port of the NATS server's Go profiles (/debug/pprof/), for diagnosis; 0: none")
 	usersFile := fs.String("users", "", "JSON file of users ([]natsx.User: Name, Password, Permissions); empty: no authentication")
 	level := fs.String("log-level", "warn", "debug, info, warn or error")
 	_ = fs.Parse(args)
@@ -80,6 +81,9 @@ func run(args []string) error {
 		}
 		if *monitor != 0 {
 			o.HTTPHost, o.HTTPPort = *host, *monitor
+		}
+		if *prof != 0 {
+			o.ProfPort = *prof
 		}
 		if *cluster != "" {
 			o.Cluster.Name, o.Cluster.Host, o.Cluster.Port = *clusterName, clusterHost, clusterPort

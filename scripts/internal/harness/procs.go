@@ -112,6 +112,8 @@ type Proc struct {
 	Admin string // host:port of /metrics, if any
 	// Monitor is a NATS node's monitoring address (/healthz), and Server its server name.
 	Monitor, Server string
+	// Prof is a NATS node's profiling address (/debug/pprof/), with ProcsOptions.Pprof.
+	Prof string
 	// Dir is the data directory of a NATS node or graphd (its disk use is DirSize(Dir)).
 	Dir string
 
@@ -492,9 +494,6 @@ func StartProcs(ctx context.Context, o ProcsOptions) (ps *Procs, err error) {
 		return nil, err
 	}
 	keysDir := filepath.Join(o.DataDir, "keys") // the gates' signing keys and the processor's keyring
-	if _, _, err := attest.Ensure(keysDir, gates.Builtin().Known()); err != nil {
-		return nil, err
-	}
 	tmplFile := filepath.Join(o.DataDir, "templates.json")
 	if err := templates.WriteHashes(tmplFile); err != nil {
 		return nil, err
@@ -547,8 +546,14 @@ func StartProcs(ctx context.Context, o ProcsOptions) (ps *Procs, err error) {
 			}
 			args = append(args, "-cluster", port(name+"-cluster"), "-routes", strings.Join(routes, ","))
 		}
+		if o.Pprof && takes(filepath.Join(o.BinDir, "natsd"), "-prof") {
+			args = append(args, "-prof", strings.TrimPrefix(port(name+"-prof"), "127.0.0.1:"))
+		}
 		n := add(name, "nats", "natsd", args...)
 		n.Monitor, n.Server, n.Dir = port(name+"-http"), name, filepath.Join(o.DataDir, name)
+		if o.Pprof {
+			n.Prof = port(name + "-prof")
+		}
 	}
 	gd := graphd.DefaultServiceConfig()
 	gd.Listen, gd.DataDir, gd.LogLevel = "127.0.0.1:"+graphPort, filepath.Join(o.DataDir, "graph"), level
@@ -591,6 +596,15 @@ func StartProcs(ctx context.Context, o ProcsOptions) (ps *Procs, err error) {
 		// Unfused, a gate process publishes to the next gate even when it is its own: it
 		// connects as the unfused set's user.
 		layout = layout.Unfused()
+	}
+	// One key per gate process, shared by its gates (a process is the unit of trust): a fused
+	// run is signed once (attest.RunVersion).
+	var keyGroups [][]string
+	for _, proc := range layout {
+		keyGroups = append(keyGroups, proc.Gates)
+	}
+	if _, _, err := attest.EnsureShared(keysDir, keyGroups); err != nil {
+		return nil, err
 	}
 	for _, proc := range layout {
 		name := "gate-" + strings.Join(proc.Gates, "+")

@@ -13,7 +13,7 @@ import (
 	"time"
 )
 
-// Profile records a CPU profile of every worker started with ProcsOptions.Pprof for d, all at
+// Profile records a CPU profile of every worker and NATS node started with ProcsOptions.Pprof for d, all at
 // once, into dir as NAME.pprof (go tool pprof reads it; the binaries are in BinDir). It returns
 // the files written; a worker that could not be profiled is an error naming it, the others'
 // files are still written.
@@ -29,12 +29,18 @@ func (ps *Procs) Profile(ctx context.Context, dir string, d time.Duration) ([]st
 		wg    sync.WaitGroup
 	)
 	for _, p := range ps.List {
-		if p.Kind != "worker" || p.Admin == "" {
+		addr := p.Admin
+		if p.Kind == "nats" {
+			addr = p.Prof
+		} else if p.Kind != "worker" {
+			continue
+		}
+		if addr == "" {
 			continue
 		}
 		wg.Go(func() {
 			path := filepath.Join(dir, p.Name+".pprof")
-			err := fetchProfile(ctx, "http://"+p.Admin+"/debug/pprof/profile?seconds="+secs, path)
+			err := fetchProfile(ctx, "http://"+addr+"/debug/pprof/profile?seconds="+secs, path)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
