@@ -112,7 +112,7 @@ type Proc struct {
 	Admin string // host:port of /metrics, if any
 	// Monitor is a NATS node's monitoring address (/healthz), and Server its server name.
 	Monitor, Server string
-	// Prof is a NATS node's profiling address (/debug/pprof/), with ProcsOptions.Pprof.
+	// Prof is a NATS node's or graphd's profiling address (/debug/pprof/), with ProcsOptions.Pprof.
 	Prof string
 	// Dir is the data directory of a NATS node or graphd (its disk use is DirSize(Dir)).
 	Dir string
@@ -558,8 +558,12 @@ func StartProcs(ctx context.Context, o ProcsOptions) (ps *Procs, err error) {
 	gd := graphd.DefaultServiceConfig()
 	gd.Listen, gd.DataDir, gd.LogLevel = "127.0.0.1:"+graphPort, filepath.Join(o.DataDir, "graph"), level
 	gd.Users = GraphWriter + ":" + GraphWriterPassword + "," + GraphReader + ":" + GraphReaderPassword + ":ro"
+	gd.Pprof = o.Pprof && takes(filepath.Join(o.BinDir, "graphd"), "-pprof")
 	g := add("graphd", "graphd", "graphd", gd.Args()...)
 	g.Dir = gd.DataDir
+	if gd.Pprof {
+		g.Prof = gd.Listen
+	}
 	mcpProc := func(common *mcpx.CommonFlags, nc *natsx.ConnConfig, name, user string) {
 		common.Listen, common.Admin, common.JWTSecret, common.RatePerSec, common.LogLevel = port(name), port(name+"-admin"), secret, 0, level
 		*nc = natsAs(user)

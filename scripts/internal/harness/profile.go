@@ -13,7 +13,7 @@ import (
 	"time"
 )
 
-// Profile records a CPU profile of every worker and NATS node started with ProcsOptions.Pprof for d, all at
+// Profile records a CPU profile of every worker, NATS node and graphd started with ProcsOptions.Pprof for d, all at
 // once, into dir as NAME.pprof (go tool pprof reads it; the binaries are in BinDir). It returns
 // the files written; a worker that could not be profiled is an error naming it, the others'
 // files are still written.
@@ -30,7 +30,7 @@ func (ps *Procs) Profile(ctx context.Context, dir string, d time.Duration) ([]st
 	)
 	for _, p := range ps.List {
 		addr := p.Admin
-		if p.Kind == "nats" {
+		if p.Kind == "nats" || p.Kind == "graphd" {
 			addr = p.Prof
 		} else if p.Kind != "worker" {
 			continue

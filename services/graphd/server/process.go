@@ -34,6 +34,7 @@ type ServiceConfig struct {
 	Sources        string
 	SessionTimeout time.Duration
 	IODir          string
+	Pprof          bool
 }
 
 // DefaultServiceConfig is the configuration of a graphd started with no flags.
@@ -55,6 +56,7 @@ func (c *ServiceConfig) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error (WORLDGATE_GRAPHD_LOG_LEVEL)")
 	fs.StringVar(&c.Sources, "sources", "", "traversal sources served besides g, comma separated (gmodern,gcrew); each its own graph, in <data>/sources/<name> (WORLDGATE_GRAPHD_SOURCES)")
 	fs.DurationVar(&c.SessionTimeout, "session-timeout", DefaultSessionTimeout, "how long an idle session keeps its open transaction (WORLDGATE_GRAPHD_SESSION_TIMEOUT)")
+	fs.BoolVar(&c.Pprof, "pprof", false, "also serve Go's runtime profiles at /debug/pprof/ on the listen address, for diagnosis; never on an address clients other than the operator's reach (WORLDGATE_GRAPHD_PPROF)")
 	fs.StringVar(&c.IODir, "io-dir", "", "directory g.io(path).read() reads GraphSON/GraphML files from, paths resolved inside it only; empty refuses io() (WORLDGATE_GRAPHD_IO_DIR)")
 }
 
@@ -113,7 +115,7 @@ func (c *ServiceConfig) Config(log *slog.Logger) (Config, error) {
 	return Config{
 		Listen: c.Listen, DataDir: c.DataDir, Users: us, BatchSize: c.BatchSize, MaxFrameBytes: c.MaxFrameBytes,
 		TraversalTimeout: c.TraversalTimeout, MaxResults: c.MaxResults, Logger: log,
-		Sources: parseSources(c.Sources), SessionTimeout: c.SessionTimeout, IODir: c.IODir,
+		Sources: parseSources(c.Sources), SessionTimeout: c.SessionTimeout, IODir: c.IODir, Pprof: c.Pprof,
 	}, nil
 }
 

@@ -22,6 +22,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -79,6 +80,9 @@ type Config struct {
 	// registry of graphd's own (with the Go and process collectors).
 	Registerer prometheus.Registerer
 	Gatherer   prometheus.Gatherer
+	// Pprof serves Go's runtime profiles under /debug/pprof/ on the listen address, for
+	// diagnosis (graphd -pprof); never where clients other than the operator's reach it.
+	Pprof bool
 }
 
 // Defaults.
@@ -233,6 +237,11 @@ func (s *Server) Start(ctx context.Context) error {
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
 	if s.gather != nil {
 		mux.Handle("/metrics", promhttp.HandlerFor(s.gather, promhttp.HandlerOpts{}))
+	}
+	if s.cfg.Pprof {
+		mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+		mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
 	}
 	s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
 	host := ln.Addr().String()
