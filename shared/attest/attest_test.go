@@ -308,6 +308,26 @@ func BenchmarkAttest(b *testing.B) {
 			}
 		}
 	})
+	// The same route through one process whose gates share a key: one signature covers the
+	// seven hops (RunVersion).
+	sharedKs, sharedRing := sharedKeys(b, aiRoute)
+	run := *base
+	run.Route.Trail = nil
+	sharedKs.run(b, &run, aiRoute...)
+	b.Run("ed25519/sign-7-gates-one-run", func(b *testing.B) {
+		for b.Loop() {
+			p := *base
+			p.Route.Trail = nil
+			sharedKs.run(b, &p, aiRoute...)
+		}
+	})
+	b.Run("ed25519/verify-route-one-run", func(b *testing.B) {
+		for b.Loop() {
+			if err := sharedRing.Verify(&run, aiRoute, "approval", "schema"); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 	// One signature and one verification alone (statement built, digest known).
 	d, _ := attest.Digest(&signed)
 	stmt := attest.Statement(signed.ProposalID, d, &signed.Route.Trail[0], 0)
