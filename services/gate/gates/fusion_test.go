@@ -153,6 +153,20 @@ func runFusionScenario(t *testing.T, fuse bool, opts ...func(*stack)) fusionRun 
 			end(pid, fmt.Sprintf("rejected by %s: %s", r.Gate, r.Code), r.Proposal)
 		}
 	}
+	// Every hop an audit record holds verifies against the public keys alone, with the record's
+	// digest: a run is signed before the audit gate records it.
+	for _, m := range s.messages(t, events.StreamAudit, events.SubjectAuditProposals) {
+		var rec gates.AuditRecord
+		if err := json.Unmarshal(m.Data(), &rec); err != nil {
+			t.Fatal(err)
+		}
+		p := &events.Proposal{ProposalID: rec.ProposalID, Route: events.Route{Trail: rec.Trail}}
+		for i := range rec.Trail {
+			if err := s.keys.Ring.CheckHop(p, rec.Digest, i); err != nil {
+				t.Errorf("audit record of %s: hop %d: %v", id[rec.ProposalID], i, err)
+			}
+		}
+	}
 	// Every decision verifies, whatever signature covers it (what worldgate trace shows).
 	for pid, p := range s.proposalsOn(t, events.SubjectApproval) {
 		digest, _ := attest.Digest(p)
@@ -247,9 +261,10 @@ func TestFusedGatesDecideAsUnfused(t *testing.T) {
 }
 
 // TestFusedRunWithOneKeyIsSignedOnce runs the scenario in a process whose gates share one key
-// (attest.GenerateShared): the same endings, every validated trail proves its route (checked
-// in runFusionScenario), and each run of the process is signed once, where with a key per gate
-// each decision is; unfused, each decision leaves the process and is signed on its own.
+// (attest.GenerateShared): the same endings, every validated trail proves its route and every
+// audit record's hops verify (checked in runFusionScenario), and each run of the process is
+// signed once (the hops before the audit gate, then its own), where with a key per gate each
+// decision is; unfused, each decision leaves the process and is signed on its own.
 func TestFusedRunWithOneKeyIsSignedOnce(t *testing.T) {
 	shareKey := func(s *stack) { s.keys = attesttest.NewShared() }
 	fused, unfused := runFusionScenario(t, true, shareKey), runFusionScenario(t, false, shareKey)
@@ -258,12 +273,13 @@ func TestFusedRunWithOneKeyIsSignedOnce(t *testing.T) {
 		if got := fused.endings[p]; got.Where != want.Where || !slices.Equal(got.Trail, want.Trail) {
 			t.Errorf("%s: %s %v; want %s %v", p, got.Where, got.Trail, want.Where, want.Trail)
 		}
-		runs := 1
-		if p == "over the budget" {
-			runs = 2 // refused by the rate gate, then sent back to it
-		}
+		// One signature per run, and one for the audit gate's hop: the hops before it are
+		// signed before it records them.
+		runs := map[string]int{"valid move": 2, "invalid move": 1, "flagged": 1, "valid ambience": 2, "removal": 1,
+			"over the budget": 3, // refused by the rate gate (one run), then sent back to it (rate, then audit)
+		}[p]
 		if fused.signatures[p] != runs {
-			t.Errorf("fused, %s: %d signed hops of %d; want one per run (%d)", p, fused.signatures[p], len(want.Trail), runs)
+			t.Errorf("fused, %s: %d signed hops of %d; want one per run and one for the audit gate's hop (%d)", p, fused.signatures[p], len(want.Trail), runs)
 		}
 		if unfused.signatures[p] != len(want.Trail) {
 			t.Errorf("unfused, %s: %d signed hops of %d; want every hop signed", p, unfused.signatures[p], len(want.Trail))

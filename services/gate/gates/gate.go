@@ -70,6 +70,14 @@ type Forgetter interface {
 	RefusedLater(ctx context.Context, p *events.Proposal) error
 }
 
+// TrailRecorder is a gate that keeps the trail it is given (the audit gate, in its record):
+// every hop before it is signed when it decides, where a run of gates sharing a key would
+// otherwise leave them for one signature after it (chain_sign.go), so that its record can be
+// checked against the public keys alone.
+type TrailRecorder interface {
+	RecordsTrail()
+}
+
 // Outcome of a check.
 type Outcome int
 
