@@ -19,8 +19,9 @@ import (
 // decisions once: a passing gate whose next gate continues the run in this process with the
 // same key leaves its hop unsigned, and the signature of the run's last decision covers it
 // (attest.RunVersion), so the event-processor verifies one signature per process rather than
-// one per gate (a run ends before a gate that records the trail: TrailRecorder). The digest of
-// the content is computed by the run's first signature and reused.
+// one per gate. A gate that keeps the trail it gets (TrailRecorder: the audit gate, in its
+// record) gets the run so far signed, and the run's last signature replaces that one. The
+// digest of the content is computed by the run's first signature and reused.
 func (c *chain) record(ctx context.Context, r *run, d Decision, now time.Time, took time.Duration) (string, error) {
 	g, subject, p := r.g, r.subject, r.p
 	name := g.Name()
@@ -41,17 +42,20 @@ func (c *chain) record(ctx context.Context, r *run, d Decision, now time.Time, t
 	if name == Schema {
 		p.Route.Trail[len(p.Route.Trail)-1].Emitter, _ = events.EmitterOf(subject)
 	}
-	if d.Outcome == Passed && c.signsWithNext(name, p) {
-		return p.Next(), nil // the run's signature covers this hop
-	}
-	if r.digest == "" {
-		var err error
-		if r.digest, err = attest.Digest(p); err != nil {
-			return "", runtime.Permanentf("gate %s: digest of %s: %v", name, p.ProposalID, err)
+	if d.Outcome == Passed {
+		if next := c.nextSharingKey(name, p); next != nil {
+			if _, records := next.(TrailRecorder); records {
+				// next keeps the trail it gets: it gets the run so far signed. The run's last
+				// signature replaces this one and covers these hops too.
+				if err := c.sign(r, name); err != nil {
+					return "", err
+				}
+			}
+			return p.Next(), nil // the run's signature covers this hop
 		}
 	}
-	if err := c.signers[name].SignRunWith(p, r.digest, r.signFrom); err != nil {
-		return "", runtime.Permanentf("gate %s: sign the decision on %s: %v", name, p.ProposalID, err)
+	if err := c.sign(r, name); err != nil {
+		return "", err
 	}
 	r.signFrom = len(p.Route.Trail)
 	switch d.Outcome {
@@ -66,20 +70,33 @@ func (c *chain) record(ctx context.Context, r *run, d Decision, now time.Time, t
 	return events.RejectedSubject(name), nil
 }
 
-// signsWithNext reports whether the gate after name on p's route decides next in this run
-// (fusedNext after a pass) with name's key: then one signature covers both decisions. A gate
-// that records the trail it gets (TrailRecorder: the audit gate) gets it signed up to itself.
-func (c *chain) signsWithNext(name string, p *events.Proposal) bool {
+// sign signs the run's hops since r.signFrom with gate's key, on the last one.
+func (c *chain) sign(r *run, gate string) error {
+	if r.digest == "" {
+		var err error
+		if r.digest, err = attest.Digest(r.p); err != nil {
+			return runtime.Permanentf("gate %s: digest of %s: %v", gate, r.p.ProposalID, err)
+		}
+	}
+	if err := c.signers[gate].SignRunWith(r.p, r.digest, r.signFrom); err != nil {
+		return runtime.Permanentf("gate %s: sign the decision on %s: %v", gate, r.p.ProposalID, err)
+	}
+	return nil
+}
+
+// nextSharingKey is the gate after name on p's route when it decides next in this run
+// (fusedNext after a pass) with name's key, so that one signature covers both decisions; nil
+// otherwise.
+func (c *chain) nextSharingKey(name string, p *events.Proposal) Gate {
 	if c.fused == nil || len(p.Route.Pending) == 0 {
-		return false
+		return nil
 	}
 	next := c.fused[p.Route.Pending[0]]
 	if next == nil {
-		return false
+		return nil
 	}
-	if _, records := next.(TrailRecorder); records {
-		return false
+	if signer := c.signers[next.Name()]; signer == nil || signer.KeyID() != c.signers[name].KeyID() {
+		return nil
 	}
-	signer := c.signers[next.Name()]
-	return signer != nil && signer.KeyID() == c.signers[name].KeyID()
+	return next
 }

@@ -72,8 +72,8 @@ type Forgetter interface {
 
 // TrailRecorder is a gate that keeps the trail it is given (the audit gate, in its record):
 // every hop before it is signed when it decides, where a run of gates sharing a key would
-// otherwise leave them for one signature after it (chain_sign.go), so that its record can be
-// checked against the public keys alone.
+// otherwise leave them for the one signature after it (chain_sign.go), so that its record can
+// be checked against the public keys alone.
 type TrailRecorder interface {
 	RecordsTrail()
 }
