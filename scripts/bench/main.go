@@ -301,15 +301,18 @@ type FloorRun struct {
 
 // Figures is the whole run.
 type Figures struct {
-	Date      string       `json:"date"`
-	Host      harness.Host `json:"host"`
-	Stack     string       `json:"stack"`
-	Label     string       `json:"label,omitempty"` // fused or unfused under -compare
-	BinDir    string       `json:"binDir,omitempty"`
-	GateFlags []string     `json:"gateFlags,omitempty"`
-	Mix       string       `json:"mix"`
-	Hops      float64      `json:"hops"` // of the configured route, one process per gate
-	Players   int          `json:"players"`
+	Date   string       `json:"date"`
+	Host   harness.Host `json:"host"`
+	Stack  string       `json:"stack"`
+	Label  string       `json:"label,omitempty"` // fused or unfused under -compare
+	BinDir string       `json:"binDir,omitempty"`
+	// BinRevision is the commit the binaries were built from (harness.BinRevision), so that a
+	// "before" run can be told from an "after" one.
+	BinRevision string   `json:"binRevision,omitempty"`
+	GateFlags   []string `json:"gateFlags,omitempty"`
+	Mix         string   `json:"mix"`
+	Hops        float64  `json:"hops"` // of the configured route, one process per gate
+	Players     int      `json:"players"`
 	// Processors is how many event-processor replicas ran (-processors; 0: unknown, a
 	// pipeline behind -nats-url).
 	Processors   int            `json:"processors"`
@@ -566,7 +569,7 @@ func measure(ctx context.Context, o options, dir string, gateFlags []string, pro
 	defer st.stop()
 	fig.Stack, fig.Processors = st.name, st.processors
 	if st.procs != nil {
-		fig.BinDir, fig.GateFlags = o.binDir, gateFlags
+		fig.BinDir, fig.BinRevision, fig.GateFlags = o.binDir, harness.BinRevision(o.binDir), gateFlags
 	}
 	js := st.js
 
@@ -904,7 +907,7 @@ func printRun(w io.Writer, f *Figures) {
 	fmt.Fprintf(w, "machine         %s\n", f.Host)
 	fmt.Fprintf(w, "stack           %s, scripted provider\n", f.Stack)
 	if f.BinDir != "" {
-		fmt.Fprintf(w, "binaries        %s · extra gate flags: %s\n", f.BinDir, orNone(strings.Join(f.GateFlags, " ")))
+		fmt.Fprintf(w, "binaries        %s (built from %s) · extra gate flags: %s\n", f.BinDir, cmp.Or(f.BinRevision, "an unknown commit"), orNone(strings.Join(f.GateFlags, " ")))
 	}
 	if f.Processors > 0 {
 		fmt.Fprintf(w, "processors      %d event-processor %s\n", f.Processors, plural(f.Processors, "replica", "replicas"))

@@ -67,6 +67,9 @@ func TestProcessesCompare(t *testing.T) {
 	}
 	for _, f := range []*Figures{fig, fig.Compare} {
 		checkProcessRun(t, f, 200)
+		if f.BinRevision == "" || f.BinRevision == "unknown" {
+			t.Errorf("binaries built from %q: want the checkout's commit, so a before run can be told from an after one", f.BinRevision)
+		}
 	}
 	for run, want := range map[string]bool{"fused": false, "unfused": true} {
 		log, err := os.ReadFile(filepath.Join(dir, run, "processes.log"))

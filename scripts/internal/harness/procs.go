@@ -97,7 +97,39 @@ func BuildFrom(ctx context.Context, src, dir string) error {
 			}
 		}
 	}
-	return nil
+	return os.WriteFile(filepath.Join(dir, revisionFile), []byte(sourceRevision(ctx, src)+"\n"), 0o644)
+}
+
+// revisionFile, in a directory of binaries, names the commit they were built from.
+const revisionFile = "REVISION"
+
+// sourceRevision is the commit checked out at src, with "+changes" when the tree differs from
+// it ("unknown" outside a git checkout): go build stamps no revision in workspace mode.
+func sourceRevision(ctx context.Context, src string) string {
+	git := func(args ...string) (string, error) {
+		cmd := exec.CommandContext(ctx, "git", args...)
+		cmd.Dir = src
+		out, err := cmd.Output()
+		return strings.TrimSpace(string(out)), err
+	}
+	rev, err := git("rev-parse", "--short=12", "HEAD")
+	if err != nil {
+		return "unknown"
+	}
+	if st, err := git("status", "--porcelain", "--untracked-files=no"); err == nil && st != "" {
+		rev += "+changes"
+	}
+	return rev
+}
+
+// BinRevision is the commit the binaries in dir were built from (BuildFrom writes it), or ""
+// when they were not built by the harness.
+func BinRevision(dir string) string {
+	b, err := os.ReadFile(filepath.Join(dir, revisionFile))
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
 }
 
 // Proc is one supervised process: when it exits (killed or crashed) it is started again after
