@@ -351,6 +351,9 @@ func printResult(w io.Writer, r *Result) {
 	fmt.Fprintf(w, "outcomes        %d committed · %d rejected · %d dead letters\n", a.Committed, a.Rejected, a.DeadLetters)
 	fmt.Fprintf(w, "rejected        %d proposed while the player's previous move was undecided (from where it stood before), %d others\n",
 		a.RejectedStale, a.Rejected-a.RejectedStale)
+	for _, e := range a.RejectedExamples {
+		fmt.Fprintf(w, "                %s\n", e)
+	}
 	if len(r.RejectedBy) > 0 {
 		keys := slices.Sorted(maps.Keys(r.RejectedBy))
 		parts := make([]string, len(keys))

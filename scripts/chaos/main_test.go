@@ -46,6 +46,10 @@ func TestSmoke(t *testing.T) {
 	if a.Events != 300 || a.Committed+a.Rejected != a.Events {
 		t.Errorf("%d events, %d committed + %d rejected", a.Events, a.Committed, a.Rejected)
 	}
+	// Each refusal the stale view does not explain comes with an example, ten at most.
+	if others := a.Rejected - a.RejectedStale; len(a.RejectedExamples) != min(others, 10) {
+		t.Errorf("%d refusals not explained by a stale view, %d examples: %v", others, len(a.RejectedExamples), a.RejectedExamples)
+	}
 }
 
 // TestParse reads the replica and kill-share flags and refuses shares that do not add up.

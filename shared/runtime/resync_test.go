@@ -136,3 +136,63 @@ func TestOrderKeyHoldsWhenADeliveryIsLostOnTheWay(t *testing.T) {
 		t.Fatalf("handled %q, want %q: the second move overtook the first, lost on the way", seen, want)
 	}
 }
+
+// A second failure while an ordered consumer holds its messages for one lost on the way (here
+// the server restarting on its data) must not let the held message go before the lost one.
+func TestOrderKeyHoldsPastASecondFailureDuringTheHold(t *testing.T) {
+	dir := t.TempDir()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	_ = ln.Close()
+	e := natstest.StartOn(t, dir, port)
+	proxy := startCuttingProxy(t, e.Server.ClientURL())
+	nc, err := nats.Connect(proxy.URL(), nats.ReconnectWait(50*time.Millisecond), nats.MaxReconnects(-1), nats.ReconnectJitter(0, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	app, err := runtime.New(runtime.Options{Name: "test", Conn: nc, JetStream: js, Registerer: prometheus.NewRegistry(), Logger: logx.Discard(), Retries: -1, CloseTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const ackWait = 2 * time.Second
+	var mu sync.Mutex
+	var seen []string
+	app.Handle("lossy", runtime.Consumer{
+		Stream: events.StreamProposals, Subjects: []string{"proposals.gate.lossy"}, AckWait: ackWait,
+		OrderKey: func(_ string, data []byte) string { k, _, _ := strings.Cut(string(data), "/"); return k },
+	}, func(m *message.Message) ([]*message.Message, error) {
+		mu.Lock()
+		seen = append(seen, string(m.Payload))
+		mu.Unlock()
+		return nil, nil
+	})
+	stop := runtimetest.Start(t, app)
+	defer stop()
+	publish(t, e, "proposals.gate.lossy", "warm", "warm/0")
+	natstest.WaitFor(t, 10*time.Second, "the first message handled", func() bool { mu.Lock(); defer mu.Unlock(); return len(seen) == 1 })
+
+	marker := []byte("player-7/first-move")
+	proxy.marker.Store(&marker)
+	publish(t, e, "proposals.gate.lossy", "first", string(marker))
+	natstest.WaitFor(t, 10*time.Second, "the first move lost on the way and the client reconnected", func() bool {
+		return proxy.cuts.Load() == 1 && nc.IsConnected() && nc.Stats().Reconnects >= 1
+	})
+	publish(t, e, "proposals.gate.lossy", "second", "player-7/second-move") // held: a delivery may have been lost
+	time.Sleep(ackWait / 2)
+	e.Stop() // the second failure, while the second move is held
+	e = natstest.StartOn(t, dir, port)
+	natstest.WaitFor(t, 4*ackWait+5*time.Second, "both moves handled", func() bool { mu.Lock(); defer mu.Unlock(); return len(seen) == 3 })
+	mu.Lock()
+	defer mu.Unlock()
+	if want := []string{"warm/0", "player-7/first-move", "player-7/second-move"}; !slices.Equal(seen, want) {
+		t.Fatalf("handled %q, want %q: the second move overtook the first, lost on the way, after a second failure during the hold", seen, want)
+	}
+}

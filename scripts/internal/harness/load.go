@@ -63,6 +63,15 @@ type Generator struct {
 	mu    sync.Mutex
 	last  map[string]string // player → correlation id of its last move generated
 	stale map[string]bool   // correlation ids of moves generated while the player's previous move was undecided
+	prev  map[string]string // correlation id → that of the player's move generated before it
+}
+
+// Previous is the correlation id of the move its player was sent before the move corr ("" for
+// its first).
+func (g *Generator) Previous(corr string) string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.prev[corr]
 }
 
 // Stale reports whether the move with correlation id corr was generated while its player's
@@ -81,10 +90,13 @@ func (g *Generator) noteMove(player, corr string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.last == nil {
-		g.last, g.stale = map[string]string{}, map[string]bool{}
+		g.last, g.stale, g.prev = map[string]string{}, map[string]bool{}, map[string]string{}
 	}
-	if prev := g.last[player]; prev != "" && prev != corr && g.Undecided(prev) {
-		g.stale[corr] = true
+	if prev := g.last[player]; prev != "" && prev != corr {
+		g.prev[corr] = prev
+		if g.Undecided(prev) {
+			g.stale[corr] = true
+		}
 	}
 	g.last[player] = corr
 }

@@ -27,9 +27,12 @@ type Audit struct {
 	// stale view explains. Rejected - RejectedStale are refusals of moves proposed from where
 	// the player was.
 	RejectedStale int `json:"rejectedStale"`
-	Lost          int `json:"lost"`        // events with no decided proposal
-	Duplicated    int `json:"duplicated"`  // events decided more than once (stream or graph)
-	DeadLetters   int `json:"deadLetters"` // DLQ messages of the run (counted in Lost when they hold an event)
+	// RejectedExamples are a few of the others (Rejected - RejectedStale): correlation id, the
+	// refusing gate, code and reason, for a person to trace.
+	RejectedExamples []string `json:"rejectedExamples,omitempty"`
+	Lost             int      `json:"lost"`        // events with no decided proposal
+	Duplicated       int      `json:"duplicated"`  // events decided more than once (stream or graph)
+	DeadLetters      int      `json:"deadLetters"` // DLQ messages of the run (counted in Lost when they hold an event)
 	// GraphMismatch counts events whose graph markers disagree with the streams (an applied
 	// marker without a committed event, or the reverse).
 	GraphMismatch int      `json:"graphMismatch"`
@@ -71,6 +74,7 @@ func AuditRun(ctx context.Context, js jetstream.JetStream, graph graphx.Settings
 		commits    int
 		rejections int
 		applied    int
+		refusal    string // the last rejection's gate, code and reason
 	}
 	byCorr := map[string]*seen{}
 	get := func(corr string) *seen {
@@ -123,6 +127,7 @@ func AuditRun(ctx context.Context, js jetstream.JetStream, graph graphx.Settings
 			s := get(r.CorrelationID)
 			s.rejections++
 			s.proposals[r.ProposalID] = true
+			s.refusal = fmt.Sprintf("%s %s at %s: %s", r.Gate, r.Code, m.at.UTC().Format("15:04:05.000"), r.Reason)
 			if d := decision(r.CorrelationID, m.at, true); d != nil && r.Gate == processor.Gate {
 				refusals = append(refusals, *d)
 			}
@@ -183,6 +188,15 @@ func AuditRun(ctx context.Context, js jetstream.JetStream, graph graphx.Settings
 			a.Rejected++
 			if gen.Stale(corr) {
 				a.RejectedStale++
+			} else if len(a.RejectedExamples) < 10 {
+				after := "its player's first move"
+				if prev := gen.Previous(corr); prev != "" {
+					after = "after " + prev
+					if p := byCorr[prev]; p != nil {
+						after += fmt.Sprintf(" (%d committed, %d rejected)", p.commits, p.rejections)
+					}
+				}
+				a.RejectedExamples = append(a.RejectedExamples, corr+", "+after+": "+s.refusal)
 			}
 		}
 		if s.applied > 1 {
