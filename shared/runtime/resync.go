@@ -27,7 +27,12 @@ import (
 // (by then the lost ones were redelivered: first), and hands what it held out in stream order.
 // It ends sooner when nothing can have been lost: the delivery sequence skipped no number and
 // every message the server counts as pending here has arrived (its NumAckPending equals the
-// messages this worker holds).
+// messages this worker holds). A second failure while it holds (another reconnect, another
+// consume error) may lose the redelivery too, or delay it while the consumer's pull requests
+// and leader come back: the hold then lasts an ack wait past that failure, and no longer ends
+// on the server's count. (Chaos saw a partition hold a player's second move for its ack wait
+// after a NATS node died, a second node die in between, the first move's redelivery come 1.3 s
+// after the hold ended, and the second move commit first.)
 type resync struct {
 	mu         sync.Mutex
 	active     bool
@@ -43,6 +48,8 @@ type resync struct {
 	skipped bool
 	// routine: the resynchronisation checks a first delivery, nothing suggested a loss.
 	routine bool
+	// down: the connection was down at the resynchronisation's last look.
+	down bool
 }
 
 // markSuspect records that a delivery may have been lost (a consume error).
@@ -50,6 +57,12 @@ func (s *subscriber) markSuspect() {
 	s.rs.mu.Lock()
 	s.rs.suspect = true
 	s.rs.mu.Unlock()
+}
+
+// connected reports whether the subscriber's connection is up.
+func (s *subscriber) connected() bool {
+	nc := s.js.Conn()
+	return nc != nil && nc.IsConnected()
 }
 
 // reconnects is how often the subscriber's connection has reconnected.
@@ -117,11 +130,12 @@ func (s *subscriber) intake(jm jetstream.Msg) {
 // wait (and a little) has passed since the possible loss, then hands out the held deliveries in
 // stream order and ends the resynchronisation.
 func (s *subscriber) settleResync(since time.Time) {
-	deadline := time.NewTimer(time.Until(since.Add(s.spec.AckWait + 200*time.Millisecond)))
+	holdFor := s.spec.AckWait + 200*time.Millisecond
+	deadline := time.NewTimer(time.Until(since.Add(holdFor)))
 	defer deadline.Stop()
 	poll := time.NewTicker(100 * time.Millisecond)
 	defer poll.Stop()
-	early := false
+	early, failures := false, 0
 wait:
 	for {
 		select {
@@ -130,7 +144,19 @@ wait:
 		case <-s.closing:
 			break wait // handed back in stream order below
 		case <-poll.C:
+			rc, down := s.reconnects(), !s.connected()
 			s.rs.mu.Lock()
+			if rc != s.rs.reconnects || s.rs.suspect || down {
+				// Another failure while holding, or the connection still down (nothing can be
+				// redelivered): an ack wait from now, whatever the count says.
+				if !s.rs.down {
+					failures++
+				}
+				s.rs.reconnects, s.rs.suspect, s.rs.skipped, s.rs.down = rc, false, true, down
+				deadline.Reset(holdFor)
+			} else {
+				s.rs.down = false
+			}
 			skipped := s.rs.skipped
 			s.rs.mu.Unlock()
 			if !skipped && s.nothingMissing() {
@@ -160,13 +186,13 @@ wait:
 		s.inflight.Done()
 	}
 	s.rs.buf = s.rs.buf[:0]
-	s.rs.active = false
+	s.rs.active, s.rs.down = false, false
 	level := slog.LevelInfo
 	if s.rs.routine && early {
 		level = slog.LevelDebug // a first delivery with nothing held elsewhere: the usual case
 	}
 	s.log.Log(context.Background(), level, "resynchronised: the held messages go on in stream order", "consumer", s.spec.Durable,
-		"messages", len(held), "waited", time.Since(since).Round(time.Millisecond), "nothingMissing", early)
+		"messages", len(held), "waited", time.Since(since).Round(time.Millisecond), "nothingMissing", early, "failuresWhileHolding", failures)
 }
 
 // nothingMissing reports whether every message the server counts as delivered and not yet

@@ -32,14 +32,7 @@ func Start(t testing.TB) *Env {
 // StartIn is Start with a given data directory (to restart a server on the same data).
 func StartIn(t testing.TB, dir string) *Env {
 	t.Helper()
-	return StartOn(t, dir, 0)
-}
-
-// StartOn is StartIn on a given client port (0 picks a free one): a restart on the same data
-// and port, which clients reconnect to.
-func StartOn(t testing.TB, dir string, port int) *Env {
-	t.Helper()
-	srv, err := natsx.StartEmbedded(natsx.EmbeddedConfig{StoreDir: dir, Port: port})
+	srv, err := natsx.StartEmbedded(natsx.EmbeddedConfig{StoreDir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
