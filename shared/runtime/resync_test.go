@@ -110,18 +110,27 @@ func (p *cuttingProxy) serve(client net.Conn) {
 	}
 }
 
-// A message delivered to an ordered consumer but lost on the way (the connection dropped) is
-// redelivered only after its ack wait; the next message of its key, delivered at once after the
-// reconnect, must still wait for it. (Chaos saw a player's second move pass the rate gate and
-// commit before the first, lost when a NATS node died.)
-func TestOrderKeyHoldsWhenADeliveryIsLostOnTheWay(t *testing.T) {
-	e := natstest.Start(t)
-	proxy := startCuttingProxy(t, e.Server.ClientURL())
-	nc, err := nats.Connect(proxy.URL(), nats.ReconnectWait(50*time.Millisecond), nats.MaxReconnects(-1), nats.ReconnectJitter(0, 0))
+// lossy is an ordered consumer (key: what precedes "/" in the body) reached through a cutting
+// proxy, which has handled a first message and then lost player-7's first move on the way: the
+// client reconnected, and the move waits for its ack wait on the server.
+type lossy struct {
+	e     *natstest.Env
+	proxy *cuttingProxy
+	nc    *nats.Conn
+	mu    sync.Mutex
+	seen  []string
+}
+
+func startLossy(t *testing.T, ackWait time.Duration) *lossy {
+	t.Helper()
+	l := &lossy{e: natstest.Start(t)}
+	l.proxy = startCuttingProxy(t, l.e.Server.ClientURL())
+	nc, err := nats.Connect(l.proxy.URL(), nats.ReconnectWait(50*time.Millisecond), nats.MaxReconnects(-1), nats.ReconnectJitter(0, 0))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
+	l.nc = nc
 	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)
@@ -130,34 +139,44 @@ func TestOrderKeyHoldsWhenADeliveryIsLostOnTheWay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var mu sync.Mutex
-	var seen []string
 	app.Handle("lossy", runtime.Consumer{
-		Stream: events.StreamProposals, Subjects: []string{"proposals.gate.lossy"}, AckWait: 2 * time.Second,
+		Stream: events.StreamProposals, Subjects: []string{"proposals.gate.lossy"}, AckWait: ackWait,
 		OrderKey: func(_ string, data []byte) string { k, _, _ := strings.Cut(string(data), "/"); return k },
 	}, func(m *message.Message) ([]*message.Message, error) {
-		mu.Lock()
-		seen = append(seen, string(m.Payload))
-		mu.Unlock()
+		l.mu.Lock()
+		l.seen = append(l.seen, string(m.Payload))
+		l.mu.Unlock()
 		return nil, nil
 	})
-	stop := runtimetest.Start(t, app)
-	defer stop()
+	t.Cleanup(runtimetest.Start(t, app))
 	// A first message shows the consumer is pulling.
-	publish(t, e, "proposals.gate.lossy", "warm", "warm/0")
-	natstest.WaitFor(t, 10*time.Second, "the first message handled", func() bool { mu.Lock(); defer mu.Unlock(); return len(seen) == 1 })
-
+	publish(t, l.e, "proposals.gate.lossy", "warm", "warm/0")
+	natstest.WaitFor(t, 10*time.Second, "the first message handled", func() bool { return len(l.handled()) == 1 })
 	marker := []byte("player-7/first-move")
-	proxy.marker.Store(&marker)
-	publish(t, e, "proposals.gate.lossy", "first", string(marker))
+	l.proxy.marker.Store(&marker)
+	publish(t, l.e, "proposals.gate.lossy", "first", string(marker))
 	natstest.WaitFor(t, 10*time.Second, "the first move lost on the way and the client reconnected", func() bool {
-		return proxy.cuts.Load() == 1 && nc.IsConnected() && nc.Stats().Reconnects >= 1
+		return l.proxy.cuts.Load() == 1 && nc.IsConnected() && nc.Stats().Reconnects >= 1
 	})
-	publish(t, e, "proposals.gate.lossy", "second", "player-7/second-move")
-	natstest.WaitFor(t, 15*time.Second, "both moves handled", func() bool { mu.Lock(); defer mu.Unlock(); return len(seen) == 3 })
-	mu.Lock()
-	defer mu.Unlock()
-	if want := []string{"warm/0", "player-7/first-move", "player-7/second-move"}; !slices.Equal(seen, want) {
+	return l
+}
+
+// handled is what the handler has seen, in order.
+func (l *lossy) handled() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.seen)
+}
+
+// A message delivered to an ordered consumer but lost on the way (the connection dropped) is
+// redelivered only after its ack wait; the next message of its key, delivered at once after the
+// reconnect, must still wait for it. (Chaos saw a player's second move pass the rate gate and
+// commit before the first, lost when a NATS node died.)
+func TestOrderKeyHoldsWhenADeliveryIsLostOnTheWay(t *testing.T) {
+	l := startLossy(t, 2*time.Second)
+	publish(t, l.e, "proposals.gate.lossy", "second", "player-7/second-move")
+	natstest.WaitFor(t, 15*time.Second, "both moves handled", func() bool { return len(l.handled()) == 3 })
+	if seen, want := l.handled(), []string{"warm/0", "player-7/first-move", "player-7/second-move"}; !slices.Equal(seen, want) {
 		t.Fatalf("handled %q, want %q: the second move overtook the first, lost on the way", seen, want)
 	}
 }
@@ -169,74 +188,24 @@ func TestOrderKeyHoldsWhenADeliveryIsLostOnTheWay(t *testing.T) {
 // second move for its ack wait after a NATS node died, a second node die in between, and the
 // first move's redelivery come 1.3 s after the hold ended: the second move committed first.)
 func TestOrderKeyHoldsPastASecondFailureDuringTheHold(t *testing.T) {
-	e := natstest.Start(t)
-	proxy := startCuttingProxy(t, e.Server.ClientURL())
-	nc, err := nats.Connect(proxy.URL(), nats.ReconnectWait(50*time.Millisecond), nats.MaxReconnects(-1), nats.ReconnectJitter(0, 0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	app, err := runtime.New(runtime.Options{Name: "test", Conn: nc, JetStream: js, Registerer: prometheus.NewRegistry(), Logger: logx.Discard(), Retries: -1, CloseTimeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
 	const ackWait = 2 * time.Second
-	var mu sync.Mutex
-	var seen []string
-	app.Handle("lossy", runtime.Consumer{
-		Stream: events.StreamProposals, Subjects: []string{"proposals.gate.lossy"}, AckWait: ackWait,
-		OrderKey: func(_ string, data []byte) string { k, _, _ := strings.Cut(string(data), "/"); return k },
-	}, func(m *message.Message) ([]*message.Message, error) {
-		mu.Lock()
-		seen = append(seen, string(m.Payload))
-		mu.Unlock()
-		return nil, nil
-	})
-	stop := runtimetest.Start(t, app)
-	defer stop()
-	publish(t, e, "proposals.gate.lossy", "warm", "warm/0")
-	natstest.WaitFor(t, 10*time.Second, "the first message handled", func() bool { mu.Lock(); defer mu.Unlock(); return len(seen) == 1 })
-
-	marker := []byte("player-7/first-move")
-	proxy.marker.Store(&marker)
-	publish(t, e, "proposals.gate.lossy", "first", string(marker))
-	natstest.WaitFor(t, 10*time.Second, "the first move lost on the way and the client reconnected", func() bool {
-		return proxy.cuts.Load() == 1 && nc.IsConnected() && nc.Stats().Reconnects >= 1
-	})
-	publish(t, e, "proposals.gate.lossy", "second", "player-7/second-move") // held: a delivery may have been lost
+	l := startLossy(t, ackWait)
+	publish(t, l.e, "proposals.gate.lossy", "second", "player-7/second-move") // held: a delivery may have been lost
 	time.Sleep(ackWait / 2)
 	// The second failure: the connection down through the first move's ack wait and past the
 	// hold's end.
-	proxy.down.Store(true)
-	proxy.cutAll()
+	l.proxy.down.Store(true)
+	l.proxy.cutAll()
 	time.Sleep(ackWait + ackWait/2)
-	mu.Lock()
-	early := slices.Clone(seen)
-	mu.Unlock()
-	proxy.down.Store(false)
-	deadline := time.Now().Add(4*ackWait + 5*time.Second)
-	for {
-		mu.Lock()
-		both := slices.Contains(seen, "player-7/first-move") && slices.Contains(seen, "player-7/second-move")
-		mu.Unlock()
-		if both {
-			break
-		}
-		if time.Now().After(deadline) {
-			mu.Lock()
-			defer mu.Unlock()
-			t.Fatalf("handled %q (%q while the connection was down); connected %v after %d reconnects: want both moves handled", seen, early, nc.IsConnected(), nc.Stats().Reconnects)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	mu.Lock()
-	defer mu.Unlock()
+	early := l.handled()
+	l.proxy.down.Store(false)
+	natstest.WaitFor(t, 4*ackWait+5*time.Second, "both moves handled", func() bool {
+		seen := l.handled()
+		return slices.Contains(seen, "player-7/first-move") && slices.Contains(seen, "player-7/second-move")
+	})
 	// The second move, held in progress through the outage, may be handled twice (its ack wait
 	// ran out on the server meanwhile): at least once, never before the first.
+	seen := l.handled()
 	if first, second := slices.Index(seen, "player-7/first-move"), slices.Index(seen, "player-7/second-move"); second < first {
 		t.Fatalf("handled %q (%q while the connection was down): the second move overtook the first, lost on the way, after a second failure during the hold", seen, early)
 	}
