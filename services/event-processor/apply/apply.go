@@ -12,7 +12,9 @@
 //	  .project('label','source','committedUtc','reason')…
 //
 // so a redelivered proposal finds its marker and writes nothing, and a conflict is decided
-// once (a later redelivery cannot turn a rejected proposal into a committed one).
+// once (a later redelivery cannot turn a rejected proposal into a committed one). Batch puts
+// several such coalesces under one union, so one request and one transaction apply several
+// proposals, each exactly as alone.
 //
 // Only steps of TinkerPop ≤ 3.7 are used (inject, coalesce, V mid-traversal, not, filter,
 // sideEffect, mergeV, mergeE with Direction ids, addV, addE, property with Cardinality.set,
@@ -72,6 +74,7 @@ type Decision struct {
 	Source       string // Meta.Source of the request that decided it
 	CommittedUTC string
 	Reason       string // why it conflicted
+	Marker       string // the marker's vertex id (events.MarkerID of the event)
 }
 
 // Reasons returns the conflict reasons of c, in the order they are checked (for tests).
@@ -85,6 +88,12 @@ func (c Command) Reasons() []string {
 
 // Traversal builds the apply-once traversal of c on g.
 func (c Command) Traversal(g *gremlingo.GraphTraversalSource, m Meta) *gremlingo.GraphTraversal {
+	return c.decide(g.Inject(0), m)
+}
+
+// decide appends to t the coalesce that finds or writes c's marker, and the projection of
+// the marker that ReadDecision reads.
+func (c Command) decide(t *gremlingo.GraphTraversal, m Meta) *gremlingo.GraphTraversal {
 	marker := func(t *gremlingo.GraphTraversal, label string) *gremlingo.GraphTraversal {
 		return t.AddV(label).Property(gremlingo.T.Id, events.MarkerID(c.EventID)).
 			Property("type", c.Type).Property("proposalId", m.ProposalID).
@@ -100,12 +109,58 @@ func (c Command) Traversal(g *gremlingo.GraphTraversalSource, m Meta) *gremlingo
 		apply = apply.SideEffect(w())
 	}
 	branches = append(branches, marker(apply, LabelApplied))
-	return g.Inject(0).Coalesce(branches...).
-		Project("label", "source", "committedUtc", "reason").
+	return t.Coalesce(branches...).
+		Project("label", "id", "source", "committedUtc", "reason").
 		By(gremlingo.T.Label).
+		By(gremlingo.T.Id).
 		By(__.Coalesce(__.Values("source"), __.Constant(""))).
 		By(__.Coalesce(__.Values("committedUtc"), __.Constant(""))).
 		By(__.Coalesce(__.Values("reason"), __.Constant("")))
+}
+
+// Item is one command to apply in a batch, with its marker's meta.
+type Item struct {
+	Command Command
+	Meta    Meta
+}
+
+// Batch builds one traversal, so one request and one transaction, that applies each item
+// exactly as its own Traversal would, one after the other in order:
+//
+//	g.inject(0).union(
+//	    coalesce(<item 0's branches>).project(…),
+//	    coalesce(<item 1's branches>).project(…), …)
+//
+// Its results are the items' decisions in item order (ReadDecisions). A batch is what a
+// writer sends for proposals it applies at the same moment anyway (different actors, never
+// two of one actor's): one request's overhead, and one fsync, shared by them.
+func Batch(g *gremlingo.GraphTraversalSource, items []Item) *gremlingo.GraphTraversal {
+	branches := make([]any, len(items))
+	for i, it := range items {
+		branches[i] = it.Command.decide(__.Identity(), it.Meta)
+	}
+	return g.Inject(0).Union(branches...)
+}
+
+// ReadDecisions interprets a Batch traversal's results: the items' decisions, in item order.
+// Each result names its marker, so a graph that answered the items out of order is found out,
+// not misread.
+func ReadDecisions(results []any, items []Item) ([]Decision, error) {
+	if len(results) != len(items) {
+		return nil, fmt.Errorf("apply batch of %d returned %d results", len(items), len(results))
+	}
+	out := make([]Decision, len(items))
+	for i, r := range results {
+		d, err := ReadDecision([]any{r})
+		if err != nil {
+			return nil, fmt.Errorf("apply batch, item %d: %w", i, err)
+		}
+		if want := events.MarkerID(items[i].Command.EventID); d.Marker != want {
+			return nil, fmt.Errorf("apply batch, item %d: the graph answered for marker %q, want %q", i, d.Marker, want)
+		}
+		out[i] = d
+	}
+	return out, nil
 }
 
 // ReadDecision interprets the traversal's single result.
@@ -125,7 +180,7 @@ func ReadDecision(results []any) (Decision, error) {
 		return Decision{}, fmt.Errorf("apply traversal returned %T, want a map", results[0])
 	}
 	str := func(k string) string { s, _ := m[k].(string); return s }
-	d := Decision{Source: str("source"), CommittedUTC: str("committedUtc"), Reason: str("reason")}
+	d := Decision{Source: str("source"), CommittedUTC: str("committedUtc"), Reason: str("reason"), Marker: str("id")}
 	switch str("label") {
 	case LabelApplied:
 		d.Applied = true

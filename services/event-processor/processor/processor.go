@@ -76,6 +76,11 @@ type Deps struct {
 	// the order proposed. Proposals of different actors apply concurrently, which lets graphd
 	// share one fsync among them (group commit). 1 applies each partition in stream order.
 	MaxInFlight int
+	// MaxBatch is how many proposals' writes one graph request carries at most (default
+	// DefaultMaxBatch; 1: one request per proposal). The processor sends the writes of the
+	// proposals it applies at the same moment together (committer): none waits for a batch to
+	// fill, so at a low rate each goes alone.
+	MaxBatch int
 	// AckWait is how long a crashed processor's message stays invisible before redelivery.
 	// Default 10s. A live processor keeps the proposals it holds in progress (for up to the
 	// runtime's MaxHold, 2 minutes), so AckWait need not cover a slow graph.
@@ -94,10 +99,11 @@ type Deps struct {
 
 // Processor applies validated proposals. Build it with New.
 type Processor struct {
-	d   Deps
-	log *slog.Logger
-	m   *procMetrics
-	div *Diversity
+	d      Deps
+	log    *slog.Logger
+	m      *procMetrics
+	div    *Diversity
+	commit *committer
 }
 
 // New returns a Processor; it refuses missing dependencies.
@@ -123,6 +129,9 @@ func New(d Deps) (*Processor, error) {
 	if d.MaxInFlight <= 0 {
 		d.MaxInFlight = DefaultMaxInFlight
 	}
+	if d.MaxBatch <= 0 {
+		d.MaxBatch = DefaultMaxBatch
+	}
 	if d.AckWait <= 0 {
 		d.AckWait = 10 * time.Second
 	}
@@ -132,7 +141,9 @@ func New(d Deps) (*Processor, error) {
 	if d.ServerErrorLimit <= 0 {
 		d.ServerErrorLimit = 20
 	}
-	return &Processor{d: d, log: d.Logger, m: newMetrics(d.Registerer), div: NewDiversity(d.Registerer, d.Diversity)}, nil
+	m := newMetrics(d.Registerer)
+	return &Processor{d: d, log: d.Logger, m: m, div: NewDiversity(d.Registerer, d.Diversity),
+		commit: newCommitter(d.Graph, d.MaxBatch, m.batchSize)}, nil
 }
 
 // Register builds a Processor from d and registers its handler on app. Add p.Ready to the
@@ -222,19 +233,16 @@ func (p *Processor) Handle(msg *message.Message) ([]*message.Message, error) {
 	for _, c := range cmds {
 		meta := apply.Meta{ProposalID: prop.ProposalID, CorrelationID: prop.CorrelationID, CommittedUTC: stamp, Source: source}
 		start := time.Now()
-		res, err := p.d.Graph.Submit(ctx, func(g *gremlingo.GraphTraversalSource) *gremlingo.GraphTraversal {
-			return c.Traversal(g, meta)
-		})
+		d, err := p.commit.apply(ctx, apply.Item{Command: c, Meta: meta})
+		if isDecode(err) {
+			return nil, runtime.Permanentf("apply %s %s: %w", c.Type, c.EventID, err)
+		}
 		if err != nil {
 			p.m.graphErrors.WithLabelValues(errClass(err)).Inc()
 			if graphx.IsServer(err) && runtime.Deliveries(msg) >= p.d.ServerErrorLimit {
 				return nil, runtime.Permanentf("the graph refused %s %s %d times: %w", c.Type, c.EventID, runtime.Deliveries(msg), err)
 			}
 			return nil, fmt.Errorf("apply %s %s: %w", c.Type, c.EventID, err)
-		}
-		d, err := apply.ReadDecision(res)
-		if err != nil {
-			return nil, runtime.Permanentf("apply %s %s: %w", c.Type, c.EventID, err)
 		}
 		fresh := d.CommittedUTC == stamp && d.Source == source
 		if fresh {
@@ -362,6 +370,7 @@ type procMetrics struct {
 	rejected      *prometheus.CounterVec
 	duplicates    *prometheus.CounterVec
 	graphErrors   *prometheus.CounterVec
+	batchSize     prometheus.Histogram
 }
 
 func newMetrics(reg prometheus.Registerer) *procMetrics {
@@ -377,7 +386,7 @@ func newMetrics(reg prometheus.Registerer) *procMetrics {
 		}, []string{"kind"})),
 		commitLatency: metrics.Register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: metrics.Namespace, Name: "commit_latency_seconds",
-			Help: "Time of the apply traversal (one graph transaction), by proposal kind.", Buckets: metrics.DurationBuckets,
+			Help: "Time from a proposal's apply to its decision: its graph request (one transaction, shared with the proposals applied at the same moment) and the wait for it, by proposal kind.", Buckets: metrics.DurationBuckets,
 		}, []string{"kind"})),
 		rejected: metrics.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: metrics.Namespace, Name: "commit_rejections_total",
@@ -391,5 +400,10 @@ func newMetrics(reg prometheus.Registerer) *procMetrics {
 			Namespace: metrics.Namespace, Name: "graph_errors_total",
 			Help: "Failed graph requests of the event-processor, by class (transport: unreachable/timeout, retried without limit; server: refused).",
 		}, []string{"class"})),
+		batchSize: metrics.Register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: metrics.Namespace, Name: "commit_batch_size",
+			Help:    "Proposals whose writes one graph request of the event-processor carried (-max-batch at most).",
+			Buckets: []float64{1, 2, 4, 8, 16, 32, 64},
+		})),
 	}
 }

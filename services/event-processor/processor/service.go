@@ -29,6 +29,7 @@ var Program = service.Program{Name: Name, NATSUser: Name, Admin: "127.0.0.1:9105
 type Config struct {
 	service.Process
 	MaxInFlight int
+	MaxBatch    int
 	AckWait     time.Duration
 	AttestKeys  string // directory of the gates' public keys
 	Routes      string // routes file; empty: the embedded default
@@ -42,6 +43,7 @@ func DefaultConfig() Config { return service.Defaults((*Config).RegisterFlags) }
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	Program.RegisterFlags(fs, &c.Process)
 	fs.IntVar(&c.MaxInFlight, "max-in-flight", DefaultMaxInFlight, "proposals of one partition applied at once (a replica applies this many per partition it owns); one actor's always apply in stream order")
+	fs.IntVar(&c.MaxBatch, "max-batch", DefaultMaxBatch, "most proposals whose writes share one graph request: the writes of proposals applied at the same moment go together, none waits for a batch to fill; 1: a request per proposal")
 	fs.DurationVar(&c.AckWait, "ack-wait", 10*time.Second, "how long a crashed processor's messages wait before redelivery (a live processor keeps those it holds in progress)")
 	fs.StringVar(&c.AttestKeys, "attest-keys", "", "directory of the gates' public keys, <gate>.pub and <gate>.<id>.pub during a rotation (docs/attestation.md); required")
 	fs.StringVar(&c.Routes, "routes", "", "routes file (YAML), the same the gates use; empty: the embedded default")
@@ -94,7 +96,7 @@ func Start(ctx context.Context, in service.Infra, c Config) (service.Run, error)
 		return nil, err
 	}
 	p, err := Register(app, Deps{Graph: in.Graph, Keyring: keyring, Routes: &routes, Registerer: in.Registerer, Logger: in.Logger,
-		MaxInFlight: c.MaxInFlight, AckWait: c.AckWait})
+		MaxInFlight: c.MaxInFlight, MaxBatch: c.MaxBatch, AckWait: c.AckWait})
 	if err != nil {
 		return nil, err
 	}
@@ -104,7 +106,7 @@ func Start(ctx context.Context, in service.Infra, c Config) (service.Run, error)
 	}
 	in.Admin.AddCheck("graph", p.Ready)
 	in.Admin.AddCheck("handlers", app.Ready)
-	in.Logger.Info("event-processor registered", "maxInFlight", c.MaxInFlight)
+	in.Logger.Info("event-processor registered", "maxInFlight", c.MaxInFlight, "maxBatch", c.MaxBatch)
 	return func(ctx context.Context) error {
 		go pruner.Run(ctx)
 		return app.Run(ctx)

@@ -1,0 +1,110 @@
+package server_test
+
+import (
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	gremlingo "github.com/apache/tinkerpop/gremlin-go/v3/driver"
+	"github.com/worldgate/worldgate/events"
+	"github.com/worldgate/worldgate/services/event-processor/apply"
+	"github.com/worldgate/worldgate/services/graphd/graphdtest"
+)
+
+// BenchmarkMoveWrites: the event-processor's apply-once writes of players' moves, one request
+// per move against one request per batch of moves (apply.Batch), from one client; durable.
+// Reports the process's CPU per move (client and graphd share the process) beside the wall
+// time, since a request mostly waits for its fsync.
+func BenchmarkMoveWrites(b *testing.B) {
+	for _, c := range []struct{ clients, size int }{{1, 1}, {8, 1}, {1, 4}, {1, 16}, {2, 8}} {
+		clients, size := c.clients, c.size
+		b.Run(strconv.Itoa(clients)+"-clients-batch-"+strconv.Itoa(size), func(b *testing.B) {
+			srv := graphdtest.Start(b, graphdtest.WithoutAuth())
+			g := writer(b, srv)
+			const players = 1000
+			mustIterate(b, g.AddV("Location").Property(T.Id, "loc:a").AddV("Location").Property(T.Id, "loc:b"))
+			mustIterate(b, g.V("loc:a").AddE("exit").To(__.V("loc:b")).Property("direction", "north"))
+			mustIterate(b, g.V("loc:b").AddE("exit").To(__.V("loc:a")).Property("direction", "south"))
+			for i := 0; i < players; i++ {
+				mustIterate(b, g.AddV("Player").Property(T.Id, "player:"+strconv.Itoa(i)).Property("version", int64(0)).AddE("at").To(__.V("loc:a")))
+			}
+			at := make([]string, players)
+			for i := range at {
+				at[i] = "loc:a"
+			}
+			cpu0 := cpuTime()
+			b.ReportAllocs()
+			b.ResetTimer()
+			var wg sync.WaitGroup
+			for c := 0; c < clients; c++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					write(b, g, at, c, clients, size)
+				}()
+			}
+			wg.Wait()
+			b.StopTimer()
+			b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(b.N), "cpu-µs/move")
+		})
+	}
+}
+
+// write applies client's share of b.N moves (the players n with n % clients == client), size
+// moves per request.
+func write(b *testing.B, g *gremlingo.GraphTraversalSource, at []string, client, clients, size int) {
+	players := len(at)
+	for i := client; i < b.N; i += size * clients {
+		items := make([]apply.Item, 0, size)
+		for j := i; j < i+size*clients && j < b.N; j += clients {
+			n := j % players
+			player, from := "player:"+strconv.Itoa(n), at[n]
+			to, dir := "loc:b", "north"
+			if from == "loc:b" {
+				to, dir = "loc:a", "south"
+			}
+			id := "bench-" + strconv.Itoa(j)
+			p := &events.Proposal{ProposalID: id, Kind: events.KindPlayerMoved, CorrelationID: id,
+				Payload: []byte(`{"playerId":"` + player + `","fromLocationId":"` + from + `","toLocationId":"` + to + `","direction":"` + dir + `"}`)}
+			cmds, err := apply.Build(p)
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			items = append(items, apply.Item{Command: cmds[0], Meta: apply.Meta{ProposalID: id, CorrelationID: id,
+				CommittedUTC: time.Now().UTC().Format(time.RFC3339Nano), Source: "PROPOSALS:" + strconv.Itoa(j)}})
+			at[n] = to
+		}
+		res, err := apply.Batch(g, items).ToList()
+		if err != nil {
+			b.Error(err)
+			return
+		}
+		vals := make([]any, len(res))
+		for j, r := range res {
+			vals[j] = r.GetInterface()
+		}
+		ds, err := apply.ReadDecisions(vals, items)
+		if err != nil {
+			b.Error(err)
+			return
+		}
+		for _, d := range ds {
+			if !d.Applied {
+				b.Errorf("write: %+v", d)
+				return
+			}
+		}
+	}
+}
+
+// cpuTime is the process's user and system CPU so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
