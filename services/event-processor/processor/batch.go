@@ -3,13 +3,13 @@ package processor
 import (
 	"context"
 	"errors"
-	"sync"
 
 	gremlingo "github.com/apache/tinkerpop/gremlin-go/v3/driver"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/worldgate/worldgate/services/event-processor/apply"
 	"github.com/worldgate/worldgate/shared/graphx"
+	"github.com/worldgate/worldgate/shared/groupcommit"
 )
 
 // DefaultMaxBatch is how many proposals' writes one graph request carries at most by default.
@@ -22,10 +22,10 @@ const DefaultMaxBatch = 16
 const batchRequests = 2
 
 // committer applies the commands of the proposals the processor is applying at the same moment
-// in shared graph requests (group commit): a command waits only while batchRequests requests
-// are in flight, and the next request then carries every command that waited, up to max. At
-// a low rate every command goes alone, at once; under load a request carries many, and the
-// request's decode, compile, transaction and fsync are paid once for them all.
+// in shared graph requests (package groupcommit): a command goes at once while fewer than
+// batchRequests requests are in flight, else it waits, and the next request carries every
+// command that waited, up to max. At a low rate every command goes alone; under load a request
+// carries many, and the request's decode, compile, transaction and fsync are paid once for them.
 //
 // A batch never holds two proposals of one actor: the runtime hands the processor an actor's
 // next proposal only once its previous one is settled (Consumer's OrderKey), so what a batch
@@ -37,103 +37,54 @@ const batchRequests = 2
 // and each is redelivered as it would have been alone.
 type committer struct {
 	graph Graph
-	max   int
 	size  prometheus.Observer
-
-	mu      sync.Mutex
-	cond    *sync.Cond
-	queue   []*call
-	sending int
-}
-
-// call is one command waiting for its decision.
-type call struct {
-	item  apply.Item
-	done  bool
-	alone bool // the batch was refused as a whole: apply this command in a request of its own
-	d     apply.Decision
-	err   error
+	group *groupcommit.Group[apply.Item, apply.Decision]
 }
 
 // decodeError is an answer of the graph that cannot be read as a decision: retrying cannot help.
 type decodeError struct{ error }
 
 func newCommitter(g Graph, max int, size prometheus.Observer) *committer {
-	c := &committer{graph: g, max: max, size: size}
-	c.cond = sync.NewCond(&c.mu)
+	c := &committer{graph: g, size: size}
+	c.group = groupcommit.New(max, batchRequests, c.send)
 	return c
 }
 
 // apply returns its decision, from a request of its own or one it shares. An error is the
 // graph's (graphx's classes) or a decodeError.
 func (c *committer) apply(ctx context.Context, it apply.Item) (apply.Decision, error) {
-	if c.max <= 1 {
-		return c.alone(ctx, it)
-	}
-	me := &call{item: it}
-	c.mu.Lock()
-	c.queue = append(c.queue, me)
-	for !me.done {
-		if c.sending < batchRequests && len(c.queue) > 0 {
-			n := min(len(c.queue), c.max)
-			batch := c.queue[:n:n]
-			c.queue = c.queue[n:]
-			if len(c.queue) == 0 {
-				c.queue = nil // let the array go
-			}
-			c.sending++
-			c.mu.Unlock()
-			c.send(ctx, batch)
-			c.mu.Lock()
-			c.sending--
-			for _, b := range batch {
-				b.done = true
-			}
-			c.cond.Broadcast()
-			continue
-		}
-		c.cond.Wait()
-	}
-	c.mu.Unlock()
-	if me.alone {
-		return c.alone(ctx, it)
-	}
-	return me.d, me.err
+	return c.group.Do(ctx, it)
 }
 
-// send submits batch as one request and records each call's decision or error. The request
-// runs under ctx's values but not its cancellation: it carries other proposals than the one
-// whose handler sends it (graphx bounds it with its read timeout).
-func (c *committer) send(ctx context.Context, batch []*call) {
-	if len(batch) == 1 {
-		batch[0].d, batch[0].err = c.alone(ctx, batch[0].item)
-		return
-	}
-	c.size.Observe(float64(len(batch)))
-	items := make([]apply.Item, len(batch))
-	for i, b := range batch {
-		items[i] = b.item
-	}
-	res, err := c.graph.Submit(context.WithoutCancel(ctx), func(g *gremlingo.GraphTraversalSource) *gremlingo.GraphTraversal {
-		return apply.Batch(g, items)
-	})
-	var ds []apply.Decision
-	if err == nil {
-		ds, err = apply.ReadDecisions(res, items)
-		if err != nil {
-			err = decodeError{err}
+// send applies items in one request, or each in its own where the graph refused them together.
+func (c *committer) send(ctx context.Context, items []apply.Item) []groupcommit.Result[apply.Decision] {
+	out := make([]groupcommit.Result[apply.Decision], len(items))
+	if len(items) > 1 {
+		c.size.Observe(float64(len(items)))
+		res, err := c.graph.Submit(ctx, func(g *gremlingo.GraphTraversalSource) *gremlingo.GraphTraversal {
+			return apply.Batch(g, items)
+		})
+		var ds []apply.Decision
+		if err == nil {
+			ds, err = apply.ReadDecisions(res, items)
 		}
-	}
-	for i, b := range batch {
 		switch {
 		case err == nil:
-			b.d = ds[i]
+			for i, d := range ds {
+				out[i].Value = d
+			}
+			return out
 		case graphx.IsTransport(err):
-			b.err = err
-		default:
-			b.alone = true
+			for i := range out {
+				out[i].Err = err
+			}
+			return out
 		}
 	}
+	for i, it := range items {
+		out[i].Value, out[i].Err = c.alone(ctx, it)
+	}
+	return out
 }
 
 // alone applies it in a request of its own.

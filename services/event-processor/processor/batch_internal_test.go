@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -124,12 +125,14 @@ type gatedGraph struct {
 	release chan struct{}
 	poison  string
 	down    bool
+	held    atomic.Int32 // requests that reached Submit
 
 	mu       sync.Mutex
 	requests [][]string
 }
 
 func (g *gatedGraph) Submit(ctx context.Context, build func(*gremlingo.GraphTraversalSource) *gremlingo.GraphTraversal) ([]any, error) {
+	g.held.Add(1)
 	<-g.release
 	bc, err := gremlingo.NewTranslator("g").Translate(build(gremlingo.NewGraphTraversalSource(nil, nil)).Bytecode)
 	if err != nil {
@@ -162,14 +165,12 @@ func contains(s []string, v string) bool {
 	return false
 }
 
-// await waits until c has sending requests in flight and queued calls waiting.
-func await(t *testing.T, c *committer, sending, queued int) {
+// await waits until sending requests are held in g and queued calls wait in c.
+func await(t *testing.T, g *gatedGraph, c *committer, sending, queued int) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		c.mu.Lock()
-		s, q := c.sending, len(c.queue)
-		c.mu.Unlock()
+		s, q := int(g.held.Load()), c.group.Waiting()
 		if s == sending && q == queued {
 			return
 		}
@@ -212,11 +213,11 @@ func TestCommitterSharesRequestsAndSplitsARefusedBatch(t *testing.T) {
 			}
 			run(0)
 			run(1)
-			await(t, c, 2, 0) // both in flight, held by the graph
+			await(t, g, c, 2, 0) // both in flight, held by the graph
 			for i := 2; i < len(items); i++ {
 				run(i)
 			}
-			await(t, c, 2, len(items)-2)
+			await(t, g, c, 2, len(items)-2)
 			close(g.release)
 			wg.Wait()
 
