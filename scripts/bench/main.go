@@ -234,6 +234,10 @@ type Phase struct {
 	// one, and each is a wake-up of a process on either side.
 	NATSInMsgsPerEvent  float64 `json:"natsInMsgsPerEvent,omitempty"`
 	NATSOutMsgsPerEvent float64 `json:"natsOutMsgsPerEvent,omitempty"`
+	// GraphWritesPerRequest is how many proposals' writes an event-processor's graph request
+	// carried on average over the phase (its worldgate_commit_batch_size, every replica's);
+	// absent where the processors' /metrics cannot be read (binaries from before batching).
+	GraphWritesPerRequest float64 `json:"graphWritesPerRequest,omitempty"`
 	// AICache is the ai-worker's context-hash cache over the phase (worldgate_ai_cache_*_total).
 	AICache *CacheCounts `json:"aiCache,omitempty"`
 	// AISpend is what the phase's model calls were and cost (the ai-worker's
@@ -520,6 +524,24 @@ func startStack(ctx context.Context, o options, dir string, gateFlags []string, 
 	return s, nil
 }
 
+// graphWrites is what the event-processor replicas' graph requests have carried so far: the
+// proposals' writes and the requests (worldgate_commit_batch_size's sum and count); zero where
+// no replica's /metrics has it.
+func (s *stack) graphWrites() (writes, requests float64) {
+	if s.procs == nil {
+		return 0, 0
+	}
+	for _, p := range s.procs.Processors() {
+		if p.Admin == "" {
+			continue
+		}
+		w, _ := harness.MetricSum(p.Admin, "worldgate_commit_batch_size_sum")
+		r, _ := harness.MetricSum(p.Admin, "worldgate_commit_batch_size_count")
+		writes, requests = writes+w, requests+r
+	}
+	return writes, requests
+}
+
 // usage is a reading of the CPU bench and the stack's processes have used so far.
 type usage struct {
 	self     time.Duration
@@ -729,6 +751,7 @@ func runPhase(ctx context.Context, o options, st *stack, gen *harness.Generator,
 	}
 	cache0 := aiCache(st.aiAdmin)
 	spend0 := aiSpend(st.aiAdmin)
+	writes0, requests0 := st.graphWrites()
 	in0, out0, msgs0 := st.natsMessages()
 	u0 := st.usage()
 	pub := &harness.Publisher{JS: st.js, Gen: gen, Rate: rate, Tracker: t}
@@ -856,6 +879,9 @@ func runPhase(ctx context.Context, o options, st *stack, gen *harness.Generator,
 	if p.Stages, err = harness.Stages(ctx, st.js, seq0, seq1, gen.Prefix); err != nil {
 		slog.Warn("time per stage not measured", "phase", name, "err", err)
 	}
+	if writes1, requests1 := st.graphWrites(); requests1 > requests0 {
+		p.GraphWritesPerRequest = (writes1 - writes0) / (requests1 - requests0)
+	}
 	if cache1 := aiCache(st.aiAdmin); cache0 != nil && cache1 != nil {
 		p.AICache = &CacheCounts{Hits: cache1.Hits - cache0.Hits, Misses: cache1.Misses - cache0.Misses}
 	}
@@ -965,6 +991,9 @@ func printRun(w io.Writer, f *Figures) {
 		fmt.Fprintf(w, "                hops per event %.2f measured (PROPOSALS %d + COMMITTED %d messages ÷ %d events)\n",
 			p.HopsPerEvent, p.StreamMessages[events.StreamProposals], p.StreamMessages[events.StreamCommitted], p.Events)
 		fmt.Fprintf(w, "                stored per event %.2f (%s)", p.StoredPerEvent, perStream(p.StreamMessages, p.Events))
+		if p.GraphWritesPerRequest > 0 {
+			fmt.Fprintf(w, " · %.2f proposals' writes per event-processor graph request", p.GraphWritesPerRequest)
+		}
 		if p.NATSInMsgsPerEvent > 0 {
 			fmt.Fprintf(w, " · NATS messages per event %.1f in, %.1f out (bench's own included)", p.NATSInMsgsPerEvent, p.NATSOutMsgsPerEvent)
 		}

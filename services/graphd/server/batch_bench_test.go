@@ -108,3 +108,40 @@ func cpuTime() time.Duration {
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// BenchmarkMoveReads: the invariant gate's read of a move's facts (the player and both
+// locations, their exits and places), one request per move against one request for the
+// facts of several moves.
+func BenchmarkMoveReads(b *testing.B) {
+	srv := graphdtest.Start(b, graphdtest.WithoutAuth())
+	g := writer(b, srv)
+	const players = 1000
+	mustIterate(b, g.AddV("Location").Property(T.Id, "loc:a").AddV("Location").Property(T.Id, "loc:b"))
+	mustIterate(b, g.V("loc:a").AddE("exit").To(__.V("loc:b")).Property("direction", "north"))
+	mustIterate(b, g.V("loc:b").AddE("exit").To(__.V("loc:a")).Property("direction", "south"))
+	for i := 0; i < players; i++ {
+		mustIterate(b, g.AddV("Player").Property(T.Id, "player:"+strconv.Itoa(i)).Property("version", int64(0)).AddE("at").To(__.V("loc:a")))
+	}
+	for _, size := range []int{1, 4, 16} {
+		b.Run("batch-"+strconv.Itoa(size), func(b *testing.B) {
+			cpu0 := cpuTime()
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i += size {
+				ids := []any{"loc:a", "loc:b"}
+				for j := i; j < i+size && j < b.N; j++ {
+					ids = append(ids, "player:"+strconv.Itoa(j%players), "evt:bench-"+strconv.Itoa(j))
+				}
+				rows, err := g.V(ids...).Project("id", "exits", "at").
+					By(T.Id).
+					By(__.OutE("exit").Project("direction", "to").By("direction").By(__.InV().Id()).Fold()).
+					By(__.Out("at").Id().Fold()).ToList()
+				if err != nil || len(rows) < 3 {
+					b.Fatalf("read: %v %d", err, len(rows))
+				}
+			}
+			b.StopTimer()
+			b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(b.N), "cpu-µs/move")
+		})
+	}
+}
