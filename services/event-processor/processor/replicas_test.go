@@ -3,7 +3,6 @@ package processor_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"testing"
 	"time"
 
@@ -27,21 +26,8 @@ func TestProcessorReplicasCommitEachPlayersMovesInOrder(t *testing.T) {
 	for range 3 {
 		runProcessor(t, e, writer(t, gd.URL()), prometheus.NewRegistry())
 	}
-	const places, players = 9, 24
-	loc := func(i int) string { return fmt.Sprintf("loc:r%d", i) }
-	var setup []*events.Proposal
-	add := func(kind string, payload obj) {
-		setup = append(setup, proposal(kind, fmt.Sprintf("setup-%03d", len(setup)), payload))
-	}
-	for i := range places {
-		add(events.KindLocationCreated, obj{"locationId": loc(i), "name": "Place", "description": "Somewhere."})
-	}
-	for i := range places - 1 {
-		add(events.KindExitAdded, obj{"fromLocationId": loc(i), "toLocationId": loc(i + 1), "direction": "east"})
-	}
-	for p := range players {
-		add(events.KindPlayerCreated, obj{"playerId": fmt.Sprintf("player:r%d", p), "name": "P", "locationId": loc(0)})
-	}
+	w := newWalk("r", 9, 24)
+	setup := w.setup
 	// The first location as gates before partitioned commits left it: on proposals.validated.
 	legacy, err := json.Marshal(attested(setup[0]))
 	if err != nil {
@@ -54,43 +40,8 @@ func TestProcessorReplicasCommitEachPlayersMovesInOrder(t *testing.T) {
 	publishAsync(t, e.JS, setup[1:], func(i int) string { return setup[i+1].ProposalID })
 	natstest.WaitFor(t, 30*time.Second, "the world set up", func() bool { return committed(t, e) == uint64(len(setup)) })
 
-	var moves []*events.Proposal
-	for m := range places - 1 {
-		for p := range players {
-			mv := proposal(events.KindPlayerMoved, fmt.Sprintf("move-%02d-%d", p, m), obj{"playerId": fmt.Sprintf("player:r%d", p),
-				"fromLocationId": loc(m), "toLocationId": loc(m + 1), "direction": "east"})
-			mv.Actor = events.Actor{Kind: "player", ID: fmt.Sprintf("player:r%d", p)}
-			moves = append(moves, mv)
-		}
-	}
-	publishAsync(t, e.JS, moves, func(i int) string { return moves[i].ProposalID })
-	total := uint64(len(setup) + len(moves))
-	natstest.WaitFor(t, 60*time.Second, "every move decided", func() bool { return committed(t, e)+rejected(t, e) >= total && settled(t, e) })
-	if n := rejected(t, e); n > 0 {
-		for _, r := range readAll(t, e, events.RejectedSubject("processor")) {
-			t.Log(string(r))
-			break
-		}
-		t.Fatalf("%d moves refused: a player's move was applied before the one that brought them to its start", n)
-	}
-	last := map[string]int{}
-	for _, raw := range readAll(t, e, events.CommittedSubject("PlayerMoved")) {
-		var ev events.DomainEvent
-		if err := json.Unmarshal(raw, &ev); err != nil {
-			t.Fatal(err)
-		}
-		var p, m int
-		if _, err := fmt.Sscanf(ev.ProposalID, "move-%02d-%d", &p, &m); err != nil {
-			t.Fatalf("committed %s", ev.ProposalID)
-		}
-		if prev, ok := last[fmt.Sprint(p)]; ok && m != prev+1 {
-			t.Fatalf("player %d: move %d committed after move %d", p, m, prev)
-		}
-		last[fmt.Sprint(p)] = m
-	}
-	if len(last) != players {
-		t.Fatalf("committed moves of %d players, want %d", len(last), players)
-	}
+	publishAsync(t, e.JS, w.moves, func(i int) string { return w.moves[i].ProposalID })
+	w.checkOrder(t, e)
 	// The replicas shared the partitions.
 	busy := 0
 	for _, info := range processorConsumers(t, e) {

@@ -1,9 +1,13 @@
 package processor_test
 
 import (
+	"encoding/json"
 	"fmt"
+	"testing"
+	"time"
 
 	"github.com/worldgate/worldgate/events"
+	"github.com/worldgate/worldgate/shared/natsx/natstest"
 )
 
 // workload is a world of n proposals (n ≥ 200) and the graph it must leave: locations in a row
@@ -71,4 +75,72 @@ func newWorkload(prefix string, n int) workload {
 	w.edges = map[string]int64{"exit": int64(2 * (nLoc - 1)), "at": int64(nNPC + nPlayers + nItem), "member_of": int64(nNPC),
 		"about": int64(nLore), "describes": int64(nAmb)}
 	return w
+}
+
+// walk is a world of places in a row, each with an exit east, and players at the first place
+// (setup), then every player's moves east to the last place, interleaved across players
+// (moves: move m of player p is "move-<p>-<m>", proposed by the player).
+type walk struct {
+	setup, moves []*events.Proposal
+	players      int
+}
+
+func newWalk(tag string, places, players int) walk {
+	w := walk{players: players}
+	loc := func(i int) string { return fmt.Sprintf("loc:%s%d", tag, i) }
+	player := func(p int) string { return fmt.Sprintf("player:%s%d", tag, p) }
+	add := func(kind string, payload obj) {
+		w.setup = append(w.setup, proposal(kind, fmt.Sprintf("setup-%03d", len(w.setup)), payload))
+	}
+	for i := range places {
+		add(events.KindLocationCreated, obj{"locationId": loc(i), "name": "Place", "description": "Somewhere."})
+	}
+	for i := range places - 1 {
+		add(events.KindExitAdded, obj{"fromLocationId": loc(i), "toLocationId": loc(i + 1), "direction": "east"})
+	}
+	for p := range players {
+		add(events.KindPlayerCreated, obj{"playerId": player(p), "name": "P", "locationId": loc(0)})
+	}
+	for m := range places - 1 {
+		for p := range players {
+			mv := proposal(events.KindPlayerMoved, fmt.Sprintf("move-%03d-%d", p, m), obj{"playerId": player(p),
+				"fromLocationId": loc(m), "toLocationId": loc(m + 1), "direction": "east"})
+			mv.Actor = events.Actor{Kind: "player", ID: player(p)}
+			w.moves = append(w.moves, mv)
+		}
+	}
+	return w
+}
+
+// checkOrder fails t unless every move was decided and committed (a move applied before the one
+// that brings the player to its start would be refused), each player's in the order proposed.
+func (w walk) checkOrder(t *testing.T, e *natstest.Env) {
+	t.Helper()
+	total := uint64(len(w.setup) + len(w.moves))
+	natstest.WaitFor(t, 60*time.Second, "every move decided", func() bool { return committed(t, e)+rejected(t, e) >= total && settled(t, e) })
+	if n := rejected(t, e); n > 0 {
+		for _, r := range readAll(t, e, events.RejectedSubject("processor")) {
+			t.Log(string(r))
+			break
+		}
+		t.Fatalf("%d moves refused: a player's move was applied before the one that brought them to its start", n)
+	}
+	last := map[int]int{}
+	for _, raw := range readAll(t, e, events.CommittedSubject("PlayerMoved")) {
+		var ev events.DomainEvent
+		if err := json.Unmarshal(raw, &ev); err != nil {
+			t.Fatal(err)
+		}
+		var p, m int
+		if _, err := fmt.Sscanf(ev.ProposalID, "move-%03d-%d", &p, &m); err != nil {
+			t.Fatalf("committed %s", ev.ProposalID)
+		}
+		if prev, ok := last[p]; (ok && m != prev+1) || (!ok && m != 0) {
+			t.Fatalf("player %d: move %d committed after move %d", p, m, prev)
+		}
+		last[p] = m
+	}
+	if len(last) != w.players {
+		t.Fatalf("committed moves of %d players, want %d", len(last), w.players)
+	}
 }

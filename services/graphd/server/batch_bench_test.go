@@ -24,16 +24,7 @@ func BenchmarkMoveWrites(b *testing.B) {
 			srv := graphdtest.Start(b, graphdtest.WithoutAuth())
 			g := writer(b, srv)
 			const players = 1000
-			mustIterate(b, g.AddV("Location").Property(T.Id, "loc:a").AddV("Location").Property(T.Id, "loc:b"))
-			mustIterate(b, g.V("loc:a").AddE("exit").To(__.V("loc:b")).Property("direction", "north"))
-			mustIterate(b, g.V("loc:b").AddE("exit").To(__.V("loc:a")).Property("direction", "south"))
-			for i := 0; i < players; i++ {
-				mustIterate(b, g.AddV("Player").Property(T.Id, "player:"+strconv.Itoa(i)).Property("version", int64(0)).AddE("at").To(__.V("loc:a")))
-			}
-			at := make([]string, players)
-			for i := range at {
-				at[i] = "loc:a"
-			}
+			at := seedPlayers(b, g, players)
 			cpu0 := cpuTime()
 			b.ReportAllocs()
 			b.ResetTimer()
@@ -116,12 +107,7 @@ func BenchmarkMoveReads(b *testing.B) {
 	srv := graphdtest.Start(b, graphdtest.WithoutAuth())
 	g := writer(b, srv)
 	const players = 1000
-	mustIterate(b, g.AddV("Location").Property(T.Id, "loc:a").AddV("Location").Property(T.Id, "loc:b"))
-	mustIterate(b, g.V("loc:a").AddE("exit").To(__.V("loc:b")).Property("direction", "north"))
-	mustIterate(b, g.V("loc:b").AddE("exit").To(__.V("loc:a")).Property("direction", "south"))
-	for i := 0; i < players; i++ {
-		mustIterate(b, g.AddV("Player").Property(T.Id, "player:"+strconv.Itoa(i)).Property("version", int64(0)).AddE("at").To(__.V("loc:a")))
-	}
+	seedPlayers(b, g, players)
 	for _, size := range []int{1, 4, 16} {
 		b.Run("batch-"+strconv.Itoa(size), func(b *testing.B) {
 			cpu0 := cpuTime()

@@ -18,16 +18,7 @@ func BenchmarkMoveRoundTrip(b *testing.B) {
 	srv := graphdtest.Start(b, graphdtest.WithoutAuth())
 	g := writer(b, srv)
 	const players = 1000
-	mustIterate(b, g.AddV("Location").Property(T.Id, "loc:a").AddV("Location").Property(T.Id, "loc:b"))
-	mustIterate(b, g.V("loc:a").AddE("exit").To(__.V("loc:b")).Property("direction", "north"))
-	mustIterate(b, g.V("loc:b").AddE("exit").To(__.V("loc:a")).Property("direction", "south"))
-	for i := 0; i < players; i++ {
-		mustIterate(b, g.AddV("Player").Property(T.Id, "player:"+strconv.Itoa(i)).Property("version", int64(0)).AddE("at").To(__.V("loc:a")))
-	}
-	at := make([]string, players)
-	for i := range at {
-		at[i] = "loc:a"
-	}
+	at := seedPlayers(b, g, players)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
@@ -69,3 +60,19 @@ func BenchmarkMoveRoundTrip(b *testing.B) {
 }
 
 var _ = gremlingo.Merge
+
+// seedPlayers writes two locations with an exit each way (loc:a north to loc:b, loc:b south to
+// loc:a) and players player:0 … at loc:a, and returns where each player is.
+func seedPlayers(b *testing.B, g *gremlingo.GraphTraversalSource, players int) []string {
+	mustIterate(b, g.AddV("Location").Property(T.Id, "loc:a").AddV("Location").Property(T.Id, "loc:b"))
+	mustIterate(b, g.V("loc:a").AddE("exit").To(__.V("loc:b")).Property("direction", "north"))
+	mustIterate(b, g.V("loc:b").AddE("exit").To(__.V("loc:a")).Property("direction", "south"))
+	for i := 0; i < players; i++ {
+		mustIterate(b, g.AddV("Player").Property(T.Id, "player:"+strconv.Itoa(i)).Property("version", int64(0)).AddE("at").To(__.V("loc:a")))
+	}
+	at := make([]string, players)
+	for i := range at {
+		at[i] = "loc:a"
+	}
+	return at
+}
