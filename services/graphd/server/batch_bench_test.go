@@ -8,7 +8,6 @@ import (
 	"time"
 
 	gremlingo "github.com/apache/tinkerpop/gremlin-go/v3/driver"
-	"github.com/worldgate/worldgate/events"
 	"github.com/worldgate/worldgate/services/event-processor/apply"
 	"github.com/worldgate/worldgate/services/graphd/graphdtest"
 )
@@ -50,23 +49,12 @@ func write(b *testing.B, g *gremlingo.GraphTraversalSource, at []string, client,
 	for i := client; i < b.N; i += size * clients {
 		items := make([]apply.Item, 0, size)
 		for j := i; j < i+size*clients && j < b.N; j += clients {
-			n := j % players
-			player, from := "player:"+strconv.Itoa(n), at[n]
-			to, dir := "loc:b", "north"
-			if from == "loc:b" {
-				to, dir = "loc:a", "south"
-			}
-			id := "bench-" + strconv.Itoa(j)
-			p := &events.Proposal{ProposalID: id, Kind: events.KindPlayerMoved, CorrelationID: id,
-				Payload: []byte(`{"playerId":"` + player + `","fromLocationId":"` + from + `","toLocationId":"` + to + `","direction":"` + dir + `"}`)}
-			cmds, err := apply.Build(p)
+			it, err := move(at, j%players, j)
 			if err != nil {
 				b.Error(err)
 				return
 			}
-			items = append(items, apply.Item{Command: cmds[0], Meta: apply.Meta{ProposalID: id, CorrelationID: id,
-				CommittedUTC: time.Now().UTC().Format(time.RFC3339Nano), Source: "PROPOSALS:" + strconv.Itoa(j)}})
-			at[n] = to
+			items = append(items, it)
 		}
 		res, err := apply.Batch(g, items).ToList()
 		if err != nil {

@@ -23,11 +23,7 @@ func BenchmarkMoveRoundTrip(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		n := i % players
-		player, from := "player:"+strconv.Itoa(n), at[n]
-		to, dir := "loc:b", "north"
-		if from == "loc:b" {
-			to, dir = "loc:a", "south"
-		}
+		player, from, to := "player:"+strconv.Itoa(n), at[n], other(at[n])
 		rows, err := g.V(player, from, to).Project("id", "exits", "at").
 			By(T.Id).
 			By(__.OutE("exit").Project("direction", "to").By("direction").By(__.InV().Id()).Fold()).
@@ -35,15 +31,11 @@ func BenchmarkMoveRoundTrip(b *testing.B) {
 		if err != nil || len(rows) != 3 {
 			b.Fatalf("read: %v %d", err, len(rows))
 		}
-		id := "bench-" + strconv.Itoa(i)
-		p := &events.Proposal{ProposalID: id, Kind: events.KindPlayerMoved, CorrelationID: id,
-			Payload: []byte(`{"playerId":"` + player + `","fromLocationId":"` + from + `","toLocationId":"` + to + `","direction":"` + dir + `"}`)}
-		cmds, err := apply.Build(p)
+		it, err := move(at, n, i)
 		if err != nil {
 			b.Fatal(err)
 		}
-		meta := apply.Meta{ProposalID: id, CorrelationID: id, CommittedUTC: time.Now().UTC().Format(time.RFC3339Nano), Source: "PROPOSALS:" + strconv.Itoa(i)}
-		res, err := cmds[0].Traversal(g, meta).ToList()
+		res, err := it.Command.Traversal(g, it.Meta).ToList()
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -55,7 +47,6 @@ func BenchmarkMoveRoundTrip(b *testing.B) {
 		if err != nil || !d.Applied {
 			b.Fatalf("write: %+v %v", d, err)
 		}
-		at[n] = to
 	}
 }
 
@@ -75,4 +66,32 @@ func seedPlayers(b *testing.B, g *gremlingo.GraphTraversalSource, players int) [
 		at[i] = "loc:a"
 	}
 	return at
+}
+
+// other is the location a player at loc moves to.
+func other(loc string) string {
+	if loc == "loc:b" {
+		return "loc:a"
+	}
+	return "loc:b"
+}
+
+// move is the apply item of move i: player n from where at says it is to the other location
+// (which at then records).
+func move(at []string, n, i int) (apply.Item, error) {
+	player, from, to := "player:"+strconv.Itoa(n), at[n], other(at[n])
+	dir := "north"
+	if from == "loc:b" {
+		dir = "south"
+	}
+	id := "bench-" + strconv.Itoa(i)
+	p := &events.Proposal{ProposalID: id, Kind: events.KindPlayerMoved, CorrelationID: id,
+		Payload: []byte(`{"playerId":"` + player + `","fromLocationId":"` + from + `","toLocationId":"` + to + `","direction":"` + dir + `"}`)}
+	cmds, err := apply.Build(p)
+	if err != nil {
+		return apply.Item{}, err
+	}
+	at[n] = to
+	return apply.Item{Command: cmds[0], Meta: apply.Meta{ProposalID: id, CorrelationID: id,
+		CommittedUTC: time.Now().UTC().Format(time.RFC3339Nano), Source: "PROPOSALS:" + strconv.Itoa(i)}}, nil
 }
