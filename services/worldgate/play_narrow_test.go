@@ -61,6 +61,9 @@ func TestPlayConsoleNarrowWindowAndReload(t *testing.T) {
 	run("a 420 px viewport", chromedp.EmulateViewport(420, 800)) // headless windows are at least 500 px wide
 	run("open /play", chromedp.Navigate(st.EdgeURL+"/play/"))
 	waitFor("live", `document.getElementById("status").textContent`, "live")
+	// The outcome stream can be live before the player's place is read (GET /play/location):
+	// the move below is sent from it, as the exit buttons send theirs once it is shown.
+	waitFor("the start", `state.location`, "loc:")
 	run("a refused move", chromedp.Evaluate[chromedp.Void](`publish("Player.MoveRequested", {playerId: state.player, fromLocationId: state.location, direction: "west"}, "move west"), null`))
 	waitFor("the refusal", feed, "has no exit west")
 	waitFor("its journey", `document.getElementById("journey-list").textContent`, "MOVE_REFUSED")
