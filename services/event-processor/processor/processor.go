@@ -46,8 +46,12 @@ const Name = "event-processor"
 const Gate = "processor"
 
 // DefaultMaxInFlight is how many proposals of one partition the processor applies at once by
-// default: a replica that owns all 16 partitions applies up to 128 (plus the legacy durable's).
-const DefaultMaxInFlight = 8
+// default: a replica that owns all 16 partitions applies up to 512 (plus the legacy durable's),
+// one of three replicas about 170. What is applied at once shares graph requests (MaxBatch), so
+// a replica with a few partitions needs this many for its requests to carry several writes
+// (docs/performance.md: with three replicas on 2 cores, 32 against 8 took requests from 5 to
+// 7 writes and saturation from 1482–1678 to 1829–1847 moves/s).
+const DefaultMaxInFlight = 32
 
 // Graph is what the processor needs of the graph connection (*graphx.Conn, with write
 // credentials).
