@@ -50,8 +50,10 @@ func Hops(mix string) float64 {
 // A player whose previous move is not decided yet (it is slow, or held by a killed process) is
 // moved from where it stood before that move: the game proposes from what it knows, and once the
 // previous move commits this one starts where the player no longer is, and is rightly refused.
-// With Undecided set, the generator remembers such moves (Stale), so a run can tell those
-// refusals from refusals of moves proposed from where the player was.
+// The same holds for any earlier move not seen decided yet: one committed late, after the
+// player's next move was refused, leaves Where behind until its outcome arrives. With Undecided
+// set, the generator remembers such moves (Stale), so a run can tell those refusals from
+// refusals of moves proposed from where the player was.
 type Generator struct {
 	Mix       string
 	Players   int
@@ -60,10 +62,11 @@ type Generator struct {
 	Undecided func(corr string) bool     // whether the event with correlation id corr is undecided
 	npcs      []worldfile.NPC
 
-	mu    sync.Mutex
-	last  map[string]string // player → correlation id of its last move generated
-	stale map[string]bool   // correlation ids of moves generated while the player's previous move was undecided
-	prev  map[string]string // correlation id → that of the player's move generated before it
+	mu      sync.Mutex
+	last    map[string]string   // player → correlation id of its last move generated
+	pending map[string][]string // player → its moves not seen decided when it last moved
+	stale   map[string]bool     // correlation ids of moves generated while an earlier move of the player was undecided
+	prev    map[string]string   // correlation id → that of the player's move generated before it
 }
 
 // Previous is the correlation id of the move its player was sent before the move corr ("" for
@@ -74,8 +77,8 @@ func (g *Generator) Previous(corr string) string {
 	return g.prev[corr]
 }
 
-// Stale reports whether the move with correlation id corr was generated while its player's
-// previous move was undecided (see Undecided).
+// Stale reports whether the move with correlation id corr was generated while an earlier move of
+// its player (the previous one, or one before it) was undecided (see Undecided).
 func (g *Generator) Stale(corr string) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -90,14 +93,23 @@ func (g *Generator) noteMove(player, corr string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.last == nil {
-		g.last, g.stale, g.prev = map[string]string{}, map[string]bool{}, map[string]string{}
+		g.last, g.pending, g.stale, g.prev = map[string]string{}, map[string][]string{}, map[string]bool{}, map[string]string{}
 	}
-	if prev := g.last[player]; prev != "" && prev != corr {
+	if prev := g.last[player]; prev == corr {
+		return // the same event again (a publish retry)
+	} else if prev != "" {
 		g.prev[corr] = prev
-		if g.Undecided(prev) {
-			g.stale[corr] = true
+	}
+	left := g.pending[player][:0]
+	for _, c := range g.pending[player] {
+		if g.Undecided(c) {
+			left = append(left, c)
 		}
 	}
+	if len(left) > 0 {
+		g.stale[corr] = true
+	}
+	g.pending[player] = append(left, corr)
 	g.last[player] = corr
 }
 
