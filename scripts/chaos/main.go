@@ -349,7 +349,7 @@ func printResult(w io.Writer, r *Result) {
 	fmt.Fprintf(w, " (NATS nodes killed as a stream's leader: %d)\n", r.Leaders)
 	fmt.Fprintf(w, "events          %d published (%d publish retries)\n", a.Events, r.Retries)
 	fmt.Fprintf(w, "outcomes        %d committed · %d rejected · %d dead letters\n", a.Committed, a.Rejected, a.DeadLetters)
-	fmt.Fprintf(w, "rejected        %d proposed while the player's previous move was undecided (from where it stood before), %d others\n",
+	fmt.Fprintf(w, "rejected        %d proposed while an earlier move of the player was undecided (from where it stood before it), %d others\n",
 		a.RejectedStale, a.Rejected-a.RejectedStale)
 	for _, e := range a.RejectedExamples {
 		fmt.Fprintf(w, "                %s\n", e)

@@ -22,7 +22,7 @@ type Audit struct {
 	Events    int `json:"events"`    // events published
 	Committed int `json:"committed"` // events whose proposal was committed once
 	Rejected  int `json:"rejected"`  // events whose proposal was rejected once
-	// RejectedStale counts the rejected moves proposed while the player's previous move was
+	// RejectedStale counts the rejected moves proposed while an earlier move of the player was
 	// undecided, from where the player stood before it (Generator.Stale): refusals the game's
 	// stale view explains. Rejected - RejectedStale are refusals of moves proposed from where
 	// the player was.
