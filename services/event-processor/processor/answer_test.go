@@ -8,12 +8,10 @@ import (
 	"time"
 
 	gremlingo "github.com/apache/tinkerpop/gremlin-go/v3/driver"
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/worldgate/worldgate/events"
 	"github.com/worldgate/worldgate/services/event-processor/apply"
 	"github.com/worldgate/worldgate/services/event-processor/processor"
-	"github.com/worldgate/worldgate/services/graphd/graphdtest"
 	"github.com/worldgate/worldgate/shared/natsx/natstest"
 )
 
@@ -23,9 +21,7 @@ import (
 // at commit saying why. An answer refused at commit blocks nothing: the attempt that replaces it
 // commits, and another event's answer commits beside it.
 func TestOneTriggeringEventCommitsOneAnswer(t *testing.T) {
-	e := natstest.Start(t)
-	gd := graphdtest.Start(t)
-	runProcessor(t, e, writer(t, gd.URL()), prometheus.NewRegistry())
+	e, gd, _ := startProcessor(t)
 	ro := reader(t, gd.URL())
 
 	var decided uint64

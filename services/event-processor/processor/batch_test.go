@@ -6,7 +6,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/worldgate/worldgate/services/graphd/graphdtest"
 	"github.com/worldgate/worldgate/shared/natsx/natstest"
 )
 
@@ -14,10 +13,7 @@ import (
 // share graph requests, and still every move commits (a move applied before the one that
 // brings the player to its start would be refused) in each player's order.
 func TestBatchedMovesCommitInEachPlayersOrder(t *testing.T) {
-	e := natstest.Start(t)
-	gd := graphdtest.Start(t)
-	reg := prometheus.NewRegistry()
-	runProcessor(t, e, writer(t, gd.URL()), reg)
+	e, _, reg := startProcessor(t)
 	w := newWalk("b", 6, 150)
 	publishAsync(t, e.JS, w.setup, func(i int) string { return w.setup[i].ProposalID })
 	natstest.WaitFor(t, 30*time.Second, "the world set up", func() bool { return committed(t, e) == uint64(len(w.setup)) })

@@ -9,10 +9,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/worldgate/worldgate/events"
-	"github.com/worldgate/worldgate/services/graphd/graphdtest"
 	"github.com/worldgate/worldgate/shared/natsx/natstest"
 )
 
@@ -21,9 +19,7 @@ import (
 // commits/s over a backlog of b.N ambience proposals, and p50/p99 of the latency of one
 // proposal published on an idle pipeline until its committed event arrives.
 func BenchmarkCommit(b *testing.B) {
-	e := natstest.Start(b)
-	gd := graphdtest.Start(b)
-	runProcessor(b, e, writer(b, gd.URL()), prometheus.NewRegistry())
+	e, _, _ := startProcessor(b)
 	setup := proposal(events.KindLocationCreated, "bench-loc", obj{"locationId": "loc:bench", "name": "Bench", "description": "Here."})
 	publish(b, e.JS, setup, setup.ProposalID)
 	natstest.WaitFor(b, 10*time.Second, "setup", func() bool { return committed(b, e) == 1 })

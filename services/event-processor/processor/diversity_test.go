@@ -10,7 +10,6 @@ import (
 
 	"github.com/worldgate/worldgate/events"
 	"github.com/worldgate/worldgate/services/event-processor/processor"
-	"github.com/worldgate/worldgate/services/graphd/graphdtest"
 	"github.com/worldgate/worldgate/shared/natsx/natstest"
 )
 
@@ -107,10 +106,7 @@ func TestDiversityOfCommittedContent(t *testing.T) {
 
 // The processor measures what it commits, once per proposal.
 func TestProcessorMeasuresCommittedDialogue(t *testing.T) {
-	e := natstest.Start(t)
-	gd := graphdtest.Start(t)
-	reg := prometheus.NewRegistry()
-	runProcessor(t, e, writer(t, gd.URL()), reg)
+	e, _, reg := startProcessor(t)
 	world := []*events.Proposal{
 		proposal(events.KindLocationCreated, "w1", obj{"locationId": "loc:quay", "name": "Quay", "description": "Tarred planks."}),
 		proposal(events.KindNPCCreated, "w2", obj{"npcId": "npc:orla", "name": "Orla", "locationId": "loc:quay"}),

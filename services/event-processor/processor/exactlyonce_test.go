@@ -8,7 +8,6 @@ import (
 	"time"
 
 	gremlingo "github.com/apache/tinkerpop/gremlin-go/v3/driver"
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/worldgate/worldgate/events"
 	"github.com/worldgate/worldgate/services/graphd/graphdtest"
@@ -88,9 +87,7 @@ func verify(t *testing.T, e *natstest.Env, ro *graphx.Conn, w workload) {
 }
 
 func TestExactlyOnceWithDuplicateDeliveries(t *testing.T) {
-	e := natstest.Start(t)
-	gd := graphdtest.Start(t)
-	runProcessor(t, e, writer(t, gd.URL()), prometheus.NewRegistry())
+	e, gd, _ := startProcessor(t)
 	w := newWorkload("x", 5000)
 	ps, ids := withDuplicates(w)
 	publishAsync(t, e.JS, ps, ids)

@@ -46,6 +46,15 @@ func reader(t testing.TB, url string) *graphx.Conn {
 	return c
 }
 
+// startProcessor starts JetStream and graphd in this process and one processor on them, writing
+// as the writer user; reg holds the processor's metrics.
+func startProcessor(t testing.TB) (e *natstest.Env, gd *server.Server, reg *prometheus.Registry) {
+	t.Helper()
+	e, gd, reg = natstest.Start(t), graphdtest.Start(t), prometheus.NewRegistry()
+	runProcessor(t, e, writer(t, gd.URL()), reg)
+	return e, gd, reg
+}
+
 // runProcessor runs the processor in this process on e, writing through g; opts change its
 // dependencies.
 func runProcessor(t testing.TB, e *natstest.Env, g processor.Graph, reg *prometheus.Registry, opts ...func(*processor.Deps)) *processor.Processor {

@@ -8,10 +8,8 @@ import (
 	"time"
 
 	gremlingo "github.com/apache/tinkerpop/gremlin-go/v3/driver"
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/worldgate/worldgate/events"
-	"github.com/worldgate/worldgate/services/graphd/graphdtest"
 	"github.com/worldgate/worldgate/shared/metrics/metricstest"
 	"github.com/worldgate/worldgate/shared/natsx/natstest"
 )
@@ -20,10 +18,7 @@ type obj = map[string]any
 
 // Every kind applies, and each commit-time rule refuses with a COMMIT_CONFLICT that says why.
 func TestEveryKindAppliesAndConflictsAreRejected(t *testing.T) {
-	e := natstest.Start(t)
-	gd := graphdtest.Start(t)
-	reg := prometheus.NewRegistry()
-	runProcessor(t, e, writer(t, gd.URL()), reg)
+	e, gd, reg := startProcessor(t)
 	ro := reader(t, gd.URL())
 
 	good := []*events.Proposal{
@@ -160,9 +155,7 @@ func TestEveryKindAppliesAndConflictsAreRejected(t *testing.T) {
 // in order, over exactly this content; anything else is refused naming the hop, and a proposal
 // of the previous schema version is refused saying so.
 func TestUnattestedProposalsAreRefusedNamingTheHop(t *testing.T) {
-	e := natstest.Start(t)
-	gd := graphdtest.Start(t)
-	runProcessor(t, e, writer(t, gd.URL()), prometheus.NewRegistry())
+	e, _, _ := startProcessor(t)
 	loc := proposal(events.KindLocationCreated, "a-loc", obj{"locationId": "loc:gate", "name": "Gate", "description": "A gate."})
 	publish(t, e.JS, loc, "a-loc")
 	natstest.WaitFor(t, 10*time.Second, "location committed", func() bool { return committed(t, e) == 1 })

@@ -6,11 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/worldgate/worldgate/events"
 	"github.com/worldgate/worldgate/services/event-processor/processor"
-	"github.com/worldgate/worldgate/services/graphd/graphdtest"
 	"github.com/worldgate/worldgate/shared/logx"
 	"github.com/worldgate/worldgate/shared/metrics/metricstest"
 	"github.com/worldgate/worldgate/shared/natsx"
@@ -21,11 +18,8 @@ import (
 // the horizon (another message, as a redelivery or a re-run agent makes it) applies once and
 // writes nothing; once the clock passes the horizon the markers go, and nothing else does.
 func TestMarkersArePrunedPastTheHorizonAndRedeliveryInsideAppliesOnce(t *testing.T) {
-	e := natstest.Start(t)
-	gd := graphdtest.Start(t)
-	reg := prometheus.NewRegistry()
-	w := writer(t, gd.URL())
-	runProcessor(t, e, w, reg)
+	e, gd, reg := startProcessor(t)
+	w := writer(t, gd.URL()) // the pruner's
 	ro := reader(t, gd.URL())
 	ps := []*events.Proposal{
 		proposal(events.KindLocationCreated, "m1", obj{"locationId": "loc:gate", "name": "Gate", "description": "A gate."}),

@@ -10,11 +10,9 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/worldgate/worldgate/events"
 	"github.com/worldgate/worldgate/events/provenance"
-	"github.com/worldgate/worldgate/services/graphd/graphdtest"
 	"github.com/worldgate/worldgate/shared/natsx/natstest"
 )
 
@@ -25,9 +23,7 @@ import (
 // of an honest proposal is the canonical encoding the gates signed, not the bytes it was
 // handed.
 func TestDuplicateMembersAreNeverCommitted(t *testing.T) {
-	e := natstest.Start(t)
-	gd := graphdtest.Start(t)
-	runProcessor(t, e, writer(t, gd.URL()), prometheus.NewRegistry())
+	e, _, _ := startProcessor(t)
 
 	honest := proposal(events.KindLocationCreated, "honest", obj{"locationId": "loc:inn", "name": "Inn",
 		"description": "A <b>warm</b> inn & its hearth.", "region": "vale"})

@@ -4,9 +4,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/worldgate/worldgate/services/graphd/graphdtest"
 	"github.com/worldgate/worldgate/services/worldgate/worldfile"
 	"github.com/worldgate/worldgate/shared/natsx/natstest"
 )
@@ -14,9 +11,7 @@ import (
 // The demo world, loaded twice (the second time under new message ids, as a second
 // `worldgate world load` would), commits once and leaves exactly the world of the file.
 func TestDemoWorldLoadsOnceAndCompletely(t *testing.T) {
-	e := natstest.Start(t)
-	gd := graphdtest.Start(t)
-	runProcessor(t, e, writer(t, gd.URL()), prometheus.NewRegistry())
+	e, gd, _ := startProcessor(t)
 	w, err := worldfile.DemoWorld()
 	if err != nil {
 		t.Fatal(err)
